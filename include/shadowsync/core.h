@@ -1,0 +1,182 @@
+/* shadowsync core: errors, config, the batch, the DLRM model, optimizers
+ * and metrics (DESIGN §1, §3, §5, §7).
+ *
+ * The model owns nothing global: parameters live in one flat float buffer
+ * (struct model_layout says where each layer sits), optimizer state in a
+ * second buffer of the same layout; scratch for one batch is a struct
+ * model_scratch sized once per worker. Functions that can fail return 0 or a
+ * negative SS_E* code and fill a struct ss_err naming what is at fault. */
+#ifndef SHADOWSYNC_CORE_H
+#define SHADOWSYNC_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SS_VERSION "0.1.0"
+
+/* ---- errors ---------------------------------------------------------- */
+enum { SS_OK = 0, SS_EINVAL = -1, SS_EIO = -2, SS_ENOMEM = -3, SS_EFORMAT = -4, SS_ESTATE = -5 };
+
+struct ss_err {
+    int code;
+    char msg[1024];
+};
+
+/* Fills e (when non-NULL) and returns code. */
+int ss_fail(struct ss_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void *ss_xmalloc(size_t n);            /* aborts on OOM: memory for sizes we chose */
+void *ss_xcalloc(size_t n, size_t sz);
+void *ss_aligned(size_t n);            /* 64-byte aligned, zeroed; free() it */
+double ss_now(void);                   /* monotonic seconds */
+uint64_t ss_splitmix(uint64_t *state); /* deterministic PRNG */
+double ss_uniform(uint64_t *state);    /* in [0,1) */
+double ss_normal(uint64_t *state);
+void ss_log(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* stderr, with a prefix */
+
+/* ---- config (DESIGN §7) ---------------------------------------------- */
+#define SS_MAX_TABLES 1024
+#define SS_MAX_LAYERS 16
+#define SS_MAX_COLS 4096
+
+enum data_format { FMT_AUTO, FMT_CRITEO, FMT_CSV, FMT_BINARY };
+enum cat_encoding { CAT_HEX, CAT_DEC, CAT_HASH };
+enum opt_kind { OPT_SGD, OPT_ADAGRAD, OPT_ROWWISE_ADAGRAD };
+enum sync_mode { SYNC_SHADOW, SYNC_FOREGROUND };
+enum sync_output { OUT_TRAINER0, OUT_AVERAGE };
+enum device_kind { DEV_CPU, DEV_CUDA, DEV_AUTO };
+
+struct ss_config {
+    struct { int trainers, embedding_ps, sync_ps, readers; int64_t seed; char *bind; } job;
+    struct {
+        char *train, *eval;
+        int format;                  /* enum data_format */
+        char *separator;             /* one character, "\t" by default */
+        int header;                  /* lines to skip at the top of each text file */
+        int label_col;               /* 0-based column numbers */
+        char *dense_cols, *cat_cols, *multihot_cols; /* lists "1-13,15" */
+        char *multihot_sep;
+        int cat_encoding;            /* enum cat_encoding */
+        int report_bad_lines;        /* first N bad lines printed as file:line: reason */
+        int64_t max_examples;        /* 0 = all */
+    } data;
+    struct { char *rows; int dim; char *bottom, *top; } model;
+    struct {
+        int dense, emb;              /* enum opt_kind */
+        double dense_lr, emb_lr, eps, init_acc;
+    } optim;
+    struct { int worker_threads, batch_size, device; } trainer;
+    struct {
+        char *algo;
+        int mode;                    /* enum sync_mode */
+        int gap;
+        double alpha, bmuf_momentum, bmuf_lr;
+        int bmuf_nesterov;
+        int output;                  /* enum sync_output */
+        double shadow_sleep_ms;
+    } sync;
+    struct { char *strategy; int profile_batches; char *pin; } placement;
+    struct { int64_t memory_mb; } embedding_ps;
+    struct { char *dir; double interval_s; } checkpoint;
+    struct { char *dir; double log_interval_s; int save_model, quiet; } output;
+};
+
+/* Loads path (NULL = all defaults), then applies the overrides "section.key=value". */
+int ss_config_load(struct ss_config *c, const char *path, char **overrides, int n_overrides,
+                   struct ss_err *e);
+void ss_config_free(struct ss_config *c);
+void ss_config_print(const struct ss_config *c, FILE *f);   /* resolved, as INI */
+void ss_config_print_reference(FILE *f);                    /* every key, default, doc */
+int ss_config_save(const struct ss_config *c, const char *path, struct ss_err *e);
+
+/* Parses "13-512-256" into dims; returns the count or a negative code. */
+int ss_parse_dims(const char *s, int *dims, int max, struct ss_err *e, const char *key);
+/* Parses "1-13,20" into 0-based column indices. */
+int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const char *key);
+
+/* ---- batch (DESIGN §5) ----------------------------------------------- */
+/* Example-major: example i's dense features at dense[i*n_dense], the bag of
+ * table t at ids[off[i*n_tables+t] .. off[i*n_tables+t+1]). Ids are raw
+ * (token values); the model maps them to rows with id mod rows_t. */
+struct batch {
+    int n, cap;                 /* examples held, capacity */
+    int n_dense, n_tables;
+    size_t id_cap;
+    float *label;               /* [cap] */
+    float *dense;               /* [cap*n_dense], raw values (transformed by the model) */
+    int32_t *off;               /* [cap*n_tables+1] */
+    uint64_t *ids;              /* [id_cap] */
+    uint64_t *example_id;       /* [cap]: (source file index << 40) | record index */
+};
+
+void batch_init(struct batch *b, int cap, int n_dense, int n_tables);
+void batch_reserve_ids(struct batch *b, size_t need);
+void batch_clear(struct batch *b);
+void batch_free(struct batch *b);
+
+/* ---- model (DESIGN §1) ----------------------------------------------- */
+struct model_layout {
+    int n_dense, n_tables, dim;
+    int n_bot, n_top;                        /* layer counts */
+    int bot[SS_MAX_LAYERS + 1], top[SS_MAX_LAYERS + 1]; /* widths, input first */
+    size_t bot_w[SS_MAX_LAYERS], bot_b[SS_MAX_LAYERS]; /* offsets in the flat buffer */
+    size_t top_w[SS_MAX_LAYERS], top_b[SS_MAX_LAYERS];
+    size_t n_params;
+    int64_t *rows;                           /* [n_tables] */
+};
+
+/* From the config; checks bottom ends at dim, top starts at dim + (T+1)T/2. */
+int model_layout_init(struct model_layout *l, const struct ss_config *c, struct ss_err *e);
+void model_layout_free(struct model_layout *l);
+/* Xavier-normal weights like the peer; deterministic from seed. */
+void model_init_params(const struct model_layout *l, float *params, uint64_t seed);
+
+/* Per-worker activations and gradients for batches of up to cap examples. */
+struct model_scratch {
+    int cap;
+    float *x0;                        /* transformed dense input [cap*n_dense] */
+    float *bot_act[SS_MAX_LAYERS];    /* outputs of each bottom layer */
+    float *emb;                       /* pooled embeddings [cap*T*dim] */
+    float *top_in;                    /* [cap*top[0]] */
+    float *top_act[SS_MAX_LAYERS];
+    float *logit, *prob;              /* [cap] */
+    float *d_a, *d_b;                 /* ping-pong gradient buffers, widest layer */
+    float *d_top_in;
+    float *d_emb;                     /* gradient of the pooled embeddings [cap*T*dim] */
+    float *d_bot_out;
+    float *grad;                      /* dense gradient, flat [n_params] */
+};
+
+void model_scratch_init(struct model_scratch *s, const struct model_layout *l, int cap);
+void model_scratch_free(struct model_scratch *s);
+
+/* Forward from the pooled embeddings already in s->emb; fills s->prob.
+ * Returns the mean BCE loss of the batch. */
+double model_forward(const struct model_layout *l, const float *params, const struct batch *b,
+                     struct model_scratch *s);
+/* Backward of the mean loss: s->grad (dense) and s->d_emb (pooled embeddings). */
+void model_backward(const struct model_layout *l, const float *params, const struct batch *b,
+                    struct model_scratch *s);
+
+/* ---- optimizers (DESIGN §1) ------------------------------------------ */
+/* Dense step over the flat vector: w -= lr*g (SGD) or Adagrad with state. */
+void optim_dense_step(int kind, float *w, float *state, const float *g, size_t n, float lr,
+                      float eps);
+/* One embedding row update; state is the row's accumulator (row-wise Adagrad). */
+void optim_row_step(int kind, float *row, float *state, const float *g, int dim, float lr,
+                    float eps);
+
+/* ---- metrics (DESIGN §3) --------------------------------------------- */
+struct ne_acc {                 /* running logloss and CTR for NE */
+    double loss_sum, label_sum;
+    int64_t n;
+};
+void ne_add(struct ne_acc *a, const float *prob, const float *label, int n);
+void ne_merge(struct ne_acc *into, const struct ne_acc *from);
+double ne_logloss(const struct ne_acc *a);
+double ne_value(const struct ne_acc *a); /* logloss / H(ctr); NAN when undefined */
+double metric_bce(double p, double y);   /* clipped at 1e-7 like the peer */
+/* AUC with ties given half credit; O(n log n); NAN if one class is absent. */
+double metric_auc(const float *prob, const float *label, int64_t n);
+
+#endif

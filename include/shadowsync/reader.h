@@ -1,0 +1,91 @@
+/* shadowsync reader: turns data files into batches (DESIGN §5).
+ *
+ * A reader owns an ordered list of files (text with a schema, or binary
+ * shards) and hands out batches under one lock, so every example goes to
+ * exactly one caller whatever the number of workers and trainers. Bad text
+ * lines are counted and skipped; the first few are reported as
+ * file:line: reason. Binary shards are read with no parsing.
+ *
+ * Binary shard layout (little-endian), written by `shadowsync convert`:
+ *   header, 64 bytes:
+ *     char     magic[8]     "SSHARD\0\0"
+ *     uint32   version      1
+ *     uint32   header_bytes 64
+ *     uint32   n_dense      dense features per example
+ *     uint32   n_tables     categorical features per example
+ *     uint64   examples     records in the file
+ *     uint64   total_ids    ids over all records
+ *     uint32   flags        bit 0: some bag holds more than one id
+ *     uint8    pad[20]      zero
+ *   records, back to back:
+ *     float    label
+ *     float    dense[n_dense]
+ *     uint32   bag_len[n_tables]
+ *     uint64   ids[sum of bag_len]
+ * A file whose size is not exactly what the header promises is refused as
+ * truncated; a wrong magic or version is refused as foreign. */
+#ifndef SHADOWSYNC_READER_H
+#define SHADOWSYNC_READER_H
+
+#include "core.h"
+
+#define SHARD_MAGIC "SSHARD\0\0"
+#define SHARD_VERSION 1
+#define SHARD_HEADER_BYTES 64
+
+struct schema {
+    int format;                 /* FMT_CRITEO, FMT_CSV or FMT_BINARY (resolved) */
+    char sep;
+    int header_lines;
+    int label_col;
+    int n_dense, n_cat;
+    int dense_cols[SS_MAX_COLS];
+    int cat_cols[SS_MAX_COLS];  /* column of each categorical feature */
+    int is_multihot[SS_MAX_COLS];
+    char multihot_sep;
+    int cat_encoding;
+    int n_cols;                 /* fields a line must have */
+};
+
+/* Resolves the schema for a data path from the config (format auto: ".bin"
+ * shards or a directory of them are binary, anything else Criteo TSV). */
+int schema_from_config(struct schema *s, const struct ss_config *c, const char *path,
+                       struct ss_err *e);
+
+struct reader_stats {
+    int64_t examples, bad_lines, files_done;
+};
+
+struct reader;
+
+/* path: a file, a directory (its regular files, sorted), or a glob. */
+int reader_open(struct reader **out, const char *path, const struct schema *s,
+                int64_t max_examples, int report_bad, struct ss_err *e);
+/* Fills b with up to b->cap examples (b->n = 0 at the end of the data).
+ * Thread-safe. Returns 0 or a negative code (I/O error, corrupt shard). */
+int reader_next(struct reader *r, struct batch *b, struct ss_err *e);
+void reader_stats(struct reader *r, struct reader_stats *st);
+void reader_close(struct reader *r);
+
+/* Parses one text line (no newline) into example slot i of b.
+ * Returns 0, or SS_EFORMAT with a reason in e. Exposed for tests. */
+int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, struct ss_err *e);
+
+/* `shadowsync convert`: text to binary shards of up to shard_examples each
+ * (0 = one file), streaming in constant memory. */
+int reader_convert(const char *in, const char *out_dir, const struct schema *s,
+                   int64_t shard_examples, struct ss_err *e);
+
+/* `shadowsync gen`: Criteo-shaped data from a hidden teacher (DESIGN §5).
+ * Writes dir/train.tsv, dir/eval.tsv, dir/train.prob, dir/eval.prob and
+ * returns the eval file's Bayes NE in *bayes_ne. */
+struct gen_opts {
+    const char *out_dir;
+    int64_t examples, eval_examples;
+    uint64_t seed;
+    int n_dense, n_tables;
+    const int64_t *cardinality; /* [n_tables] distinct ids per feature */
+};
+int gen_write(const struct gen_opts *o, double *bayes_ne, struct ss_err *e);
+
+#endif

@@ -1,0 +1,87 @@
+/* shadowsync shadow: the sync algorithms behind one interface, the
+ * collectives and central copy they talk through, and the shadow thread
+ * (DESIGN §3).
+ *
+ * The shadow thread knows nothing of training: it calls sync() in a loop
+ * until every trainer's data has ended (the last round is the final sync).
+ * In foreground mode it runs a round only when a worker asks for one, and
+ * that worker waits for it. An algorithm reads and writes the trainer's
+ * live dense buffer without locks (Hogwild). Adding an algorithm = one file
+ * here and one line in the table of algo.c. */
+#ifndef SHADOWSYNC_SHADOW_H
+#define SHADOWSYNC_SHADOW_H
+
+#include "core.h"
+
+/* An all-reduce among the trainers: in-process now, MPI and NCCL later. */
+struct collective;
+struct collective_ops {
+    const char *name;
+    /* buf[0..n) becomes the element-wise sum over all members. Blocking. */
+    int (*allreduce_sum)(struct collective *c, float *buf, size_t n, struct ss_err *e);
+    void (*free)(struct collective *c);
+};
+struct collective {
+    const struct collective_ops *ops;
+    int rank, size;
+    void *impl;
+};
+/* n members of one in-process group (one per trainer); free each. */
+void collective_local_group(struct collective **members, int n, size_t max_len);
+
+/* The EASGD central copy w_PS: in-process now, the sync PS role later. */
+struct center;
+struct center_ops {
+    /* Atomically w_PS <- (1-alpha) w_PS + alpha w; then out <- w_PS. */
+    int (*elastic)(struct center *c, const float *w, float *out, size_t n, float alpha,
+                   struct ss_err *e);
+    void (*free)(struct center *c);
+};
+struct center {
+    const struct center_ops *ops;
+    void *impl;
+};
+struct center *center_local_create(const float *init, size_t n);
+
+/* What an algorithm sees. */
+struct sync_ctx {
+    const struct ss_config *cfg;
+    float *w;                   /* the trainer's live dense buffer */
+    size_t n;
+    struct collective *coll;    /* ma, bmuf */
+    struct center *center;      /* easgd */
+    float *buf;                 /* scratch of n+1 floats */
+    void *state;                /* the algorithm's own */
+};
+
+struct sync_algo_ops {
+    const char *name;
+    int (*init)(struct sync_ctx *c, struct ss_err *e);
+    /* One round. active: this trainer still has data. Returns how many
+     * trainers were active in the round as far as it can tell (0: this was
+     * the final sync), or a negative code. */
+    int (*sync)(struct sync_ctx *c, int active, struct ss_err *e);
+    void (*free)(struct sync_ctx *c);
+};
+const struct sync_algo_ops *sync_algo_find(const char *name);
+
+/* The shadow thread. */
+struct shadow;
+struct shadow_opts {
+    const struct ss_config *cfg;
+    float *w;
+    size_t n;
+    struct collective *coll;
+    struct center *center;
+};
+int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e);
+/* Foreground mode, from a worker: waits for a sync round that starts after
+ * this call. Returns 0, or a negative code if the shadow thread failed. */
+int shadow_request(struct shadow *s);
+/* The trainer's data has ended (all its workers are out of their loops). */
+void shadow_data_done(struct shadow *s);
+/* Waits for the final sync; returns its status and frees the thread. */
+int shadow_join(struct shadow *s, int64_t *syncs, struct ss_err *e);
+int64_t shadow_syncs(struct shadow *s);  /* rounds so far, any thread */
+
+#endif

@@ -1,0 +1,48 @@
+/* shadowsync trainer: worker threads, the batch loop, the trainer's
+ * clients, and the run as a whole (DESIGN §3, §7).
+ *
+ * Workers see embeddings only through an emb_client (lookup/push): an
+ * in-process implementation over struct emb_tables now, a Thrift one for
+ * the cluster job later. */
+#ifndef SHADOWSYNC_TRAINER_H
+#define SHADOWSYNC_TRAINER_H
+
+#include "core.h"
+#include "embps.h"
+
+struct emb_client;
+struct emb_client_ops {
+    const char *name;
+    /* Pooled bags of b into out[n*T*dim]. */
+    int (*lookup)(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e);
+    /* Gradients of the pooled bags, same layout; applied on the tables' side. */
+    int (*push)(struct emb_client *c, const struct batch *b, const float *grad, struct ss_err *e);
+    void (*free)(struct emb_client *c);
+};
+struct emb_client {
+    const struct emb_client_ops *ops;
+    void *impl;
+};
+struct emb_client *emb_client_local(struct emb_tables *t);
+
+struct eval_result {
+    int64_t examples;
+    double logloss, ne, auc, ctr, mean_p, calibration; /* calibration = mean_p / ctr */
+};
+
+/* Scores every example of path with the model (forward only). */
+int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *emb,
+                 const struct ss_config *c, const char *path, struct eval_result *r,
+                 struct ss_err *e);
+
+/* `shadowsync train`: the embedded default, job.trainers trainers in this
+ * process, each with worker_threads Hogwild workers and a shadow thread. */
+int trainer_run(const struct ss_config *c, struct ss_err *e);
+/* `shadowsync eval CONFIG --model DIR`. */
+int trainer_eval_saved(const struct ss_config *c, const char *model_dir, struct ss_err *e);
+
+/* Model directory files: DIR/dense.bin and DIR/tables.bin. */
+int dense_save(const float *w, size_t n, const char *path, struct ss_err *e);
+int dense_load(float *w, size_t n, const char *path, struct ss_err *e);
+
+#endif

@@ -1,0 +1,710 @@
+/* Configuration (DESIGN §7): the INI file a job reads (GLib GKeyFile), its
+ * defaults, "section.key=value" overrides, and validation that names the
+ * key and the value at fault.
+ *
+ * Every key is one row of the table `keys` below: section, name, type, place
+ * in struct ss_config, default (as text), range or choices and a one-line
+ * doc. Defaults, file values and overrides all go through set_value(), so a
+ * default is parsed and checked exactly like user input; printing the
+ * resolved config and the commented reference are walks of the same table.
+ * A struct ss_config owns its strings (g_malloc'ed); ss_config_free frees
+ * them. */
+#include "shadowsync/core.h"
+
+#include <errno.h>
+#include <glib.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum key_type { T_INT, T_INT64, T_DOUBLE, T_BOOL, T_STRING, T_ENUM };
+enum { OPEN_MIN = 1, OPEN_MAX = 2 }; /* exclusive bounds: (min, max) */
+
+struct choice {
+    const char *name;
+    int value;
+};
+
+struct key_desc {
+    const char *section, *key;
+    enum key_type type;
+    size_t off;                   /* of the field in struct ss_config */
+    const char *def;              /* default, as a user would write it */
+    double min, max;              /* T_INT, T_INT64, T_DOUBLE */
+    int open;                     /* OPEN_MIN | OPEN_MAX */
+    const struct choice *choices; /* T_ENUM; for T_STRING: the allowed values */
+    const char *doc;
+};
+
+#define P40 1099511627776.0
+#define P62 4611686018427387904.0
+
+#define OFF(sec, key) offsetof(struct ss_config, sec.key)
+#define NUM(t, sec, key, def, lo, hi, open, doc) \
+    { #sec, #key, t, OFF(sec, key), def, lo, hi, open, NULL, doc }
+#define INT(sec, key, def, lo, hi, doc) NUM(T_INT, sec, key, def, lo, hi, 0, doc)
+#define I64(sec, key, def, lo, hi, doc) NUM(T_INT64, sec, key, def, lo, hi, 0, doc)
+#define DBL(sec, key, def, lo, hi, open, doc) NUM(T_DOUBLE, sec, key, def, lo, hi, open, doc)
+#define BOOL(sec, key, def, doc) NUM(T_BOOL, sec, key, def, 0, 1, 0, doc)
+#define STR(sec, key, def, doc) { #sec, #key, T_STRING, OFF(sec, key), def, 0, 0, 0, NULL, doc }
+#define ENUM(sec, key, def, ch, doc) { #sec, #key, T_ENUM, OFF(sec, key), def, 0, 0, 0, ch, doc }
+#define ONE_OF(sec, key, def, ch, doc) \
+    { #sec, #key, T_STRING, OFF(sec, key), def, 0, 0, 0, ch, doc }
+
+static const struct choice formats[] = {
+    {"auto", FMT_AUTO}, {"criteo", FMT_CRITEO}, {"csv", FMT_CSV}, {"binary", FMT_BINARY}, {NULL, 0}};
+static const struct choice cat_encodings[] = {
+    {"hex", CAT_HEX}, {"dec", CAT_DEC}, {"hash", CAT_HASH}, {NULL, 0}};
+static const struct choice dense_opts[] = {{"sgd", OPT_SGD}, {"adagrad", OPT_ADAGRAD}, {NULL, 0}};
+static const struct choice emb_opts[] = {
+    {"sgd", OPT_SGD}, {"rowwise_adagrad", OPT_ROWWISE_ADAGRAD}, {NULL, 0}};
+static const struct choice devices[] = {
+    {"cpu", DEV_CPU}, {"cuda", DEV_CUDA}, {"auto", DEV_AUTO}, {NULL, 0}};
+static const struct choice sync_algos[] = {
+    {"none", 0}, {"easgd", 0}, {"ma", 0}, {"bmuf", 0}, {NULL, 0}};
+static const struct choice sync_modes[] = {
+    {"shadow", SYNC_SHADOW}, {"foreground", SYNC_FOREGROUND}, {NULL, 0}};
+static const struct choice sync_outputs[] = {
+    {"trainer0", OUT_TRAINER0}, {"average", OUT_AVERAGE}, {NULL, 0}};
+static const struct choice strategies[] = {
+    {"profile", 0}, {"round_robin", 0}, {"hash", 0}, {NULL, 0}};
+
+static const struct key_desc keys[] = {
+    INT(job, trainers, "1", 1, 1024,
+        "trainers (in one process for the embedded default; MPI ranks in a cluster job)"),
+    INT(job, embedding_ps, "0", 0, 4096,
+        "embedding parameter servers (cluster job only; 0 = tables in the trainer process)"),
+    INT(job, sync_ps, "0", 0, 4096,
+        "sync parameter servers holding the EASGD center (cluster job only)"),
+    INT(job, readers, "0", 0, 4096, "reader services (cluster job only; 0 = read in-process)"),
+    I64(job, seed, "1", 0, P62, "seed of every random choice (init, data generation)"),
+    STR(job, bind, "", "address services bind to (empty = the host's address)"),
+
+    STR(data, train, "", "training data: a file, a directory of shards, or a glob"),
+    STR(data, eval, "", "evaluation data (empty = no eval figures)"),
+    ENUM(data, format, "auto", formats, "input format (auto = detect from the data)"),
+    STR(data, separator, "\\t", "field separator of text input (one character; \\t or tab = a tab)"),
+    INT(data, header, "0", 0, 1000000, "lines to skip at the top of every text file"),
+    INT(data, label_col, "0", 0, SS_MAX_COLS - 1, "label column (0-based)"),
+    STR(data, dense_cols, "1-13", "dense feature columns (0-based, ranges allowed)"),
+    STR(data, cat_cols, "14-39", "categorical columns (0-based, ranges allowed)"),
+    STR(data, multihot_cols, "",
+        "categorical columns that hold several ids separated by data.multihot_sep"),
+    STR(data, multihot_sep, ",", "separator of the ids in a multi-hot column (one character)"),
+    ENUM(data, cat_encoding, "hex", cat_encodings, "how a categorical token becomes an id"),
+    INT(data, report_bad_lines, "5", 0, 1000000, "bad lines reported as file:line: reason"),
+    I64(data, max_examples, "0", 0, P62,
+        "stop after this many training examples (0 = all)"),
+
+    STR(model, rows, "200000", "rows per embedding table: one number for all or a comma list"),
+    INT(model, dim, "16", 1, 1024, "embedding dimension (the width of every table's rows)"),
+    STR(model, bottom, "13-512-256-64-16", "bottom MLP widths, dense input first, last = model.dim"),
+    STR(model, top, "367-512-256-1",
+        "top MLP widths, interaction width first (\"auto\" = computed), last = 1"),
+
+    ENUM(optim, dense, "sgd", dense_opts, "optimizer of the dense (MLP) parameters"),
+    ENUM(optim, emb, "sgd", emb_opts, "optimizer of the embedding rows"),
+    DBL(optim, dense_lr, "0.1", 0, 100, OPEN_MIN, "learning rate of the dense parameters"),
+    DBL(optim, emb_lr, "0.1", 0, 100, OPEN_MIN, "learning rate of the embedding rows"),
+    DBL(optim, eps, "1e-8", 0, 1, 0, "Adagrad epsilon"),
+    DBL(optim, init_acc, "0", 0, 100, 0, "initial Adagrad accumulator"),
+
+    INT(trainer, worker_threads, "1", 1, 256, "Hogwild worker threads per trainer"),
+    INT(trainer, batch_size, "128", 1, 1048576, "examples per batch of each worker"),
+    ENUM(trainer, device, "cpu", devices, "where the MLPs run (auto = CUDA when available)"),
+
+    ONE_OF(sync, algo, "none", sync_algos, "how trainers synchronize their dense parameters"),
+    ENUM(sync, mode, "shadow", sync_modes,
+         "shadow = a background thread syncs; foreground = the workers sync"),
+    INT(sync, gap, "10", 1, 1000000, "foreground: sync every gap iterations of each worker"),
+    DBL(sync, alpha, "0.5", 0, 1, 0, "elastic/averaging weight"),
+    DBL(sync, bmuf_momentum, "0.9", 0, 1, OPEN_MAX, "block momentum"),
+    DBL(sync, bmuf_lr, "1.0", 0, 10, OPEN_MIN, "block learning rate"),
+    BOOL(sync, bmuf_nesterov, "false", "Nesterov block momentum"),
+    ENUM(sync, output, "trainer0", sync_outputs,
+         "the final model: trainer 0's parameters or the average over trainers"),
+    DBL(sync, shadow_sleep_ms, "0", 0, 60000, 0, "pause of the shadow thread between syncs"),
+
+    ONE_OF(placement, strategy, "round_robin", strategies,
+           "how embedding tables are placed on embedding parameter servers"),
+    INT(placement, profile_batches, "100", 0, 1000000, "batches profiled by the profile strategy"),
+    STR(placement, pin, "", "pins table:ps,... that override the strategy"),
+
+    I64(embedding_ps, memory_mb, "16384", 1, P40, "memory of each embedding parameter server, MiB"),
+
+    STR(checkpoint, dir, "", "checkpoint directory (empty = no checkpoints)"),
+    DBL(checkpoint, interval_s, "0", 0, 1e9, 0, "seconds between checkpoints (0 = only at the end)"),
+
+    STR(output, dir, "runs/latest", "run directory"),
+    DBL(output, log_interval_s, "5", 0, 1e6, OPEN_MIN, "seconds between progress lines"),
+    BOOL(output, save_model, "true", "save the trained model in the run directory"),
+    BOOL(output, quiet, "false", "no progress lines"),
+};
+
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+static void *field(struct ss_config *c, const struct key_desc *d)
+{
+    return (char *)c + d->off;
+}
+
+static const void *cfield(const struct ss_config *c, const struct key_desc *d)
+{
+    return (const char *)c + d->off;
+}
+
+static const struct key_desc *find_key(const char *section, const char *key)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcmp(keys[i].section, section) && !strcmp(keys[i].key, key))
+            return &keys[i];
+    return NULL;
+}
+
+static int section_known(const char *section)
+{
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (!strcmp(keys[i].section, section))
+            return 1;
+    return 0;
+}
+
+/* ---- describing a key: range, choices -------------------------------- */
+
+static void format_bound(const struct key_desc *d, double v, char *buf, size_t n)
+{
+    if (d->type == T_DOUBLE)
+        g_ascii_formatd(buf, n, "%g", v);
+    else
+        snprintf(buf, n, "%" PRId64, (int64_t)v);
+}
+
+static void format_range(const struct key_desc *d, char *buf, size_t n)
+{
+    char lo[32], hi[32];
+    format_bound(d, d->min, lo, sizeof lo);
+    format_bound(d, d->max, hi, sizeof hi);
+    snprintf(buf, n, "%c%s, %s%c", d->open & OPEN_MIN ? '(' : '[', lo, hi,
+             d->open & OPEN_MAX ? ')' : ']');
+}
+
+static void format_choices(const struct choice *ch, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (; ch->name; ch++) {
+        if (buf[0])
+            g_strlcat(buf, "|", n);
+        g_strlcat(buf, ch->name, n);
+    }
+}
+
+/* "[1, 1024]", "(cpu|cuda|auto)", "(true|false)" or "" for a free string. */
+static void describe(const struct key_desc *d, char *buf, size_t n)
+{
+    char ch[256];
+    buf[0] = '\0';
+    if (d->type == T_INT || d->type == T_INT64 || d->type == T_DOUBLE) {
+        format_range(d, buf, n);
+    } else if (d->type == T_BOOL) {
+        snprintf(buf, n, "(true|false)");
+    } else if (d->choices) {
+        format_choices(d->choices, ch, sizeof ch);
+        snprintf(buf, n, "(%s)", ch);
+    }
+}
+
+/* ---- parsing one value ----------------------------------------------- */
+
+static int fail_value(struct ss_err *e, const char *where, const struct key_desc *d,
+                      const char *v, const char *what)
+{
+    return ss_fail(e, SS_EINVAL, "%s: %s.%s = \"%s\" %s", where, d->section, d->key, v, what);
+}
+
+static int fail_range(struct ss_err *e, const char *where, const struct key_desc *d,
+                      const char *v)
+{
+    char range[96];
+    format_range(d, range, sizeof range);
+    return ss_fail(e, SS_EINVAL, "%s: %s.%s = %s is out of range %s", where, d->section, d->key,
+                   v, range);
+}
+
+static int below_min(const struct key_desc *d, double v)
+{
+    return d->open & OPEN_MIN ? v <= d->min : v < d->min;
+}
+
+static int above_max(const struct key_desc *d, double v)
+{
+    return d->open & OPEN_MAX ? v >= d->max : v > d->max;
+}
+
+static int set_integer(struct ss_config *c, const struct key_desc *d, const char *v,
+                       const char *where, struct ss_err *e)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || g_ascii_isspace(v[0]))
+        return fail_value(e, where, d, v, "is not an integer");
+    /* compared as integers: 2^62 + 1 must not round down to the bound */
+    int64_t lo = (int64_t)d->min, hi = (int64_t)d->max;
+    if (errno == ERANGE || x < lo + !!(d->open & OPEN_MIN) || x > hi - !!(d->open & OPEN_MAX))
+        return fail_range(e, where, d, v);
+    if (d->type == T_INT)
+        *(int *)field(c, d) = (int)x;
+    else
+        *(int64_t *)field(c, d) = x;
+    return 0;
+}
+
+static int set_double(struct ss_config *c, const struct key_desc *d, const char *v,
+                      const char *where, struct ss_err *e)
+{
+    char *end;
+    errno = 0;
+    double x = g_ascii_strtod(v, &end);
+    if (end == v || *end || g_ascii_isspace(v[0]) || isnan(x))
+        return fail_value(e, where, d, v, "is not a number");
+    if (errno == ERANGE || below_min(d, x) || above_max(d, x))
+        return fail_range(e, where, d, v);
+    *(double *)field(c, d) = x;
+    return 0;
+}
+
+static int set_bool(struct ss_config *c, const struct key_desc *d, const char *v,
+                    const char *where, struct ss_err *e)
+{
+    static const char *const yes[] = {"true", "1", "yes"}, *const no[] = {"false", "0", "no"};
+    for (int i = 0; i < 3; i++) {
+        if (!g_ascii_strcasecmp(v, yes[i]) || !g_ascii_strcasecmp(v, no[i])) {
+            *(int *)field(c, d) = !g_ascii_strcasecmp(v, yes[i]);
+            return 0;
+        }
+    }
+    return fail_value(e, where, d, v, "is not a boolean (true|false|1|0|yes|no)");
+}
+
+static const struct choice *find_choice(const struct choice *ch, const char *v)
+{
+    for (; ch->name; ch++)
+        if (!strcmp(ch->name, v))
+            return ch;
+    return NULL;
+}
+
+static int fail_choice(struct ss_err *e, const char *where, const struct key_desc *d,
+                       const char *v)
+{
+    char ch[256], what[300];
+    format_choices(d->choices, ch, sizeof ch);
+    snprintf(what, sizeof what, "is not one of %s", ch);
+    return fail_value(e, where, d, v, what);
+}
+
+static int set_enum(struct ss_config *c, const struct key_desc *d, const char *v,
+                    const char *where, struct ss_err *e)
+{
+    const struct choice *ch = find_choice(d->choices, v);
+    if (!ch)
+        return fail_choice(e, where, d, v);
+    *(int *)field(c, d) = ch->value;
+    return 0;
+}
+
+static int set_string(struct ss_config *c, const struct key_desc *d, const char *v,
+                      const char *where, struct ss_err *e)
+{
+    if (d->choices && !find_choice(d->choices, v))
+        return fail_choice(e, where, d, v);
+    char **s = field(c, d);
+    g_free(*s);
+    *s = g_strdup(v);
+    return 0;
+}
+
+/* Parses v (already unescaped) into the key's field; where ("config FILE")
+ * prefixes errors. Strings are taken verbatim; other values may carry
+ * surrounding white space. */
+static int set_value(struct ss_config *c, const struct key_desc *d, const char *v,
+                     const char *where, struct ss_err *e)
+{
+    if (d->type == T_STRING)
+        return set_string(c, d, v, where, e);
+    char *t = g_strstrip(g_strdup(v));
+    int rc = 0;
+    switch (d->type) {
+    case T_INT:
+    case T_INT64: rc = set_integer(c, d, t, where, e); break;
+    case T_DOUBLE: rc = set_double(c, d, t, where, e); break;
+    case T_BOOL: rc = set_bool(c, d, t, where, e); break;
+    case T_ENUM: rc = set_enum(c, d, t, where, e); break;
+    case T_STRING: break;
+    }
+    g_free(t);
+    return rc;
+}
+
+/* ---- sources: defaults, the file, overrides -------------------------- */
+
+static int apply_defaults(struct ss_config *c, struct ss_err *e)
+{
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int rc = set_value(c, &keys[i], keys[i].def, "config default", e);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int apply_key(struct ss_config *c, GKeyFile *kf, const char *group, const char *key,
+                     const char *where, struct ss_err *e)
+{
+    const struct key_desc *d = find_key(group, key);
+    if (!d)
+        return ss_fail(e, SS_EINVAL, "%s: unknown key %s.%s", where, group, key);
+    GError *err = NULL;
+    char *v = g_key_file_get_string(kf, group, key, &err);
+    if (err) { /* a bad escape: GLib may return a string and an error */
+        int rc = ss_fail(e, SS_EFORMAT, "%s: %s.%s: %s", where, group, key, err->message);
+        g_error_free(err);
+        g_free(v);
+        return rc;
+    }
+    int rc = set_value(c, d, v, where, e);
+    g_free(v);
+    return rc;
+}
+
+static int apply_group(struct ss_config *c, GKeyFile *kf, const char *group, const char *where,
+                       struct ss_err *e)
+{
+    if (!section_known(group))
+        return ss_fail(e, SS_EINVAL, "%s: unknown section [%s]", where, group);
+    char **names = g_key_file_get_keys(kf, group, NULL, NULL);
+    int rc = 0;
+    for (size_t i = 0; !rc && names && names[i]; i++)
+        rc = apply_key(c, kf, group, names[i], where, e);
+    g_strfreev(names);
+    return rc;
+}
+
+static int apply_file(struct ss_config *c, const char *path, struct ss_err *e)
+{
+    char *where = g_strdup_printf("config %s", path);
+    GKeyFile *kf = g_key_file_new();
+    GError *err = NULL;
+    int rc = 0;
+    if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &err)) {
+        rc = ss_fail(e, err->domain == G_FILE_ERROR ? SS_EIO : SS_EFORMAT, "%s: %s", where,
+                     err->message);
+        g_error_free(err);
+    } else {
+        char **groups = g_key_file_get_groups(kf, NULL);
+        for (size_t i = 0; !rc && groups[i]; i++)
+            rc = apply_group(c, kf, groups[i], where, e);
+        g_strfreev(groups);
+    }
+    g_key_file_free(kf);
+    g_free(where);
+    return rc;
+}
+
+/* "section.key=value"; the value is taken verbatim (no INI unescaping). */
+static int apply_override(struct ss_config *c, const char *ov, struct ss_err *e)
+{
+    const char *eq = strchr(ov, '=');
+    const char *dot = eq ? memchr(ov, '.', (size_t)(eq - ov)) : NULL;
+    if (!dot || dot == ov || dot + 1 == eq)
+        return ss_fail(e, SS_EINVAL, "config: override \"%s\" is not section.key=value", ov);
+    char *section = g_strndup(ov, (size_t)(dot - ov));
+    char *key = g_strndup(dot + 1, (size_t)(eq - dot - 1));
+    const struct key_desc *d = find_key(section, key);
+    int rc = d ? set_value(c, d, eq + 1, "config", e)
+               : ss_fail(e, SS_EINVAL, "config: override \"%s\": unknown key %s.%s", ov,
+                         section, key);
+    g_free(section);
+    g_free(key);
+    return rc;
+}
+
+/* ---- checks across keys ---------------------------------------------- */
+
+/* A one-character separator; "\t" (two characters) and "tab" mean a tab. */
+static int check_char(char **s, const char *key, struct ss_err *e)
+{
+    if (!strcmp(*s, "\\t") || !strcmp(*s, "tab")) {
+        g_free(*s);
+        *s = g_strdup("\t");
+    }
+    if (strlen(*s) != 1)
+        return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" is not one character", key, *s);
+    return 0;
+}
+
+/* Digits only, at most limit; len characters of s. */
+static int parse_uint(const char *s, size_t len, int64_t limit, int64_t *out)
+{
+    int64_t v = 0;
+    if (len == 0)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (!g_ascii_isdigit(s[i]) || v > (limit - (s[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_positive(const char *s, size_t len, int64_t limit, int64_t *out)
+{
+    return parse_uint(s, len, limit, out) || *out == 0 ? -1 : 0;
+}
+
+static int check_rows(const char *rows, struct ss_err *e)
+{
+    int n = 0;
+    for (const char *p = rows;; n++) {
+        const char *end = strchrnul(p, ',');
+        int64_t v;
+        if (n == SS_MAX_TABLES)
+            return ss_fail(e, SS_EINVAL, "config: model.rows = \"%s\" lists more than %d tables",
+                           rows, SS_MAX_TABLES);
+        if (parse_positive(p, (size_t)(end - p), INT64_MAX, &v))
+            return ss_fail(e, SS_EINVAL,
+                           "config: model.rows = \"%s\" is not a positive integer or a comma "
+                           "list of them", rows);
+        if (!*end)
+            return 0;
+        p = end + 1;
+    }
+}
+
+static int dims_parse(const char *s, int *dims, int max, int min_n, struct ss_err *e,
+                      const char *key, const char *shown);
+
+/* model.top may begin with "auto": its input width is computed. */
+static int check_top(const char *top, struct ss_err *e)
+{
+    int dims[SS_MAX_LAYERS + 1], n;
+    if (strncmp(top, "auto", 4))
+        n = ss_parse_dims(top, dims, SS_MAX_LAYERS + 1, e, "model.top");
+    else if (top[4] != '-')
+        n = ss_fail(e, SS_EINVAL, "config: model.top = \"%s\" is not W-...-1 or auto-...-1", top);
+    else
+        n = dims_parse(top + 5, dims, SS_MAX_LAYERS, 1, e, "model.top", top);
+    return n < 0 ? n : 0;
+}
+
+static int check_config(struct ss_config *c, struct ss_err *e)
+{
+    int cols[SS_MAX_COLS], dims[SS_MAX_LAYERS + 1]; /* only the syntax matters here */
+    if (check_char(&c->data.separator, "data.separator", e) ||
+        check_char(&c->data.multihot_sep, "data.multihot_sep", e))
+        return SS_EINVAL;
+    if (ss_parse_cols(c->data.dense_cols, cols, SS_MAX_COLS, e, "data.dense_cols") < 0 ||
+        ss_parse_cols(c->data.cat_cols, cols, SS_MAX_COLS, e, "data.cat_cols") < 0 ||
+        ss_parse_cols(c->data.multihot_cols, cols, SS_MAX_COLS, e, "data.multihot_cols") < 0)
+        return SS_EINVAL;
+    if (ss_parse_dims(c->model.bottom, dims, SS_MAX_LAYERS + 1, e, "model.bottom") < 0)
+        return SS_EINVAL;
+    return check_top(c->model.top, e) ? SS_EINVAL : check_rows(c->model.rows, e);
+}
+
+/* ---- public: load, free ---------------------------------------------- */
+
+int ss_config_load(struct ss_config *c, const char *path, char **overrides, int n_overrides,
+                   struct ss_err *e)
+{
+    memset(c, 0, sizeof *c);
+    int rc = apply_defaults(c, e);
+    if (!rc && path)
+        rc = apply_file(c, path, e);
+    for (int i = 0; !rc && i < n_overrides; i++)
+        rc = apply_override(c, overrides[i], e);
+    if (!rc)
+        rc = check_config(c, e);
+    if (rc)
+        ss_config_free(c);
+    return rc;
+}
+
+void ss_config_free(struct ss_config *c)
+{
+    for (size_t i = 0; i < N_KEYS; i++) {
+        if (keys[i].type == T_STRING) {
+            char **s = field(c, &keys[i]);
+            g_free(*s);
+            *s = NULL;
+        }
+    }
+}
+
+/* ---- printing -------------------------------------------------------- */
+
+/* Shortest of %.15g / %.17g that reads back to the same double. */
+static void format_double(double v, char *buf, size_t n)
+{
+    g_ascii_formatd(buf, n, "%.15g", v);
+    if (g_ascii_strtod(buf, NULL) != v)
+        g_ascii_formatd(buf, n, "%.17g", v);
+}
+
+static const char *choice_name(const struct choice *ch, int v)
+{
+    for (; ch->name; ch++)
+        if (ch->value == v)
+            return ch->name;
+    return "?";
+}
+
+/* The value as INI text (strings escaped the GKeyFile way); g_free it. */
+static char *value_text(const struct ss_config *c, const struct key_desc *d, GKeyFile *kf)
+{
+    const void *p = cfield(c, d);
+    char buf[64];
+    switch (d->type) {
+    case T_INT: return g_strdup_printf("%d", *(const int *)p);
+    case T_INT64: return g_strdup_printf("%" PRId64, *(const int64_t *)p);
+    case T_DOUBLE: format_double(*(const double *)p, buf, sizeof buf); return g_strdup(buf);
+    case T_BOOL: return g_strdup(*(const int *)p ? "true" : "false");
+    case T_ENUM: return g_strdup(choice_name(d->choices, *(const int *)p));
+    case T_STRING: break;
+    }
+    const char *s = *(char *const *)p;
+    g_key_file_set_string(kf, "escape", "value", s ? s : "");
+    return g_key_file_get_value(kf, "escape", "value", NULL);
+}
+
+static void print_key(FILE *f, const char *key, const char *value)
+{
+    if (*value)
+        fprintf(f, "%s = %s\n", key, value);
+    else
+        fprintf(f, "%s =\n", key);
+}
+
+static void print_section(FILE *f, size_t i)
+{
+    if (i == 0 || strcmp(keys[i - 1].section, keys[i].section))
+        fprintf(f, "%s[%s]\n", i ? "\n" : "", keys[i].section);
+}
+
+void ss_config_print(const struct ss_config *c, FILE *f)
+{
+    GKeyFile *kf = g_key_file_new();
+    for (size_t i = 0; i < N_KEYS; i++) {
+        char *v = value_text(c, &keys[i], kf);
+        print_section(f, i);
+        print_key(f, keys[i].key, v);
+        g_free(v);
+    }
+    g_key_file_free(kf);
+}
+
+void ss_config_print_reference(FILE *f)
+{
+    fprintf(f, "# shadowsync configuration: every section and key with its default.\n"
+               "# A job's file needs only the keys it changes; an unknown key is an error.\n"
+               "# On the command line: --set section.key=value.\n\n");
+    for (size_t i = 0; i < N_KEYS; i++) {
+        char desc[320];
+        describe(&keys[i], desc, sizeof desc);
+        print_section(f, i);
+        fprintf(f, "# %s%s%s\n", keys[i].doc, *desc ? " " : "", desc);
+        print_key(f, keys[i].key, keys[i].def);
+    }
+}
+
+int ss_config_save(const struct ss_config *c, const char *path, struct ss_err *e)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return ss_fail(e, SS_EIO, "config: cannot write %s: %s", path, strerror(errno));
+    ss_config_print(c, f);
+    int bad = ferror(f);
+    if (fclose(f) || bad)
+        return ss_fail(e, SS_EIO, "config: error writing %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* ---- lists: dims, columns -------------------------------------------- */
+
+static int dims_parse(const char *s, int *dims, int max, int min_n, struct ss_err *e,
+                      const char *key, const char *shown)
+{
+    int n = 0;
+    key = key ? key : "dims";
+    for (const char *p = s;;) {
+        const char *end = strchrnul(p, '-');
+        int64_t v;
+        if (parse_positive(p, (size_t)(end - p), INT32_MAX, &v))
+            return ss_fail(e, SS_EINVAL,
+                           "config: %s = \"%s\" is not widths like 13-512-256 (each positive)",
+                           key, shown);
+        if (n == max)
+            return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" has more than %d widths", key,
+                           shown, max);
+        dims[n++] = (int)v;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    if (n < min_n)
+        return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" needs at least %d widths", key, shown,
+                       min_n);
+    return n;
+}
+
+int ss_parse_dims(const char *s, int *dims, int max, struct ss_err *e, const char *key)
+{
+    return dims_parse(s, dims, max, 2, e, key, s);
+}
+
+/* One item of a column list: "7" or "1-13", surrounding blanks allowed. */
+static int parse_col_item(const char *p, size_t len, int64_t *lo, int64_t *hi)
+{
+    while (len && g_ascii_isspace(*p))
+        p++, len--;
+    while (len && g_ascii_isspace(p[len - 1]))
+        len--;
+    const char *dash = memchr(p, '-', len);
+    if (!dash) {
+        if (parse_uint(p, len, SS_MAX_COLS - 1, lo))
+            return -1;
+        *hi = *lo;
+        return 0;
+    }
+    size_t a = (size_t)(dash - p);
+    if (parse_uint(p, a, SS_MAX_COLS - 1, lo) ||
+        parse_uint(dash + 1, len - a - 1, SS_MAX_COLS - 1, hi))
+        return -1;
+    return *lo > *hi ? -1 : 0;
+}
+
+int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const char *key)
+{
+    int n = 0;
+    key = key ? key : "columns";
+    if (!*s)
+        return 0;
+    for (const char *p = s;;) {
+        const char *end = strchrnul(p, ',');
+        int64_t lo, hi;
+        if (parse_col_item(p, (size_t)(end - p), &lo, &hi))
+            return ss_fail(e, SS_EINVAL,
+                           "config: %s = \"%s\" is not columns like 1-13,20 (0-based, below %d)",
+                           key, s, SS_MAX_COLS);
+        if (hi - lo + 1 > max - n)
+            return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" lists more than %d columns", key, s,
+                           max);
+        for (int64_t i = lo; i <= hi; i++)
+            cols[n++] = (int)i;
+        if (!*end)
+            return n;
+        p = end + 1;
+    }
+}

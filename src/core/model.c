@@ -1,0 +1,335 @@
+/* DLRM forward and backward on one batch (DESIGN §1), CPU path.
+ *
+ * dense x -> log(1+max(x,0)) -> bottom MLP (ReLU between layers, none after
+ * the last) -> v0; pooled embeddings v1..vT come in s->emb from the caller's
+ * emb_client. Interaction: v0 concatenated with the dots vi.vj for i > j in
+ * row-major lower-triangle order ((1,0),(2,0),(2,1),...), like the peer's
+ * torch.tril_indices(n, n, -1). Top MLP -> logit -> sigmoid; loss is the mean
+ * binary cross entropy, so gradients are those of the mean.
+ * Weights are row-major [out x in] like torch.nn.Linear, GEMMs via OpenBLAS
+ * sgemm; the caller keeps BLAS single-threaded (one BLAS thread per worker).
+ * Nothing here allocates: all buffers are in struct model_scratch. */
+#include "shadowsync/core.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int model_layout_init(struct model_layout *l, const struct ss_config *c, struct ss_err *e)
+{
+    int dims[SS_MAX_LAYERS + 2];
+    memset(l, 0, sizeof *l);
+    int nb = ss_parse_dims(c->model.bottom, dims, SS_MAX_LAYERS + 1, e, "model.bottom");
+    if (nb < 0)
+        return nb;
+    l->n_bot = nb - 1;
+    memcpy(l->bot, dims, nb * sizeof(int));
+    l->n_dense = l->bot[0];
+    l->dim = c->model.dim;
+    if (l->bot[l->n_bot] != l->dim)
+        return ss_fail(e, SS_EINVAL, "config: model.bottom = %s must end at model.dim = %d",
+                       c->model.bottom, l->dim);
+
+    /* rows: one number for every table, or one per table */
+    int64_t rows[SS_MAX_TABLES];
+    int nt = 0;
+    const char *p = c->model.rows;
+    while (*p) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v <= 0 || (*end && *end != ','))
+            return ss_fail(e, SS_EINVAL, "config: model.rows = \"%s\" is not a list of positive integers",
+                           c->model.rows);
+        if (nt == SS_MAX_TABLES)
+            return ss_fail(e, SS_EINVAL, "config: model.rows lists more than %d tables", SS_MAX_TABLES);
+        rows[nt++] = v;
+        p = *end ? end + 1 : end;
+    }
+    if (nt == 0)
+        return ss_fail(e, SS_EINVAL, "config: model.rows is empty");
+    /* One number: every table the same, as many tables as data.cat_cols. */
+    int ncat = nt;
+    if (nt == 1) {
+        int cols[SS_MAX_COLS];
+        ncat = ss_parse_cols(c->data.cat_cols, cols, SS_MAX_COLS, e, "data.cat_cols");
+        if (ncat < 0)
+            return ncat;
+        if (ncat == 0)
+            return ss_fail(e, SS_EINVAL, "config: no categorical features (data.cat_cols is empty)");
+        for (int t = 1; t < ncat; t++)
+            rows[t] = rows[0];
+    }
+    l->n_tables = ncat;
+    l->rows = ss_xmalloc(ncat * sizeof(int64_t));
+    memcpy(l->rows, rows, ncat * sizeof(int64_t));
+
+    int T = l->n_tables, top_in = l->dim + (T + 1) * T / 2;
+    const char *top = c->model.top;
+    int nt_dims;
+    if (strncmp(top, "auto-", 5) == 0) {
+        nt_dims = ss_parse_dims(top + 5, dims + 1, SS_MAX_LAYERS, e, "model.top");
+        if (nt_dims == SS_EINVAL && strchr(top + 5, '-') == NULL) /* "auto-1" */
+            nt_dims = (dims[1] = atoi(top + 5)) > 0 ? 1 : SS_EINVAL;
+        if (nt_dims < 0)
+            return nt_dims;
+        dims[0] = top_in;
+        nt_dims++;
+    } else {
+        nt_dims = ss_parse_dims(top, dims, SS_MAX_LAYERS + 1, e, "model.top");
+        if (nt_dims < 0)
+            return nt_dims;
+        if (dims[0] != top_in)
+            return ss_fail(e, SS_EINVAL,
+                           "config: model.top = %s must start at %d (dim %d + %d pairwise dots of "
+                           "%d vectors), or write it as auto-...",
+                           top, top_in, l->dim, (T + 1) * T / 2, T + 1);
+    }
+    if (dims[nt_dims - 1] != 1)
+        return ss_fail(e, SS_EINVAL, "config: model.top = %s must end at 1 (the logit)", top);
+    l->n_top = nt_dims - 1;
+    memcpy(l->top, dims, nt_dims * sizeof(int));
+
+    size_t off = 0;
+    for (int i = 0; i < l->n_bot; i++) {
+        l->bot_w[i] = off, off += (size_t)l->bot[i] * l->bot[i + 1];
+        l->bot_b[i] = off, off += l->bot[i + 1];
+    }
+    for (int i = 0; i < l->n_top; i++) {
+        l->top_w[i] = off, off += (size_t)l->top[i] * l->top[i + 1];
+        l->top_b[i] = off, off += l->top[i + 1];
+    }
+    l->n_params = off;
+    return 0;
+}
+
+void model_layout_free(struct model_layout *l)
+{
+    free(l->rows);
+    l->rows = NULL;
+}
+
+static void init_layer(float *w, float *b, int in, int out, uint64_t *rng)
+{
+    double sw = sqrt(2.0 / (in + out)), sb = sqrt(1.0 / out);
+    for (size_t i = 0; i < (size_t)in * out; i++)
+        w[i] = (float)(ss_normal(rng) * sw);
+    for (int i = 0; i < out; i++)
+        b[i] = (float)(ss_normal(rng) * sb);
+}
+
+void model_init_params(const struct model_layout *l, float *p, uint64_t seed)
+{
+    uint64_t rng = seed * 0x2545F4914F6CDD1Dull + 17;
+    for (int i = 0; i < l->n_bot; i++)
+        init_layer(p + l->bot_w[i], p + l->bot_b[i], l->bot[i], l->bot[i + 1], &rng);
+    for (int i = 0; i < l->n_top; i++)
+        init_layer(p + l->top_w[i], p + l->top_b[i], l->top[i], l->top[i + 1], &rng);
+}
+
+static int widest(const struct model_layout *l)
+{
+    int w = l->n_dense;
+    for (int i = 0; i <= l->n_bot; i++)
+        w = l->bot[i] > w ? l->bot[i] : w;
+    for (int i = 0; i <= l->n_top; i++)
+        w = l->top[i] > w ? l->top[i] : w;
+    return w;
+}
+
+void model_scratch_init(struct model_scratch *s, const struct model_layout *l, int cap)
+{
+    size_t n = cap, TD = (size_t)l->n_tables * l->dim;
+    memset(s, 0, sizeof *s);
+    s->cap = cap;
+    s->x0 = ss_aligned(n * l->n_dense * sizeof(float));
+    for (int i = 0; i < l->n_bot; i++)
+        s->bot_act[i] = ss_aligned(n * l->bot[i + 1] * sizeof(float));
+    for (int i = 0; i < l->n_top; i++)
+        s->top_act[i] = ss_aligned(n * l->top[i + 1] * sizeof(float));
+    s->emb = ss_aligned(n * TD * sizeof(float));
+    s->top_in = ss_aligned(n * l->top[0] * sizeof(float));
+    s->logit = s->top_act[l->n_top - 1];
+    s->prob = ss_aligned(n * sizeof(float));
+    s->d_a = ss_aligned(n * widest(l) * sizeof(float));
+    s->d_b = ss_aligned(n * widest(l) * sizeof(float));
+    s->d_top_in = ss_aligned(n * l->top[0] * sizeof(float));
+    s->d_emb = ss_aligned(n * TD * sizeof(float));
+    s->d_bot_out = ss_aligned(n * l->dim * sizeof(float));
+    s->grad = ss_aligned(l->n_params * sizeof(float));
+}
+
+void model_scratch_free(struct model_scratch *s)
+{
+    free(s->x0);
+    for (int i = 0; i < SS_MAX_LAYERS; i++) {
+        free(s->bot_act[i]);
+        free(s->top_act[i]);
+    }
+    free(s->emb);
+    free(s->top_in);
+    free(s->prob);
+    free(s->d_a);
+    free(s->d_b);
+    free(s->d_top_in);
+    free(s->d_emb);
+    free(s->d_bot_out);
+    free(s->grad);
+    memset(s, 0, sizeof *s);
+}
+
+/* y[n x out] = x[n x in] W^T + b, then ReLU unless last. */
+static void linear_fwd(const float *x, const float *w, const float *b, float *y, int n, int in,
+                       int out, int relu)
+{
+    for (int i = 0; i < n; i++)
+        memcpy(y + (size_t)i * out, b, out * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f, y,
+                out);
+    if (relu)
+        for (size_t i = 0; i < (size_t)n * out; i++)
+            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+/* Given dy [n x out] (already through the activation's derivative), writes
+ * dW, db into the gradient and, when dx != NULL, dx [n x in] = dy W. */
+static void linear_bwd(const float *x, const float *w, const float *dy, float *dw, float *db,
+                       float *dx, int n, int in, int out)
+{
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f,
+                dw, in);
+    memset(db, 0, out * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        const float *r = dy + (size_t)i * out;
+        for (int j = 0; j < out; j++)
+            db[j] += r[j];
+    }
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
+                    0.0f, dx, in);
+}
+
+static void relu_bwd(float *dy, const float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (y[i] <= 0.0f)
+            dy[i] = 0.0f;
+}
+
+static inline float dotf(const float *a, const float *b, int d)
+{
+    float s = 0.0f;
+    for (int k = 0; k < d; k++)
+        s += a[k] * b[k];
+    return s;
+}
+
+/* Vector j of example i: 0 is the bottom output, t+1 is table t's bag. */
+static inline const float *vec(const struct model_layout *l, const struct model_scratch *s, int i,
+                               int j)
+{
+    const float *bot = s->bot_act[l->n_bot - 1];
+    return j == 0 ? bot + (size_t)i * l->dim
+                  : s->emb + ((size_t)i * l->n_tables + (j - 1)) * l->dim;
+}
+
+static void interact_fwd(const struct model_layout *l, struct model_scratch *s, int n)
+{
+    int d = l->dim, V = l->n_tables + 1, w = l->top[0];
+    for (int i = 0; i < n; i++) {
+        float *out = s->top_in + (size_t)i * w;
+        memcpy(out, vec(l, s, i, 0), d * sizeof(float));
+        int k = d;
+        for (int a = 1; a < V; a++)
+            for (int b = 0; b < a; b++)
+                out[k++] = dotf(vec(l, s, i, a), vec(l, s, i, b), d);
+    }
+}
+
+static void interact_bwd(const struct model_layout *l, struct model_scratch *s, int n)
+{
+    int d = l->dim, T = l->n_tables, V = T + 1, w = l->top[0];
+    for (int i = 0; i < n; i++) {
+        const float *g = s->d_top_in + (size_t)i * w;
+        float *dv[SS_MAX_TABLES + 1];
+        dv[0] = s->d_bot_out + (size_t)i * d;
+        for (int t = 0; t < T; t++)
+            dv[t + 1] = s->d_emb + ((size_t)i * T + t) * d;
+        memcpy(dv[0], g, d * sizeof(float));
+        for (int t = 1; t < V; t++)
+            memset(dv[t], 0, d * sizeof(float));
+        int k = d;
+        for (int a = 1; a < V; a++) {
+            const float *va = vec(l, s, i, a);
+            for (int b = 0; b < a; b++) {
+                float gk = g[k++];
+                const float *vb = vec(l, s, i, b);
+                for (int c = 0; c < d; c++) {
+                    dv[a][c] += gk * vb[c];
+                    dv[b][c] += gk * va[c];
+                }
+            }
+        }
+    }
+}
+
+double model_forward(const struct model_layout *l, const float *p, const struct batch *b,
+                     struct model_scratch *s)
+{
+    int n = b->n;
+    for (size_t i = 0; i < (size_t)n * l->n_dense; i++) {
+        float x = b->dense[i];
+        s->x0[i] = log1pf(x > 0.0f ? x : 0.0f);
+    }
+    const float *in = s->x0;
+    for (int i = 0; i < l->n_bot; i++) {
+        linear_fwd(in, p + l->bot_w[i], p + l->bot_b[i], s->bot_act[i], n, l->bot[i],
+                   l->bot[i + 1], i < l->n_bot - 1);
+        in = s->bot_act[i];
+    }
+    interact_fwd(l, s, n);
+    in = s->top_in;
+    for (int i = 0; i < l->n_top; i++) {
+        linear_fwd(in, p + l->top_w[i], p + l->top_b[i], s->top_act[i], n, l->top[i],
+                   l->top[i + 1], i < l->n_top - 1);
+        in = s->top_act[i];
+    }
+    double loss = 0.0;
+    for (int i = 0; i < n; i++) {
+        float z = s->logit[i], y = b->label[i];
+        s->prob[i] = 1.0f / (1.0f + expf(-z));
+        loss += (z > 0 ? z : 0) - z * y + log1p(exp(-fabs(z)));
+    }
+    return n ? loss / n : 0.0;
+}
+
+void model_backward(const struct model_layout *l, const float *p, const struct batch *b,
+                    struct model_scratch *s)
+{
+    int n = b->n;
+    float *dy = s->d_a, *dx = s->d_b, *g = s->grad;
+    float inv = n ? 1.0f / n : 0.0f;
+    for (int i = 0; i < n; i++)
+        dy[i] = (s->prob[i] - b->label[i]) * inv;
+    for (int i = l->n_top - 1; i >= 0; i--) {
+        const float *x = i ? s->top_act[i - 1] : s->top_in;
+        float *dxi = i ? dx : s->d_top_in;
+        linear_bwd(x, p + l->top_w[i], dy, g + l->top_w[i], g + l->top_b[i], dxi, n, l->top[i],
+                   l->top[i + 1]);
+        if (i) {
+            relu_bwd(dx, s->top_act[i - 1], (size_t)n * l->top[i]);
+            float *t = dy; dy = dx; dx = t;
+        }
+    }
+    interact_bwd(l, s, n);
+    memcpy(dy, s->d_bot_out, (size_t)n * l->dim * sizeof(float));
+    for (int i = l->n_bot - 1; i >= 0; i--) {
+        const float *x = i ? s->bot_act[i - 1] : s->x0;
+        linear_bwd(x, p + l->bot_w[i], dy, g + l->bot_w[i], g + l->bot_b[i], i ? dx : NULL, n,
+                   l->bot[i], l->bot[i + 1]);
+        if (i) {
+            relu_bwd(dx, s->bot_act[i - 1], (size_t)n * l->bot[i]);
+            float *t = dy; dy = dx; dx = t;
+        }
+    }
+}

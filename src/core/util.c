@@ -1,0 +1,91 @@
+/* Small shared helpers: error filling, allocation, time, a deterministic
+ * PRNG (splitmix64) and logging. Everything here is thread-safe. */
+#include "shadowsync/core.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int ss_fail(struct ss_err *e, int code, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+        e->code = code;
+    }
+    return code;
+}
+
+void *ss_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "shadowsync: out of memory allocating %zu bytes\n", n);
+        abort();
+    }
+    return p;
+}
+
+void *ss_xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) {
+        fprintf(stderr, "shadowsync: out of memory allocating %zu x %zu bytes\n", n, sz);
+        abort();
+    }
+    return p;
+}
+
+void *ss_aligned(size_t n)
+{
+    size_t sz = (n + 63) / 64 * 64;
+    void *p = aligned_alloc(64, sz ? sz : 64);
+    if (!p) {
+        fprintf(stderr, "shadowsync: out of memory allocating %zu bytes\n", n);
+        abort();
+    }
+    memset(p, 0, sz ? sz : 64);
+    return p;
+}
+
+double ss_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint64_t ss_splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double ss_uniform(uint64_t *s)
+{
+    return (ss_splitmix(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double ss_normal(uint64_t *s)
+{
+    double u = ss_uniform(s), v = ss_uniform(s);
+    if (u < 1e-300)
+        u = 1e-300;
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+void ss_log(const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "shadowsync: %s\n", buf);
+}

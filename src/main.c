@@ -1,0 +1,310 @@
+/* The `shadowsync` command: parses the verb and its flags, nothing else.
+ *   shadowsync train CONFIG [--set section.key=value ...] [--help-config]
+ *   shadowsync eval CONFIG --model DIR [--set ...]
+ *   shadowsync gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]
+ *   shadowsync convert CONFIG --in PATH --out DIR [--shard-examples N] [--set ...]
+ *   shadowsync --version | --help
+ * Exit status 0 on success, non-zero with a one-line reason on stderr. */
+#include "shadowsync/reader.h"
+#include "shadowsync/trainer.h"
+
+#include <cblas.h>
+#include <malloc.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: shadowsync VERB ...\n"
+    "  train CONFIG [--set section.key=value ...]   train (the embedded default without mpirun)\n"
+    "  train --help-config                          every config key with its default\n"
+    "  eval CONFIG --model DIR [--set ...]          score data.eval with a saved model\n"
+    "  gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]\n"
+    "                                               synthetic Criteo-shaped data + Bayes NE\n"
+    "  convert CONFIG --in PATH --out DIR [--shard-examples N] [--set ...]\n"
+    "                                               text data to binary shards\n"
+    "  --version                                    version and build features\n";
+
+static int die(const struct ss_err *e)
+{
+    fprintf(stderr, "shadowsync: %s\n", e->msg);
+    return 1;
+}
+
+static int bad_usage(const char *why)
+{
+    fprintf(stderr, "shadowsync: %s\n%s", why, usage);
+    return 2;
+}
+
+/* Debian's DYNAMIC_ARCH OpenBLAS picks the slow Prescott kernel on some
+ * AVX-512 Intel CPUs (TOOLCHAIN.md). The kernel is chosen when the library
+ * loads, so when that happened and the user set nothing, re-exec once with
+ * OPENBLAS_CORETYPE=SkylakeX. An OPENBLAS_CORETYPE already set is kept. */
+static void pick_blas_kernel(char **argv)
+{
+    if (getenv("OPENBLAS_CORETYPE") || getenv("SS_BLAS_REEXEC"))
+        return;
+    const char *core = openblas_get_corename();
+    if (!core || strcasecmp(core, "prescott") != 0 || !__builtin_cpu_supports("avx512f"))
+        return;
+    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    setenv("SS_BLAS_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv);
+}
+
+static int print_version(void)
+{
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    char *nl = strchr(mpi, '\n');
+    if (nl)
+        *nl = 0;
+    printf("shadowsync %s\n", SS_VERSION);
+    printf("  blas:   OpenBLAS, %s kernel\n", openblas_get_corename());
+    printf("  mpi:    %s\n", mpi);
+    printf("  thrift: c_glib (binary protocol type %s)\n",
+           g_type_name(THRIFT_TYPE_BINARY_PROTOCOL));
+    printf("  gpu:    not built (no nvcc/NCCL found at build time)\n");
+    return 0;
+}
+
+/* Splits argv after the verb into one positional CONFIG, --set overrides
+ * and named options (--name value). */
+struct args {
+    const char *config;
+    char *sets[256];
+    int n_sets;
+    const char *names[16], *values[16];
+    int n_opts;
+    int help_config;
+};
+
+static int parse_args(int argc, char **argv, struct args *a, const char *const *allowed)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (!strcmp(s, "--help-config")) {
+            a->help_config = 1;
+        } else if (!strcmp(s, "--set")) {
+            if (i + 1 >= argc || a->n_sets == 256)
+                return bad_usage("--set needs section.key=value");
+            a->sets[a->n_sets++] = argv[++i];
+        } else if (!strncmp(s, "--set=", 6)) {
+            if (a->n_sets == 256)
+                return bad_usage("too many --set");
+            a->sets[a->n_sets++] = (char *)s + 6;
+        } else if (!strncmp(s, "--", 2)) {
+            int ok = 0;
+            for (int k = 0; allowed[k]; k++)
+                ok |= !strcmp(allowed[k], s + 2);
+            if (!ok || i + 1 >= argc || a->n_opts == 16) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "unknown option or missing value: %s", s);
+                return bad_usage(msg);
+            }
+            a->names[a->n_opts] = s + 2;
+            a->values[a->n_opts++] = argv[++i];
+        } else if (!a->config) {
+            a->config = s;
+        } else {
+            char msg[256];
+            snprintf(msg, sizeof msg, "unexpected argument: %s", s);
+            return bad_usage(msg);
+        }
+    }
+    return 0;
+}
+
+static const char *opt(const struct args *a, const char *name)
+{
+    for (int i = 0; i < a->n_opts; i++)
+        if (!strcmp(a->names[i], name))
+            return a->values[i];
+    return NULL;
+}
+
+static int load_config(struct ss_config *c, struct args *a)
+{
+    struct ss_err e = {0};
+    if (ss_config_load(c, a->config, a->sets, a->n_sets, &e) < 0)
+        return die(&e);
+    return 0;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    static const char *const allowed[] = {NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (a.help_config) {
+        ss_config_print_reference(stdout);
+        return 0;
+    }
+    if (!a.config)
+        return bad_usage("train needs a CONFIG file");
+    struct ss_config c;
+    if ((rc = load_config(&c, &a)))
+        return rc;
+    const char *np = getenv("OMPI_COMM_WORLD_SIZE");
+    if (np && atoi(np) > 1) {
+        fprintf(stderr, "shadowsync: the cluster job under mpirun (-np %s) is not built yet; "
+                        "run `shadowsync train` without mpirun for the embedded default\n", np);
+        ss_config_free(&c);
+        return 1;
+    }
+    if (!c.output.quiet) {
+        printf("# shadowsync %s — resolved config:\n", SS_VERSION);
+        ss_config_print(&c, stdout);
+        fflush(stdout);
+    }
+    struct ss_err e = {0};
+    rc = trainer_run(&c, &e);
+    ss_config_free(&c);
+    return rc < 0 ? die(&e) : 0;
+}
+
+static int cmd_eval(int argc, char **argv)
+{
+    static const char *const allowed[] = {"model", NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (!a.config || !opt(&a, "model"))
+        return bad_usage("eval needs CONFIG and --model DIR");
+    struct ss_config c;
+    if ((rc = load_config(&c, &a)))
+        return rc;
+    struct ss_err e = {0};
+    rc = trainer_eval_saved(&c, opt(&a, "model"), &e);
+    ss_config_free(&c);
+    return rc < 0 ? die(&e) : 0;
+}
+
+static int parse_count(const char *s, const char *what, int64_t *out)
+{
+    char *end;
+    long long v = s ? strtoll(s, &end, 10) : -1;
+    if (!s || *end || v < 0) {
+        fprintf(stderr, "shadowsync: %s = \"%s\" is not a non-negative integer\n", what,
+                s ? s : "");
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+static const int64_t criteo_cardinality[26] = {
+    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
+    27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+
+static int cmd_gen(int argc, char **argv)
+{
+    static const char *const allowed[] = {"out", "examples", "eval-examples", "seed", "config",
+                                          NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (a.config)
+        return bad_usage("gen takes no positional argument (use --config CONFIG)");
+    if (!opt(&a, "out") || !opt(&a, "examples"))
+        return bad_usage("gen needs --out DIR and --examples N");
+    int64_t n, m = 0, seed = 1;
+    if ((rc = parse_count(opt(&a, "examples"), "--examples", &n)) ||
+        (opt(&a, "eval-examples") &&
+         (rc = parse_count(opt(&a, "eval-examples"), "--eval-examples", &m))) ||
+        (opt(&a, "seed") && (rc = parse_count(opt(&a, "seed"), "--seed", &seed))))
+        return rc;
+    if (!opt(&a, "eval-examples"))
+        m = n / 10 > 0 ? n / 10 : 1;
+    struct gen_opts g = {opt(&a, "out"), n, m, (uint64_t)seed, 13, 26, criteo_cardinality};
+    struct ss_config c;
+    struct model_layout l = {0};
+    struct ss_err e = {0};
+    int have_cfg = 0;
+    if (opt(&a, "config")) {
+        a.config = opt(&a, "config");
+        if ((rc = load_config(&c, &a)))
+            return rc;
+        have_cfg = 1;
+        if (model_layout_init(&l, &c, &e) < 0) {
+            ss_config_free(&c);
+            return die(&e);
+        }
+        g.n_dense = l.n_dense;
+        g.n_tables = l.n_tables;
+        g.cardinality = l.rows;
+    }
+    double bayes = 0;
+    rc = gen_write(&g, &bayes, &e);
+    if (rc == 0)
+        printf("bayes_ne=%.6f\n", bayes);
+    model_layout_free(&l);
+    if (have_cfg)
+        ss_config_free(&c);
+    return rc < 0 ? die(&e) : 0;
+}
+
+static int cmd_convert(int argc, char **argv)
+{
+    static const char *const allowed[] = {"in", "out", "shard-examples", NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (!opt(&a, "in") || !opt(&a, "out"))
+        return bad_usage("convert needs [CONFIG] --in PATH --out DIR");
+    int64_t per = 0;
+    if (opt(&a, "shard-examples") &&
+        (rc = parse_count(opt(&a, "shard-examples"), "--shard-examples", &per)))
+        return rc;
+    struct ss_config c;
+    if ((rc = load_config(&c, &a)))
+        return rc;
+    struct ss_err e = {0};
+    struct schema s;
+    rc = schema_from_config(&s, &c, opt(&a, "in"), &e);
+    if (rc == 0 && s.format == FMT_BINARY)
+        rc = ss_fail(&e, SS_EINVAL, "convert: %s is already binary", opt(&a, "in"));
+    if (rc == 0)
+        rc = reader_convert(opt(&a, "in"), opt(&a, "out"), &s, per, &e);
+    ss_config_free(&c);
+    return rc < 0 ? die(&e) : 0;
+}
+
+int main(int argc, char **argv)
+{
+    pick_blas_kernel(argv);
+    signal(SIGPIPE, SIG_IGN);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* TOOLCHAIN.md pitfall 8 */
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    if (argc < 2)
+        return bad_usage("no verb given");
+    const char *verb = argv[1];
+    if (!strcmp(verb, "--version") || !strcmp(verb, "version"))
+        return print_version();
+    if (!strcmp(verb, "--help") || !strcmp(verb, "-h") || !strcmp(verb, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (!strcmp(verb, "train"))
+        return cmd_train(argc - 2, argv + 2);
+    if (!strcmp(verb, "eval"))
+        return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(verb, "gen"))
+        return cmd_gen(argc - 2, argv + 2);
+    if (!strcmp(verb, "convert"))
+        return cmd_convert(argc - 2, argv + 2);
+    char msg[256];
+    snprintf(msg, sizeof msg, "unknown verb \"%s\"", verb);
+    return bad_usage(msg);
+}

@@ -1,0 +1,175 @@
+/* Which files a data path names: a file, a directory (its regular,
+ * non-hidden files in name order) or a glob (sorted). The file's position in
+ * the list is the file index in example ids, so the order is deterministic
+ * (strcmp, whatever the locale). */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <glob.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_FILES (1 << 24) /* file index takes the top 24 bits of an example id */
+
+int files_has_suffix(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && !strcmp(name + n - k, suffix);
+}
+
+static int keep(const char *name, int pick)
+{
+    if (files_has_suffix(name, ".tmp"))
+        return 0;
+    if (pick == PICK_TEXT)
+        return !files_has_suffix(name, ".bin");
+    if (pick == PICK_BINARY)
+        return files_has_suffix(name, ".bin");
+    return 1;
+}
+
+struct list {
+    char **v;
+    int n, cap;
+};
+
+static void list_add(struct list *l, const char *s)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        char **v = realloc(l->v, (size_t)l->cap * sizeof *v);
+        if (!v) {
+            fprintf(stderr, "shadowsync: out of memory listing files\n");
+            abort();
+        }
+        l->v = v;
+    }
+    size_t n = strlen(s) + 1;
+    l->v[l->n] = ss_xmalloc(n);
+    memcpy(l->v[l->n++], s, n);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int is_regular(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int list_dir(const char *path, int pick, struct list *l, struct ss_err *e)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno));
+    size_t plen = strlen(path);
+    int slash = plen > 0 && path[plen - 1] == '/';
+    char *full = NULL;
+    size_t full_cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || !keep(de->d_name, pick))
+            continue;
+        size_t need = plen + strlen(de->d_name) + 2;
+        if (need > full_cap) {
+            free(full);
+            full_cap = need * 2;
+            full = ss_xmalloc(full_cap);
+        }
+        snprintf(full, full_cap, "%s%s%s", path, slash ? "" : "/", de->d_name);
+        if (is_regular(full))
+            list_add(l, full);
+    }
+    free(full);
+    closedir(d);
+    return 0;
+}
+
+static int list_glob(const char *path, int pick, struct list *l, struct ss_err *e)
+{
+    glob_t g;
+    int rc = glob(path, 0, NULL, &g);
+    if (rc == GLOB_NOMATCH)
+        return ss_fail(e, SS_EIO, "%s: no files match", path);
+    if (rc)
+        return ss_fail(e, SS_EIO, "%s: cannot expand the pattern", path);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *p = g.gl_pathv[i];
+        const char *base = strrchr(p, '/');
+        if (keep(base ? base + 1 : p, pick) && is_regular(p))
+            list_add(l, p);
+    }
+    globfree(&g);
+    return 0;
+}
+
+int files_list(const char *path, int pick, char ***files, int *n, struct ss_err *e)
+{
+    struct list l = {0};
+    struct stat st;
+    int rc = 0;
+    *files = NULL;
+    *n = 0;
+    if (!path || !*path)
+        return ss_fail(e, SS_EINVAL, "no data path given");
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            rc = list_dir(path, pick, &l, e);
+        else
+            list_add(&l, path);
+    } else if (strpbrk(path, "*?[")) {
+        rc = list_glob(path, pick, &l, e);
+    } else {
+        return ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno));
+    }
+    if (!rc && l.n == 0)
+        rc = ss_fail(e, SS_EIO, "%s: no %sdata files", path,
+                     pick == PICK_BINARY ? "binary (.bin) " : "");
+    if (!rc && l.n > MAX_FILES)
+        rc = ss_fail(e, SS_EINVAL, "%s: %d files, more than the %d a reader takes", path, l.n,
+                     MAX_FILES);
+    if (rc) {
+        files_free(l.v, l.n);
+        return rc;
+    }
+    qsort(l.v, (size_t)l.n, sizeof *l.v, by_name);
+    *files = l.v;
+    *n = l.n;
+    return 0;
+}
+
+void files_free(char **files, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(files[i]);
+    free(files);
+}
+
+int files_mkdir_p(const char *dir, struct ss_err *e)
+{
+    size_t n = strlen(dir);
+    char *p = ss_xmalloc(n + 1);
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0777) && errno != EEXIST) {
+            int rc = ss_fail(e, SS_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+            free(p);
+            return rc;
+        }
+        p[i] = c;
+    }
+    free(p);
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+        return ss_fail(e, SS_EIO, "%s: not a directory", dir);
+    return 0;
+}

@@ -1,0 +1,316 @@
+/* Text lines into batch slots: Criteo TSV and schema-driven CSV/TSV.
+ *
+ * This is on the training path, so a line is parsed in one pass with no
+ * allocation: the separators are found eight bytes at a time (SWAR), the
+ * field starts land in a stack array, then the label, dense and categorical
+ * columns are read by index with hand-written number parsers. A bad line
+ * leaves the batch as it was and says why in e (SS_EFORMAT). */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define SHOW 48 /* characters of a bad value quoted in a message */
+
+/* hex digit value + 1; 0 = not a hex digit */
+static const unsigned char hexv[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,
+    ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14,
+    ['e'] = 15, ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15,
+    ['F'] = 16,
+};
+
+static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                     1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                     1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static inline int is_digit(char c) { return (unsigned)(c - '0') <= 9; }
+
+static void trim_spaces(const char **p, size_t *n)
+{
+    while (*n && (*p)[0] == ' ')
+        (*p)++, (*n)--;
+    while (*n && (*p)[*n - 1] == ' ')
+        (*n)--;
+}
+
+/* [+-]digits[.digits][(e|E)[+-]digits] (or .5, 5.), blanks around allowed.
+ * Returns 0 with *out finite as a float, or -1. */
+static int parse_number(const char *p, size_t n, double *out)
+{
+    trim_spaces(&p, &n);
+    size_t i = 0;
+    int neg = 0, digits = 0, seen = 0, exp10 = 0;
+    uint64_t mant = 0;
+    if (n && (p[0] == '-' || p[0] == '+'))
+        neg = p[i++] == '-';
+    for (; i < n && is_digit(p[i]); i++) {
+        seen = 1;
+        if (digits < 19) {
+            mant = mant * 10 + (uint64_t)(p[i] - '0');
+            digits += mant != 0;
+        } else {
+            exp10++;
+        }
+    }
+    if (i < n && p[i] == '.') {
+        for (i++; i < n && is_digit(p[i]); i++) {
+            seen = 1;
+            if (digits < 19) {
+                mant = mant * 10 + (uint64_t)(p[i] - '0');
+                digits += mant != 0;
+                exp10--;
+            }
+        }
+    }
+    if (!seen)
+        return -1;
+    if (i < n && (p[i] | 0x20) == 'e') {
+        int eneg = 0, ev = 0, eseen = 0;
+        i++;
+        if (i < n && (p[i] == '-' || p[i] == '+'))
+            eneg = p[i++] == '-';
+        for (; i < n && is_digit(p[i]); i++) {
+            eseen = 1;
+            if (ev < 100000)
+                ev = ev * 10 + (p[i] - '0');
+        }
+        if (!eseen)
+            return -1;
+        exp10 += eneg ? -ev : ev;
+    }
+    if (i != n)
+        return -1;
+    double v = (double)mant;
+    if (exp10 > 0)
+        v *= exp10 <= 22 ? pow10_exact[exp10] : pow(10.0, exp10);
+    else if (exp10 < 0)
+        v /= exp10 >= -22 ? pow10_exact[-exp10] : pow(10.0, -exp10);
+    if (!isfinite((float)v))
+        return -1;
+    *out = neg ? -v : v;
+    return 0;
+}
+
+/* A dense value; empty = 0 (missing). Small non-negative integers (all of
+ * Criteo but its few negatives) take the short path. */
+static inline int dense_value(const char *p, size_t n, float *out)
+{
+    if (n == 0) {
+        *out = 0.0f;
+        return 0;
+    }
+    if (n <= 9) {
+        uint32_t v = 0;
+        size_t i = 0;
+        for (; i < n && is_digit(p[i]); i++)
+            v = v * 10 + (uint32_t)(p[i] - '0');
+        if (i == n) {
+            *out = (float)v;
+            return 0;
+        }
+    }
+    double x;
+    if (parse_number(p, n, &x))
+        return -1;
+    *out = (float)x;
+    return 0;
+}
+
+static inline int hex_id(const char *p, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (n > 16)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = hexv[(unsigned char)p[i]];
+        if (!d)
+            return -1;
+        v = v << 4 | (d - 1);
+    }
+    *out = v;
+    return 0;
+}
+
+/* A decimal id; a negative one keeps its two's-complement bits. */
+static int dec_id(const char *p, size_t n, uint64_t *out)
+{
+    trim_spaces(&p, &n);
+    int neg = n && p[0] == '-';
+    size_t i = (size_t)(n && (p[0] == '-' || p[0] == '+'));
+    uint64_t v = 0;
+    if (i == n)
+        return -1;
+    for (; i < n; i++) {
+        if (!is_digit(p[i]))
+            return -1;
+        uint64_t d = (uint64_t)(p[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = neg ? (uint64_t)0 - v : v;
+    return 0;
+}
+
+/* Token → id by the schema's encoding; empty = id 0. */
+static inline int token_id(int enc, const char *p, size_t n, uint64_t *out)
+{
+    if (n == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (enc == CAT_HEX)
+        return hex_id(p, n, out);
+    if (enc == CAT_DEC)
+        return dec_id(p, n, out);
+    *out = fnv1a64(p, n);
+    return 0;
+}
+
+static int bad_token(struct ss_err *e, int enc, int col, const char *p, size_t n)
+{
+    return ss_fail(e, SS_EFORMAT, "column %d: bad %s \"%.*s%s\"", col,
+                   enc == CAT_HEX ? "hex token" : "decimal id", (int)(n > SHOW ? SHOW : n), p,
+                   n > SHOW ? "..." : "");
+}
+
+/* Finds the separators of line. fs[k] = start of field k for k <= want (the
+ * start of field `want`, or len + 1 when the line has exactly `want` fields,
+ * closes field want-1). Returns the number of fields in the line. */
+static int64_t split_fields(const char *line, size_t len, char sep, uint32_t *fs, int want)
+{
+    const uint64_t ones = 0x0101010101010101ull, low7 = 0x7f7f7f7f7f7f7f7full;
+    const uint64_t pat = ones * (unsigned char)sep;
+    int64_t nf = 1;
+    size_t i = 0;
+    fs[0] = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t v;
+        memcpy(&v, line + i, 8);
+        v ^= pat;                                     /* separator bytes become 0 */
+        uint64_t z = ~(((v & low7) + low7) | v | low7); /* 0x80 exactly at zero bytes */
+        while (z) {
+            uint32_t at = (uint32_t)(i + ((unsigned)__builtin_ctzll(z) >> 3));
+            if (nf <= want)
+                fs[nf] = at + 1;
+            nf++;
+            z &= z - 1;
+        }
+    }
+    for (; i < len; i++) {
+        if (line[i] == sep) {
+            if (nf <= want)
+                fs[nf] = (uint32_t)i + 1;
+            nf++;
+        }
+    }
+    if (nf <= want)
+        fs[nf] = (uint32_t)len + 1;
+    return nf;
+}
+
+/* A multi-hot field: the ids of its non-empty tokens, or one id 0. */
+static int parse_bag(const struct schema *s, int col, const char *p, size_t n, struct batch *b,
+                     size_t *pos, int tables_left, struct ss_err *e)
+{
+    size_t k = 1;
+    for (size_t i = 0; i < n; i++)
+        k += p[i] == s->multihot_sep;
+    batch_reserve_ids(b, *pos + k + (size_t)tables_left);
+    size_t start = *pos;
+    const char *end = p + n;
+    while (p <= end) {
+        const char *q = memchr(p, s->multihot_sep, (size_t)(end - p));
+        if (!q)
+            q = end;
+        if (q > p) {
+            uint64_t id;
+            if (token_id(s->cat_encoding, p, (size_t)(q - p), &id))
+                return bad_token(e, s->cat_encoding, col, p, (size_t)(q - p));
+            b->ids[(*pos)++] = id;
+        }
+        p = q + 1;
+    }
+    if (*pos == start)
+        b->ids[(*pos)++] = 0;
+    return 0;
+}
+
+int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, struct ss_err *e)
+{
+    if (s->format == FMT_BINARY || s->n_cols <= 0 || s->n_cols > SS_MAX_COLS)
+        return ss_fail(e, SS_EINVAL, "parse_line: the schema is not a text schema");
+    if (b->n >= b->cap)
+        return ss_fail(e, SS_EINVAL, "parse_line: the batch is full (%d examples)", b->cap);
+    if (b->n_dense != s->n_dense || b->n_tables != s->n_cat)
+        return ss_fail(e, SS_EINVAL,
+                       "parse_line: the batch holds %d dense and %d categorical features, "
+                       "the data %d and %d", b->n_dense, b->n_tables, s->n_dense, s->n_cat);
+    if (len && line[len - 1] == '\r')
+        len--;
+    if (len >= UINT32_MAX - 1)
+        return ss_fail(e, SS_EFORMAT, "line longer than %u bytes", UINT32_MAX - 2);
+
+    uint32_t fs[SS_MAX_COLS + 1];
+    int want = s->n_cols;
+    int64_t nf = split_fields(line, len, s->sep, fs, want);
+    if (s->format == FMT_CRITEO ? nf != want : nf < want)
+        return ss_fail(e, SS_EFORMAT, "expected %s%d fields, found %lld",
+                       s->format == FMT_CRITEO ? "" : "at least ", want, (long long)nf);
+#define FIELD(c) (line + fs[c])
+#define FLEN(c) ((size_t)(fs[(c) + 1] - 1 - fs[c]))
+
+    float label;
+    {
+        const char *p = FIELD(s->label_col);
+        size_t n = FLEN(s->label_col);
+        double v;
+        if (n == 1 && (p[0] == '0' || p[0] == '1'))
+            label = (float)(p[0] - '0');
+        else if (!parse_number(p, n, &v) && (v == 0.0 || v == 1.0))
+            label = (float)v;
+        else
+            return ss_fail(e, SS_EFORMAT, "label \"%.*s%s\" is not 0 or 1",
+                           (int)(n > SHOW ? SHOW : n), p, n > SHOW ? "..." : "");
+    }
+
+    int i = b->n;
+    float *dense = b->dense + (size_t)i * (size_t)s->n_dense;
+    for (int j = 0; j < s->n_dense; j++) {
+        int c = s->dense_cols[j];
+        if (dense_value(FIELD(c), FLEN(c), &dense[j])) {
+            size_t n = FLEN(c);
+            return ss_fail(e, SS_EFORMAT, "column %d: dense value \"%.*s%s\" is not a number", c,
+                           (int)(n > SHOW ? SHOW : n), FIELD(c), n > SHOW ? "..." : "");
+        }
+    }
+
+    int T = s->n_cat;
+    size_t base = (size_t)i * (size_t)T;
+    size_t pos = (size_t)b->off[base];
+    batch_reserve_ids(b, pos + (size_t)T);
+    for (int t = 0; t < T; t++) {
+        int c = s->cat_cols[t];
+        const char *p = FIELD(c);
+        size_t n = FLEN(c);
+        if (s->is_multihot[t] && n) {
+            int rc = parse_bag(s, c, p, n, b, &pos, T - t - 1, e);
+            if (rc)
+                return rc;
+        } else {
+            uint64_t id;
+            if (token_id(s->cat_encoding, p, n, &id))
+                return bad_token(e, s->cat_encoding, c, p, n);
+            b->ids[pos++] = id;
+        }
+        if (pos > INT32_MAX)
+            return ss_fail(e, SS_EINVAL, "parse_line: more than 2^31 ids in one batch");
+        b->off[base + (size_t)t + 1] = (int32_t)pos;
+    }
+#undef FIELD
+#undef FLEN
+    b->label[i] = label;
+    b->n = i + 1;
+    return 0;
+}

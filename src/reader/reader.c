@@ -1,0 +1,405 @@
+/* The reader (DESIGN §5): an ordered list of files handed out as batches
+ * under one lock, so every example goes to exactly one caller.
+ *
+ * Text files are read with read(2) into one 4 MiB buffer and split on '\n'
+ * (a last line without newline counts; a longer line is reported bad and
+ * skipped); header lines are skipped per file; blank lines are ignored; bad
+ * lines are counted, the first report_bad printed as FILE:LINE: reason.
+ * Binary shards are all checked at open, then mmap'ed and copied record by
+ * record with no parsing. example_id = (file index << 40) | (0-based line or
+ * record index). An error (I/O, corrupt shard) is sticky: every later call
+ * returns it too. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define TEXT_BUF (4u << 20)
+
+struct reader {
+    pthread_mutex_t lock;
+    struct schema s;
+    char **files;
+    int n_files;
+    int cur;     /* file being read; n_files at the end */
+    int is_open;
+    int64_t max_examples, handed, bad_lines, files_done;
+    int report_bad;
+    int64_t reported;
+    uint64_t bytes_done;
+    int err_code;
+    char err_msg[sizeof(((struct ss_err *)0)->msg)];
+
+    /* text */
+    int fd;
+    char *buf;
+    size_t pos, end; /* unread bytes buf[pos, end) */
+    int eof, skipping;
+    int64_t line_no; /* lines of the current file taken so far */
+
+    /* binary */
+    const unsigned char *map;
+    size_t map_len, at;
+    uint64_t rec, ids_left;
+    struct shard_header hdr;
+};
+
+static int fail_sticky(struct reader *r, int code, struct ss_err *e)
+{
+    r->err_code = code;
+    if (e)
+        memcpy(r->err_msg, e->msg, sizeof r->err_msg);
+    else
+        snprintf(r->err_msg, sizeof r->err_msg, "reader failed (code %d)", code);
+    return code;
+}
+
+static void bad_line(struct reader *r, int64_t line, const char *why)
+{
+    r->bad_lines++;
+    if (r->reported < r->report_bad) {
+        r->reported++;
+        fprintf(stderr, "%s:%lld: %s\n", r->files[r->cur], (long long)line, why);
+    }
+}
+
+/* ---- text ------------------------------------------------------------ */
+
+static int text_open(struct reader *r, struct ss_err *e)
+{
+    const char *f = r->files[r->cur];
+    r->fd = open(f, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0)
+        return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
+    posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    r->pos = r->end = 0;
+    r->eof = r->skipping = 0;
+    r->line_no = 0;
+    return 0;
+}
+
+/* Reads more into buf[end..). */
+static int text_fill(struct reader *r, struct ss_err *e)
+{
+    for (;;) {
+        ssize_t k = read(r->fd, r->buf + r->end, TEXT_BUF - r->end);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return ss_fail(e, SS_EIO, "%s: %s", r->files[r->cur], strerror(errno));
+        if (k == 0)
+            r->eof = 1;
+        r->end += (size_t)k;
+        r->bytes_done += (uint64_t)k;
+        return 0;
+    }
+}
+
+/* The next line of the current file (without its '\n'): 1, 0 at its end,
+ * or a negative code. Lines longer than the buffer are reported and
+ * skipped here. */
+static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *e)
+{
+    for (;;) {
+        char *p = r->buf + r->pos;
+        char *nl = memchr(p, '\n', r->end - r->pos);
+        if (nl || (r->eof && r->pos < r->end)) {
+            size_t n = nl ? (size_t)(nl - p) : r->end - r->pos;
+            r->pos += n + (nl != NULL);
+            r->line_no++;
+            if (r->skipping) {
+                r->skipping = 0;
+                continue;
+            }
+            *line = p;
+            *len = n;
+            return 1;
+        }
+        if (r->eof)
+            return 0;
+        if (r->skipping) {
+            r->pos = r->end = 0;
+        } else if (r->pos == 0 && r->end == TEXT_BUF) {
+            char why[64];
+            snprintf(why, sizeof why, "line longer than %u bytes", TEXT_BUF);
+            bad_line(r, r->line_no + 1, why);
+            r->skipping = 1;
+            r->pos = r->end = 0;
+        } else if (r->pos > 0) {
+            memmove(r->buf, r->buf + r->pos, r->end - r->pos);
+            r->end -= r->pos;
+            r->pos = 0;
+        }
+        int rc = text_fill(r, e);
+        if (rc)
+            return rc;
+    }
+}
+
+static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
+{
+    struct ss_err le;
+    while (b->n < b->cap && (!r->max_examples || r->handed < r->max_examples)) {
+        if (!r->is_open) {
+            if (r->cur >= r->n_files)
+                return 0;
+            int rc = text_open(r, e);
+            if (rc)
+                return rc;
+            r->is_open = 1;
+        }
+        char *line;
+        size_t len;
+        int rc = text_line(r, &line, &len, e);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            close(r->fd);
+            r->is_open = 0;
+            r->files_done++;
+            r->cur++;
+            continue;
+        }
+        if (r->line_no <= r->s.header_lines || len == 0 || (len == 1 && line[0] == '\r'))
+            continue;
+        int slot = b->n;
+        rc = parse_line(&r->s, line, len, b, &le);
+        if (rc == SS_EFORMAT) {
+            bad_line(r, r->line_no, le.msg);
+            continue;
+        }
+        if (rc) {
+            ss_fail(e, rc, "%s:%lld: %s", r->files[r->cur], (long long)r->line_no, le.msg);
+            return rc;
+        }
+        b->example_id[slot] = (uint64_t)r->cur << 40 | (uint64_t)(r->line_no - 1);
+        r->handed++;
+    }
+    return 0;
+}
+
+/* ---- binary ---------------------------------------------------------- */
+
+static int shard_open(struct reader *r, struct ss_err *e)
+{
+    const char *f = r->files[r->cur];
+    int fd = open(f, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
+    uint64_t size;
+    int rc = shard_check(f, fd, &r->hdr, &size, e);
+    if (!rc && (r->hdr.n_dense != (uint32_t)r->s.n_dense ||
+                r->hdr.n_tables != (uint32_t)r->s.n_cat))
+        rc = ss_fail(e, SS_EFORMAT,
+                     "%s: shard has %u dense and %u categorical features, expected %d and %d", f,
+                     r->hdr.n_dense, r->hdr.n_tables, r->s.n_dense, r->s.n_cat);
+    if (!rc) {
+        void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            rc = ss_fail(e, SS_EIO, "%s: mmap: %s", f, strerror(errno));
+        } else {
+            madvise(m, (size_t)size, MADV_SEQUENTIAL);
+            r->map = m;
+            r->map_len = (size_t)size;
+            r->at = SHARD_HEADER_BYTES;
+            r->rec = 0;
+            r->ids_left = r->hdr.total_ids;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+static void shard_close(struct reader *r)
+{
+    munmap((void *)r->map, r->map_len);
+    r->map = NULL;
+    r->is_open = 0;
+    r->files_done++;
+    r->cur++;
+}
+
+static int corrupt(struct reader *r, struct ss_err *e)
+{
+    return ss_fail(e, SS_EFORMAT, "%s: corrupt shard at record %llu", r->files[r->cur],
+                   (unsigned long long)r->rec);
+}
+
+static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
+{
+    const int nd = r->s.n_dense, T = r->s.n_cat;
+    const size_t fixed = (size_t)shard_record_fixed((uint32_t)nd, (uint32_t)T);
+    while (b->n < b->cap && (!r->max_examples || r->handed < r->max_examples)) {
+        if (!r->is_open) {
+            if (r->cur >= r->n_files)
+                return 0;
+            int rc = shard_open(r, e);
+            if (rc)
+                return rc;
+            r->is_open = 1;
+        }
+        if (r->rec == r->hdr.examples) {
+            if (r->at != r->map_len || r->ids_left)
+                return corrupt(r, e);
+            shard_close(r);
+            continue;
+        }
+        const unsigned char *p = r->map + r->at;
+        if (r->map_len - r->at < fixed)
+            return corrupt(r, e);
+        const unsigned char *lens = p + 4 + 4 * (size_t)nd;
+        uint64_t k = 0;
+        for (int t = 0; t < T; t++) {
+            uint32_t l;
+            memcpy(&l, lens + 4 * (size_t)t, 4);
+            k += l;
+        }
+        if (k > r->ids_left || (r->map_len - r->at - fixed) / 8 < k)
+            return corrupt(r, e);
+        int i = b->n;
+        size_t base = (size_t)i * (size_t)T, pos = (size_t)b->off[base];
+        if (pos + k > INT32_MAX) {
+            if (i > 0)
+                return 0;
+            return ss_fail(e, SS_EINVAL, "%s: record %llu has too many ids for a batch",
+                           r->files[r->cur], (unsigned long long)r->rec);
+        }
+        batch_reserve_ids(b, pos + (size_t)k);
+        memcpy(&b->label[i], p, 4);
+        memcpy(b->dense + (size_t)i * (size_t)nd, p + 4, 4 * (size_t)nd);
+        for (int t = 0; t < T; t++) {
+            uint32_t l;
+            memcpy(&l, lens + 4 * (size_t)t, 4);
+            pos += l;
+            b->off[base + (size_t)t + 1] = (int32_t)pos;
+        }
+        memcpy(b->ids + b->off[base], p + fixed, 8 * (size_t)k);
+        b->example_id[i] = (uint64_t)r->cur << 40 | r->rec;
+        b->n = i + 1;
+        r->at += fixed + 8 * (size_t)k;
+        r->bytes_done += fixed + 8 * k;
+        r->ids_left -= k;
+        r->rec++;
+        r->handed++;
+    }
+    return 0;
+}
+
+/* ---- public ---------------------------------------------------------- */
+
+/* Checks every shard up front; takes the feature counts from the first one
+ * when the schema leaves them 0. */
+static int check_shards(struct reader *r, struct ss_err *e)
+{
+    for (int i = 0; i < r->n_files; i++) {
+        const char *f = r->files[i];
+        struct shard_header h;
+        int fd = open(f, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
+        int rc = shard_check(f, fd, &h, NULL, e);
+        close(fd);
+        if (rc)
+            return rc;
+        if (r->s.n_dense == 0 && r->s.n_cat == 0 && i == 0) {
+            r->s.n_dense = (int)h.n_dense;
+            r->s.n_cat = (int)h.n_tables;
+        }
+        if (h.n_dense != (uint32_t)r->s.n_dense || h.n_tables != (uint32_t)r->s.n_cat)
+            return ss_fail(e, SS_EFORMAT,
+                           "%s: shard has %u dense and %u categorical features, expected %d and %d",
+                           f, h.n_dense, h.n_tables, r->s.n_dense, r->s.n_cat);
+    }
+    return 0;
+}
+
+int reader_open(struct reader **out, const char *path, const struct schema *s,
+                int64_t max_examples, int report_bad, struct ss_err *e)
+{
+    *out = NULL;
+    if (s->format != FMT_CRITEO && s->format != FMT_CSV && s->format != FMT_BINARY)
+        return ss_fail(e, SS_EINVAL, "reader: the schema's format is not resolved");
+    if (s->n_dense < 0 || s->n_cat < 0 || s->n_dense > SS_MAX_COLS || s->n_cat > SS_MAX_COLS)
+        return ss_fail(e, SS_EINVAL, "reader: bad schema feature counts");
+    struct reader *r = ss_xcalloc(1, sizeof *r);
+    r->s = *s;
+    r->max_examples = max_examples > 0 ? max_examples : 0;
+    r->report_bad = report_bad > 0 ? report_bad : 0;
+    r->fd = -1;
+    int binary = s->format == FMT_BINARY;
+    int rc = files_list(path, binary ? PICK_BINARY : PICK_TEXT, &r->files, &r->n_files, e);
+    if (!rc && binary)
+        rc = check_shards(r, e);
+    if (rc) {
+        files_free(r->files, r->n_files);
+        free(r);
+        return rc;
+    }
+    if (!binary)
+        r->buf = ss_xmalloc(TEXT_BUF);
+    pthread_mutex_init(&r->lock, NULL);
+    *out = r;
+    return 0;
+}
+
+int reader_next(struct reader *r, struct batch *b, struct ss_err *e)
+{
+    batch_clear(b);
+    if (b->n_dense != r->s.n_dense || b->n_tables != r->s.n_cat)
+        return ss_fail(e, SS_EINVAL,
+                       "reader: the batch holds %d dense and %d categorical features, "
+                       "the data %d and %d", b->n_dense, b->n_tables, r->s.n_dense, r->s.n_cat);
+    pthread_mutex_lock(&r->lock);
+    int rc = r->err_code;
+    if (rc) {
+        ss_fail(e, rc, "%s", r->err_msg);
+    } else {
+        struct ss_err le = {0};
+        rc = r->s.format == FMT_BINARY ? binary_fill_batch(r, b, &le) : text_fill_batch(r, b, &le);
+        if (rc) {
+            fail_sticky(r, rc, &le);
+            ss_fail(e, rc, "%s", le.msg);
+            b->n = 0;
+        }
+    }
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+void reader_stats(struct reader *r, struct reader_stats *st)
+{
+    pthread_mutex_lock(&r->lock);
+    st->examples = r->handed;
+    st->bad_lines = r->bad_lines;
+    st->files_done = r->files_done;
+    pthread_mutex_unlock(&r->lock);
+}
+
+uint64_t reader_bytes_done(struct reader *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t v = r->bytes_done;
+    pthread_mutex_unlock(&r->lock);
+    return v;
+}
+
+void reader_close(struct reader *r)
+{
+    if (!r)
+        return;
+    if (r->is_open) {
+        if (r->map)
+            munmap((void *)r->map, r->map_len);
+        else if (r->fd >= 0)
+            close(r->fd);
+    }
+    pthread_mutex_destroy(&r->lock);
+    files_free(r->files, r->n_files);
+    free(r->buf);
+    free(r);
+}

@@ -1,0 +1,171 @@
+/* Resolving a data path's schema from the config (DESIGN §5): binary shards
+ * when the path says so (a *.bin file, a directory or glob of only *.bin
+ * files) or data.format = binary, their feature counts taken from the first
+ * shard's header; otherwise Criteo TSV (format auto or criteo) or the
+ * column keys (format csv). */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A one-character config string; "\t" as a tab or as backslash-t, or "tab". */
+static int one_char(const char *v, char dflt, const char *key, char *out, struct ss_err *e)
+{
+    if (!v || !*v)
+        *out = dflt;
+    else if (!strcmp(v, "\\t") || !strcmp(v, "tab"))
+        *out = '\t';
+    else if (strlen(v) == 1)
+        *out = v[0];
+    else
+        return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" is not one character", key, v);
+    if (*out == '\n' || *out == '\r')
+        return ss_fail(e, SS_EINVAL, "config: %s cannot be a line break", key);
+    return 0;
+}
+
+static int path_is_binary(const char *path)
+{
+    if (!path || !*path)
+        return 0;
+    if (files_has_suffix(path, ".bin"))
+        return 1;
+    char **f;
+    int n, bin = 1;
+    struct ss_err e;
+    if (files_list(path, PICK_ALL, &f, &n, &e))
+        return 0;
+    for (int i = 0; i < n; i++)
+        bin &= files_has_suffix(f[i], ".bin");
+    files_free(f, n);
+    return bin;
+}
+
+static int binary_schema(struct schema *s, const char *path, struct ss_err *e)
+{
+    char **f;
+    int n;
+    s->format = FMT_BINARY;
+    if (!path || !*path)
+        return 0;
+    int rc = files_list(path, PICK_BINARY, &f, &n, e);
+    if (rc)
+        return rc;
+    int fd = open(f[0], O_RDONLY | O_CLOEXEC);
+    struct shard_header h;
+    if (fd < 0)
+        rc = ss_fail(e, SS_EIO, "%s: %s", f[0], strerror(errno));
+    else
+        rc = shard_check(f[0], fd, &h, NULL, e);
+    if (fd >= 0)
+        close(fd);
+    if (!rc) {
+        s->n_dense = (int)h.n_dense;
+        s->n_cat = (int)h.n_tables;
+    }
+    files_free(f, n);
+    return rc;
+}
+
+static void criteo_schema(struct schema *s)
+{
+    s->format = FMT_CRITEO;
+    s->label_col = 0;
+    s->n_dense = 13;
+    s->n_cat = 26;
+    for (int j = 0; j < 13; j++)
+        s->dense_cols[j] = 1 + j;
+    for (int t = 0; t < 26; t++)
+        s->cat_cols[t] = 14 + t;
+    s->cat_encoding = CAT_HEX;
+    s->n_cols = 40;
+}
+
+static int cols(const char *v, int *out, const char *key, struct ss_err *e)
+{
+    if (!v || !*v)
+        return 0;
+    return ss_parse_cols(v, out, SS_MAX_COLS, e, key);
+}
+
+/* format = csv: the column keys, checked for overlaps. */
+static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err *e)
+{
+    int multihot[SS_MAX_COLS];
+    unsigned char role[SS_MAX_COLS] = {0}; /* 1 label, 2 dense, 3 categorical */
+    s->format = FMT_CSV;
+    s->label_col = c->data.label_col;
+    if (s->label_col < 0 || s->label_col >= SS_MAX_COLS)
+        return ss_fail(e, SS_EINVAL, "config: data.label_col = %d is out of range", s->label_col);
+    int nd = cols(c->data.dense_cols, s->dense_cols, "data.dense_cols", e);
+    if (nd < 0)
+        return nd;
+    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", e);
+    if (nc < 0)
+        return nc;
+    int nm = cols(c->data.multihot_cols, multihot, "data.multihot_cols", e);
+    if (nm < 0)
+        return nm;
+    s->n_dense = nd;
+    s->n_cat = nc;
+    role[s->label_col] = 1;
+    int maxc = s->label_col;
+    for (int j = 0; j < nd; j++) {
+        int k = s->dense_cols[j];
+        if (role[k])
+            return ss_fail(e, SS_EINVAL, "config: data.dense_cols: column %d is %s", k,
+                           role[k] == 1 ? "the label column" : "listed twice");
+        role[k] = 2;
+        maxc = k > maxc ? k : maxc;
+    }
+    for (int t = 0; t < nc; t++) {
+        int k = s->cat_cols[t];
+        if (role[k])
+            return ss_fail(e, SS_EINVAL, "config: data.cat_cols: column %d is %s", k,
+                           role[k] == 1 ? "the label column"
+                           : role[k] == 2 ? "also a dense column" : "listed twice");
+        role[k] = 3;
+        maxc = k > maxc ? k : maxc;
+    }
+    for (int m = 0; m < nm; m++) {
+        int t = 0;
+        while (t < nc && s->cat_cols[t] != multihot[m])
+            t++;
+        if (t == nc)
+            return ss_fail(e, SS_EINVAL,
+                           "config: data.multihot_cols: column %d is not in data.cat_cols",
+                           multihot[m]);
+        s->is_multihot[t] = 1;
+    }
+    if (nm && s->multihot_sep == s->sep)
+        return ss_fail(e, SS_EINVAL,
+                       "config: data.multihot_sep is the same character as data.separator");
+    s->cat_encoding = c->data.cat_encoding;
+    if (s->cat_encoding != CAT_HEX && s->cat_encoding != CAT_DEC && s->cat_encoding != CAT_HASH)
+        return ss_fail(e, SS_EINVAL, "config: data.cat_encoding %d is unknown", s->cat_encoding);
+    s->n_cols = maxc + 1;
+    return 0;
+}
+
+int schema_from_config(struct schema *s, const struct ss_config *c, const char *path,
+                       struct ss_err *e)
+{
+    memset(s, 0, sizeof *s);
+    int fmt = c->data.format;
+    if (fmt != FMT_AUTO && fmt != FMT_CRITEO && fmt != FMT_CSV && fmt != FMT_BINARY)
+        return ss_fail(e, SS_EINVAL, "config: data.format %d is unknown", fmt);
+    if (fmt == FMT_BINARY || path_is_binary(path))
+        return binary_schema(s, path, e);
+    int rc = one_char(c->data.separator, '\t', "data.separator", &s->sep, e);
+    if (!rc)
+        rc = one_char(c->data.multihot_sep, ',', "data.multihot_sep", &s->multihot_sep, e);
+    if (rc)
+        return rc;
+    s->header_lines = c->data.header > 0 ? c->data.header : 0;
+    if (fmt == FMT_CSV)
+        return csv_schema(s, c, e);
+    criteo_schema(s);
+    return 0;
+}

@@ -1,0 +1,136 @@
+/* The dense sync algorithms (DESIGN §3) and their table.
+ *   none:  no dense sync.
+ *   easgd: w_PS <- (1-a) w_PS + a w_i (at the center), w_i <- (1-a) w_i + a w_PS.
+ *   ma:    g <- AllReduce(w_i)/n, w_i <- (1-a) w_i + a g.
+ *   bmuf:  c <- AllReduce(w_i)/n, d <- c - w_global, v <- mu v + eta d,
+ *          w_global <- w_global + v, w_i <- (1-a) w_i + a w_global
+ *          (Nesterov: a w_global + mu v target instead).
+ * The all-reduce carries one extra float, the count of trainers with data
+ * left, so every member runs the same number of rounds and all stop
+ * together after a round in which nobody had data: the final sync. */
+#include "shadowsync/shadow.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* w <- (1-a) w + a target, on the live buffer (Hogwild). */
+static void blend(float *w, const float *target, size_t n, float a)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] = (1.0f - a) * w[i] + a * target[i];
+}
+
+static int none_sync(struct sync_ctx *c, int active, struct ss_err *e)
+{
+    (void)c, (void)e;
+    return active;
+}
+
+static int easgd_init(struct sync_ctx *c, struct ss_err *e)
+{
+    if (!c->center)
+        return ss_fail(e, SS_EINVAL, "sync.algo = easgd needs a central copy (sync PS)");
+    return 0;
+}
+
+static int easgd_sync(struct sync_ctx *c, int active, struct ss_err *e)
+{
+    memcpy(c->buf, c->w, c->n * sizeof(float));
+    int rc = c->center->ops->elastic(c->center, c->buf, c->buf, c->n, (float)c->cfg->sync.alpha, e);
+    if (rc < 0)
+        return rc;
+    blend(c->w, c->buf, c->n, (float)c->cfg->sync.alpha);
+    return active;
+}
+
+static int collective_init(struct sync_ctx *c, struct ss_err *e)
+{
+    if (!c->coll)
+        return ss_fail(e, SS_EINVAL, "sync.algo = %s needs a collective among trainers",
+                       c->cfg->sync.algo);
+    return 0;
+}
+
+/* buf <- mean over trainers of w; returns the count of active trainers. */
+static int average(struct sync_ctx *c, int active, struct ss_err *e)
+{
+    memcpy(c->buf, c->w, c->n * sizeof(float));
+    c->buf[c->n] = active ? 1.0f : 0.0f;
+    int rc = c->coll->ops->allreduce_sum(c->coll, c->buf, c->n + 1, e);
+    if (rc < 0)
+        return rc;
+    float inv = 1.0f / c->coll->size;
+    for (size_t i = 0; i < c->n; i++)
+        c->buf[i] *= inv;
+    return (int)(c->buf[c->n] + 0.5f);
+}
+
+static int ma_sync(struct sync_ctx *c, int active, struct ss_err *e)
+{
+    int act = average(c, active, e);
+    if (act >= 0)
+        blend(c->w, c->buf, c->n, (float)c->cfg->sync.alpha);
+    return act;
+}
+
+struct bmuf { float *global, *v, *target; };
+
+static int bmuf_init(struct sync_ctx *c, struct ss_err *e)
+{
+    int rc = collective_init(c, e);
+    if (rc < 0)
+        return rc;
+    struct bmuf *b = ss_xcalloc(1, sizeof *b);
+    b->global = ss_aligned(c->n * sizeof(float));
+    b->v = ss_aligned(c->n * sizeof(float));
+    b->target = ss_aligned(c->n * sizeof(float));
+    memcpy(b->global, c->w, c->n * sizeof(float)); /* every trainer starts from the same init */
+    c->state = b;
+    return 0;
+}
+
+static int bmuf_sync(struct sync_ctx *c, int active, struct ss_err *e)
+{
+    struct bmuf *b = c->state;
+    int act = average(c, active, e);
+    if (act < 0)
+        return act;
+    float mu = (float)c->cfg->sync.bmuf_momentum, eta = (float)c->cfg->sync.bmuf_lr;
+    int nesterov = c->cfg->sync.bmuf_nesterov;
+    for (size_t i = 0; i < c->n; i++) {
+        float d = c->buf[i] - b->global[i];
+        float v = mu * b->v[i] + eta * d;
+        b->v[i] = v;
+        b->global[i] += v;
+        b->target[i] = nesterov ? b->global[i] + mu * v : b->global[i];
+    }
+    blend(c->w, b->target, c->n, (float)c->cfg->sync.alpha);
+    return act;
+}
+
+static void bmuf_free(struct sync_ctx *c)
+{
+    struct bmuf *b = c->state;
+    if (b) {
+        free(b->global);
+        free(b->v);
+        free(b->target);
+        free(b);
+    }
+    c->state = NULL;
+}
+
+static const struct sync_algo_ops algos[] = {
+    {"none", NULL, none_sync, NULL},
+    {"easgd", easgd_init, easgd_sync, NULL},
+    {"ma", collective_init, ma_sync, NULL},
+    {"bmuf", bmuf_init, bmuf_sync, bmuf_free},
+};
+
+const struct sync_algo_ops *sync_algo_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof algos / sizeof *algos; i++)
+        if (strcmp(algos[i].name, name) == 0)
+            return &algos[i];
+    return NULL;
+}

@@ -1,0 +1,149 @@
+/* The shadow thread (DESIGN §3): one per trainer, looping sync rounds in
+ * the background while the workers train, or, in foreground mode, running
+ * a round only when a worker asks and holding that worker until it ends.
+ * It stops after the round in which no trainer had data left (the final
+ * sync). With sync.algo = none it only waits for the data to end. */
+#include "shadowsync/shadow.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct shadow {
+    struct shadow_opts o;
+    const struct sync_algo_ops *algo;
+    struct sync_ctx ctx;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int data_done, pending, failed;
+    int64_t started, done;      /* rounds begun, rounds finished */
+    int rc;
+    struct ss_err err;
+};
+
+static void pause_ms(double ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (time_t)(ms / 1000) * 1000) * 1e6)};
+    nanosleep(&ts, NULL);
+}
+
+/* Foreground: waits for a worker's request or the end of the data. */
+static void wait_for_request(struct shadow *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (!s->pending && !s->data_done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    s->pending = 0;
+    s->started++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *shadow_main(void *arg)
+{
+    struct shadow *s = arg;
+    int foreground = s->o.cfg->sync.mode == SYNC_FOREGROUND;
+    int is_none = strcmp(s->algo->name, "none") == 0;
+    for (;;) {
+        if (foreground || is_none) {
+            wait_for_request(s);
+        } else {
+            pthread_mutex_lock(&s->mu);
+            s->started++;
+            pthread_mutex_unlock(&s->mu);
+        }
+        pthread_mutex_lock(&s->mu);
+        int active = !s->data_done;
+        pthread_mutex_unlock(&s->mu);
+        int rc = s->algo->sync(&s->ctx, active, &s->err);
+        pthread_mutex_lock(&s->mu);
+        s->done++;
+        if (rc < 0)
+            s->failed = 1, s->rc = rc;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (rc <= 0)
+            break;
+        if (!foreground)
+            pause_ms(s->o.cfg->sync.shadow_sleep_ms);
+    }
+    return NULL;
+}
+
+int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e)
+{
+    const struct sync_algo_ops *algo = sync_algo_find(o->cfg->sync.algo);
+    if (!algo)
+        return ss_fail(e, SS_EINVAL, "config: sync.algo = %s is not an algorithm", o->cfg->sync.algo);
+    struct shadow *s = ss_xcalloc(1, sizeof *s);
+    s->o = *o;
+    s->algo = algo;
+    s->ctx = (struct sync_ctx){o->cfg, o->w, o->n, o->coll, o->center, NULL, NULL};
+    s->ctx.buf = ss_aligned((o->n + 1) * sizeof(float));
+    int rc = algo->init ? algo->init(&s->ctx, e) : 0;
+    if (rc < 0) {
+        free(s->ctx.buf);
+        free(s);
+        return rc;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->th, NULL, shadow_main, s) != 0) {
+        if (algo->free)
+            algo->free(&s->ctx);
+        free(s->ctx.buf);
+        free(s);
+        return ss_fail(e, SS_ESTATE, "cannot start the shadow thread");
+    }
+    *out = s;
+    return 0;
+}
+
+int shadow_request(struct shadow *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t target = s->started + 1;
+    s->pending = 1;
+    pthread_cond_broadcast(&s->cv);
+    while (s->done < target && !s->failed)
+        pthread_cond_wait(&s->cv, &s->mu);
+    int rc = s->failed ? s->rc : 0;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void shadow_data_done(struct shadow *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->data_done = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int64_t shadow_syncs(struct shadow *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t n = s->done;
+    pthread_mutex_unlock(&s->mu);
+    return strcmp(s->algo->name, "none") ? n : 0; /* none moves nothing */
+}
+
+int shadow_join(struct shadow *s, int64_t *syncs, struct ss_err *e)
+{
+    pthread_join(s->th, NULL);
+    int rc = s->rc;
+    if (rc < 0 && e)
+        *e = s->err;
+    if (syncs)
+        *syncs = strcmp(s->algo->name, "none") ? s->done : 0;
+    if (s->algo->free)
+        s->algo->free(&s->ctx);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->ctx.buf);
+    free(s);
+    return rc;
+}

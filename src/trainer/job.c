@@ -1,0 +1,541 @@
+/* The embedded default (DESIGN §2, §3, §7): job.trainers trainers in this
+ * process, each with its own dense buffer, trainer.worker_threads Hogwild
+ * workers and one shadow thread; one reader and one copy of the embedding
+ * tables shared by all, so every example is consumed exactly once.
+ *
+ * A worker's batch loop: next batch -> lookup -> forward (scored for the
+ * progressive train NE before it is trained on) -> backward -> dense step
+ * on the shared buffer, no locks -> push embedding gradients. It allocates
+ * nothing; its batch and scratch are sized once. The main thread prints a
+ * progress line every output.log_interval_s and writes the run directory. */
+#include "shadowsync/reader.h"
+#include "shadowsync/shadow.h"
+#include "shadowsync/trainer.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct trainer;
+
+struct worker {
+    struct trainer *tr;
+    int id;
+    pthread_t th;
+    pthread_mutex_t mu;         /* guards the figures below */
+    int64_t examples, iterations;
+    struct ne_acc ne;
+    int rc;
+    struct ss_err err;
+};
+
+struct job;
+
+struct trainer {
+    struct job *job;
+    int id;
+    float *w, *state;           /* dense parameters and optimizer state, one flat layout */
+    struct shadow *shadow;
+    struct worker *workers;
+    int64_t syncs;
+};
+
+struct job {
+    const struct ss_config *c;
+    struct model_layout l;
+    struct schema schema;
+    struct reader *reader;
+    struct emb_tables *tables;
+    struct emb_client *emb;
+    struct trainer *tr;
+    int n_tr, n_wk;
+    struct collective **coll;
+    struct center *center;
+    volatile int stop;          /* a worker failed: the others leave their loops */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int workers_left;
+    double t0;
+    FILE *csv;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *wk = arg;
+    struct trainer *tr = wk->tr;
+    struct job *j = tr->job;
+    const struct ss_config *c = j->c;
+    const struct model_layout *l = &j->l;
+    struct batch b;
+    struct model_scratch s;
+    batch_init(&b, c->trainer.batch_size, l->n_dense, l->n_tables);
+    model_scratch_init(&s, l, c->trainer.batch_size);
+    int foreground = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") != 0;
+    float lr = (float)c->optim.dense_lr, eps = (float)c->optim.eps;
+    int rc = 0;
+    for (int64_t it = 1; !j->stop; it++) {
+        if ((rc = reader_next(j->reader, &b, &wk->err)) < 0 || b.n == 0)
+            break;
+        if ((rc = j->emb->ops->lookup(j->emb, &b, s.emb, &wk->err)) < 0)
+            break;
+        model_forward(l, tr->w, &b, &s);
+        struct ne_acc scored = {0};
+        ne_add(&scored, s.prob, b.label, b.n);
+        model_backward(l, tr->w, &b, &s);
+        optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
+        if ((rc = j->emb->ops->push(j->emb, &b, s.d_emb, &wk->err)) < 0)
+            break;
+        pthread_mutex_lock(&wk->mu);
+        wk->examples += b.n;
+        wk->iterations++;
+        ne_merge(&wk->ne, &scored);
+        pthread_mutex_unlock(&wk->mu);
+        if (foreground && it % c->sync.gap == 0 && (rc = shadow_request(tr->shadow)) < 0) {
+            ss_fail(&wk->err, rc, "sync failed in a foreground round");
+            break;
+        }
+    }
+    wk->rc = rc;
+    if (rc < 0)
+        j->stop = 1;
+    model_scratch_free(&s);
+    batch_free(&b);
+    pthread_mutex_lock(&j->mu);
+    j->workers_left--;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+struct figures {
+    double elapsed, eps, train_ne, train_logloss, syncs_per_s, sync_gap;
+    int64_t examples, iterations, syncs;
+};
+
+static void collect(struct job *j, struct figures *f)
+{
+    memset(f, 0, sizeof *f);
+    struct ne_acc ne = {0};
+    for (int t = 0; t < j->n_tr; t++) {
+        struct trainer *tr = &j->tr[t];
+        for (int k = 0; k < j->n_wk; k++) {
+            struct worker *wk = &tr->workers[k];
+            pthread_mutex_lock(&wk->mu);
+            f->examples += wk->examples;
+            f->iterations += wk->iterations;
+            ne_merge(&ne, &wk->ne);
+            pthread_mutex_unlock(&wk->mu);
+        }
+        f->syncs += tr->shadow ? shadow_syncs(tr->shadow) : tr->syncs;
+    }
+    f->elapsed = ss_now() - j->t0;
+    f->eps = f->elapsed > 0 ? f->examples / f->elapsed : 0;
+    f->train_ne = ne_value(&ne);
+    f->train_logloss = ne_logloss(&ne);
+    f->syncs_per_s = f->elapsed > 0 ? f->syncs / f->elapsed : 0;
+    f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
+}
+
+static void progress(struct job *j)
+{
+    struct figures f;
+    collect(j, &f);
+    if (!j->c->output.quiet)
+        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %.2f\n",
+               f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s, f.sync_gap);
+    fflush(stdout);
+    if (j->csv) {
+        fprintf(j->csv, "%.3f,%lld,%.1f,%.6f,%.3f,%.4f\n", f.elapsed, (long long)f.examples, f.eps,
+                f.train_ne, f.syncs_per_s, f.sync_gap);
+        fflush(j->csv);
+    }
+}
+
+static int make_dirs(const char *path, struct ss_err *e)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return ss_fail(e, SS_EIO, "cannot create directory %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return ss_fail(e, SS_EIO, "cannot create directory %s: %s", buf, strerror(errno));
+    return 0;
+}
+
+/* The run directory exists and is writable before any training starts. */
+static int open_run_dir(struct job *j, struct ss_err *e)
+{
+    const char *dir = j->c->output.dir;
+    int rc = make_dirs(dir, e);
+    if (rc < 0)
+        return rc;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/config.ini", dir);
+    if ((rc = ss_config_save(j->c, p, e)) < 0)
+        return ss_fail(e, SS_EIO, "output.dir = %s is not writable: %s", dir, e->msg);
+    snprintf(p, sizeof p, "%s/progress.csv", dir);
+    if (!(j->csv = fopen(p, "w")))
+        return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
+    fprintf(j->csv, "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap\n");
+    return 0;
+}
+
+static int setup_model(struct job *j, struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    int rc = model_layout_init(&j->l, c, e);
+    if (rc < 0)
+        return rc;
+    struct emb_opts eo = {j->l.n_tables, j->l.dim, j->l.rows,
+                          c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
+                          (float)c->optim.emb_lr, (float)c->optim.eps, (float)c->optim.init_acc,
+                          (uint64_t)c->job.seed};
+    if ((rc = embps_create(&j->tables, &eo, e)) < 0)
+        return rc;
+    j->emb = emb_client_local(j->tables);
+    return 0;
+}
+
+static void teardown_model(struct job *j)
+{
+    if (j->emb)
+        j->emb->ops->free(j->emb);
+    embps_free(j->tables);
+    model_layout_free(&j->l);
+}
+
+static int check_schema(const struct schema *s, const struct model_layout *l, const char *path,
+                        struct ss_err *e)
+{
+    if (s->format != FMT_BINARY && (s->n_dense != l->n_dense || s->n_cat != l->n_tables))
+        return ss_fail(e, SS_EINVAL,
+                       "%s: the data has %d dense and %d categorical features, the model "
+                       "(model.bottom, model.rows / data.cat_cols) expects %d and %d",
+                       path, s->n_dense, s->n_cat, l->n_dense, l->n_tables);
+    return 0;
+}
+
+static void blas_note(const struct ss_config *c)
+{
+    openblas_set_num_threads(1);
+    if (!c->output.quiet)
+        printf("# blas: OpenBLAS %s kernel, 1 thread per worker\n", openblas_get_corename());
+}
+
+static int start_trainers(struct job *j, struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    size_t n = j->l.n_params;
+    j->tr = ss_xcalloc(j->n_tr, sizeof *j->tr);
+    const char *algo = c->sync.algo;
+    if (!strcmp(algo, "ma") || !strcmp(algo, "bmuf")) {
+        j->coll = ss_xcalloc(j->n_tr, sizeof *j->coll);
+        collective_local_group(j->coll, j->n_tr, n + 1);
+    }
+    for (int t = 0; t < j->n_tr; t++) {
+        struct trainer *tr = &j->tr[t];
+        tr->job = j;
+        tr->id = t;
+        tr->w = ss_aligned(n * sizeof(float));
+        tr->state = ss_aligned(n * sizeof(float));
+        model_init_params(&j->l, tr->w, (uint64_t)c->job.seed); /* one init for every trainer */
+        for (size_t i = 0; i < n; i++)
+            tr->state[i] = (float)c->optim.init_acc;
+        tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
+    }
+    if (!strcmp(algo, "easgd"))
+        j->center = center_local_create(j->tr[0].w, n);
+    for (int t = 0; t < j->n_tr; t++) {
+        struct trainer *tr = &j->tr[t];
+        struct shadow_opts so = {c, tr->w, n, j->coll ? j->coll[t] : NULL, j->center};
+        int rc = shadow_start(&tr->shadow, &so, e);
+        if (rc < 0)
+            return rc;  /* only before any thread of a later trainer exists */
+    }
+    j->workers_left = j->n_tr * j->n_wk;
+    j->t0 = ss_now();
+    for (int t = 0; t < j->n_tr; t++)
+        for (int k = 0; k < j->n_wk; k++) {
+            struct worker *wk = &j->tr[t].workers[k];
+            wk->tr = &j->tr[t];
+            wk->id = k;
+            pthread_mutex_init(&wk->mu, NULL);
+            if (pthread_create(&wk->th, NULL, worker_main, wk) != 0) {
+                fprintf(stderr, "shadowsync: cannot start worker thread %d of trainer %d\n", k, t);
+                abort();
+            }
+        }
+    return 0;
+}
+
+/* Waits for every worker, printing progress lines meanwhile. */
+static void wait_workers(struct job *j)
+{
+    double interval = j->c->output.log_interval_s, next = j->t0 + interval;
+    pthread_mutex_lock(&j->mu);
+    while (j->workers_left > 0) {
+        double now = ss_now();
+        if (now >= next) {
+            pthread_mutex_unlock(&j->mu);
+            progress(j);
+            next += interval * (1 + floor((ss_now() - next) / interval));
+            pthread_mutex_lock(&j->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double wait = next - now;
+        ts.tv_sec += (time_t)wait;
+        ts.tv_nsec += (long)((wait - floor(wait)) * 1e9);
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Joins workers then shadow threads (the final sync); first error wins. */
+static int finish_trainers(struct job *j, struct ss_err *e)
+{
+    int rc = 0;
+    for (int t = 0; t < j->n_tr; t++) {
+        struct trainer *tr = &j->tr[t];
+        for (int k = 0; k < j->n_wk; k++) {
+            pthread_join(tr->workers[k].th, NULL);
+            if (tr->workers[k].rc < 0 && rc == 0) {
+                rc = tr->workers[k].rc;
+                *e = tr->workers[k].err;
+            }
+        }
+        shadow_data_done(tr->shadow);
+    }
+    for (int t = 0; t < j->n_tr; t++) {
+        struct ss_err se = {0};
+        int src = shadow_join(j->tr[t].shadow, &j->tr[t].syncs, &se);
+        j->tr[t].shadow = NULL;
+        if (src < 0 && rc == 0) {
+            rc = src;
+            *e = se;
+        }
+    }
+    return rc;
+}
+
+static void free_trainers(struct job *j)
+{
+    for (int t = 0; j->tr && t < j->n_tr; t++) {
+        for (int k = 0; k < j->n_wk; k++)
+            pthread_mutex_destroy(&j->tr[t].workers[k].mu);
+        free(j->tr[t].workers);
+        free(j->tr[t].w);
+        free(j->tr[t].state);
+    }
+    free(j->tr);
+    for (int t = 0; j->coll && t < j->n_tr; t++)
+        j->coll[t]->ops->free(j->coll[t]);
+    free(j->coll);
+    if (j->center)
+        j->center->ops->free(j->center);
+}
+
+/* trainer0's vector, or the mean of the replicas (sync.output = average). */
+static float *output_model(struct job *j)
+{
+    size_t n = j->l.n_params;
+    float *w = ss_aligned(n * sizeof(float));
+    if (j->c->sync.output == OUT_AVERAGE) {
+        for (int t = 0; t < j->n_tr; t++)
+            for (size_t i = 0; i < n; i++)
+                w[i] += j->tr[t].w[i] / j->n_tr;
+    } else {
+        memcpy(w, j->tr[0].w, n * sizeof(float));
+    }
+    return w;
+}
+
+static void json_num(FILE *f, const char *k, double v, int last)
+{
+    if (isfinite(v))
+        fprintf(f, "  \"%s\": %.6g%s\n", k, v, last ? "" : ",");
+    else
+        fprintf(f, "  \"%s\": null%s\n", k, last ? "" : ",");
+}
+
+static int write_metrics(struct job *j, const struct figures *f, const struct eval_result *ev,
+                         const struct reader_stats *rs, struct ss_err *e)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/metrics.json", j->c->output.dir);
+    FILE *out = fopen(p, "w");
+    if (!out)
+        return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
+    fprintf(out, "{\n");
+    json_num(out, "examples", (double)f->examples, 0);
+    json_num(out, "seconds", f->elapsed, 0);
+    json_num(out, "eps", f->eps, 0);
+    json_num(out, "train_ne", f->train_ne, 0);
+    json_num(out, "train_logloss", f->train_logloss, 0);
+    json_num(out, "eval_ne", ev->ne, 0);
+    json_num(out, "eval_logloss", ev->logloss, 0);
+    json_num(out, "eval_auc", ev->auc, 0);
+    json_num(out, "eval_calibration", ev->calibration, 0);
+    json_num(out, "eval_examples", (double)ev->examples, 0);
+    json_num(out, "syncs", (double)f->syncs, 0);
+    json_num(out, "avg_sync_gap", f->sync_gap, 0);
+    json_num(out, "iterations", (double)f->iterations, 0);
+    json_num(out, "bad_lines", (double)rs->bad_lines, 0);
+    json_num(out, "dense_params", (double)j->l.n_params, 0);
+    json_num(out, "embedding_bytes", (double)embps_bytes(j->tables), 0);
+    fprintf(out, "  \"sync_algo\": \"%s\",\n", j->c->sync.algo);
+    fprintf(out, "  \"sync_mode\": \"%s\",\n",
+            j->c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow");
+    fprintf(out, "  \"blas_kernel\": \"%s\",\n", openblas_get_corename());
+    json_num(out, "trainers", j->n_tr, 0);
+    json_num(out, "worker_threads", j->n_wk, 1);
+    fprintf(out, "}\n");
+    if (fclose(out) != 0)
+        return ss_fail(e, SS_EIO, "%s: write failed: %s", p, strerror(errno));
+    return 0;
+}
+
+static int save_model(struct job *j, const float *w, struct ss_err *e)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model", j->c->output.dir);
+    int rc = make_dirs(p, e);
+    if (rc < 0)
+        return rc;
+    snprintf(p, sizeof p, "%s/model/dense.bin", j->c->output.dir);
+    if ((rc = dense_save(w, j->l.n_params, p, e)) < 0)
+        return rc;
+    snprintf(p, sizeof p, "%s/model/tables.bin", j->c->output.dir);
+    return embps_save(j->tables, p, e);
+}
+
+static void print_eval(const char *what, const struct eval_result *ev)
+{
+    printf("%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f\n", what,
+           (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
+}
+
+int trainer_run(const struct ss_config *c, struct ss_err *e)
+{
+    struct job j = {0};
+    j.c = c;
+    j.n_tr = c->job.trainers;
+    j.n_wk = c->trainer.worker_threads;
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN};
+    struct figures f = {0};
+    struct reader_stats rs = {0};
+    float *w = NULL;
+    int rc;
+    if (!c->data.train || !*c->data.train) {
+        rc = ss_fail(e, SS_EINVAL, "config: data.train is empty: give the training data "
+                                   "(a file, a directory of shards or a glob)");
+        goto out;
+    }
+    if (c->trainer.device == DEV_CUDA) {
+        rc = ss_fail(e, SS_EINVAL, "trainer.device = cuda: this build has no GPU support "
+                                   "(nvcc/NCCL were not found at build time)");
+        goto out;
+    }
+    if (c->trainer.device == DEV_AUTO && !c->output.quiet)
+        printf("# trainer.device = auto: no GPU support in this build, training on the CPU\n");
+    if ((rc = setup_model(&j, e)) < 0)
+        goto out;
+    if ((rc = schema_from_config(&j.schema, c, c->data.train, e)) < 0 ||
+        (rc = check_schema(&j.schema, &j.l, c->data.train, e)) < 0)
+        goto out;
+    if ((rc = open_run_dir(&j, e)) < 0)
+        goto out;
+    if ((rc = reader_open(&j.reader, c->data.train, &j.schema, c->data.max_examples,
+                          c->data.report_bad_lines, e)) < 0)
+        goto out;
+    blas_note(c);
+    if (!c->output.quiet)
+        printf("# training: %d trainer(s) x %d worker(s), sync %s/%s, %zu dense params, "
+               "%d tables (%.1f MB)\n", j.n_tr, j.n_wk, c->sync.algo,
+               c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow", j.l.n_params,
+               j.l.n_tables, embps_bytes(j.tables) / 1e6);
+    if ((rc = start_trainers(&j, e)) < 0)
+        goto out;
+    wait_workers(&j);
+    rc = finish_trainers(&j, e);
+    collect(&j, &f);
+    reader_stats(j.reader, &rs);
+    progress(&j);
+    if (rc < 0)
+        goto out;
+    printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
+           "sync_gap %.2f  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
+           f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
+    w = output_model(&j);
+    if (c->data.eval && *c->data.eval) {
+        if ((rc = trainer_eval(&j.l, w, j.emb, c, c->data.eval, &ev, e)) < 0)
+            goto out;
+        print_eval("eval", &ev);
+    }
+    if (c->output.save_model && (rc = save_model(&j, w, e)) < 0)
+        goto out;
+    rc = write_metrics(&j, &f, &ev, &rs, e);
+    if (rc == 0 && !c->output.quiet)
+        printf("# run directory: %s\n", c->output.dir);
+out:
+    free(w);
+    if (j.csv)
+        fclose(j.csv);
+    free_trainers(&j);
+    if (j.reader)
+        reader_close(j.reader);
+    teardown_model(&j);
+    pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j.cv);
+    return rc;
+}
+
+int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err *e)
+{
+    struct job j = {0};
+    j.c = c;
+    float *w = NULL;
+    struct eval_result ev;
+    char p[4096];
+    int rc;
+    if (!c->data.eval || !*c->data.eval) {
+        rc = ss_fail(e, SS_EINVAL, "config: data.eval is empty: nothing to score");
+        goto out;
+    }
+    if ((rc = setup_model(&j, e)) < 0)
+        goto out;
+    openblas_set_num_threads(1);
+    w = ss_aligned(j.l.n_params * sizeof(float));
+    snprintf(p, sizeof p, "%s/dense.bin", dir);
+    if ((rc = dense_load(w, j.l.n_params, p, e)) < 0)
+        goto out;
+    snprintf(p, sizeof p, "%s/tables.bin", dir);
+    if ((rc = embps_load(j.tables, p, e)) < 0)
+        goto out;
+    if ((rc = trainer_eval(&j.l, w, j.emb, c, c->data.eval, &ev, e)) < 0)
+        goto out;
+    print_eval("eval", &ev);
+    printf("{\"eval_examples\": %lld, \"eval_ne\": %.6f, \"eval_logloss\": %.6f, "
+           "\"eval_auc\": %.6f, \"eval_calibration\": %.6f}\n", (long long)ev.examples, ev.ne,
+           ev.logloss, ev.auc, ev.calibration);
+out:
+    free(w);
+    teardown_model(&j);
+    return rc;
+}

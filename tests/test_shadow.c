@@ -1,0 +1,197 @@
+/* The sync algorithms and the shadow thread, on in-process transports:
+ * MA and BMUF against hand computations, EASGD's elastic exchange, every
+ * member stopping on the same (final) round, and foreground requests. */
+#include "check.h"
+#include "shadowsync/shadow.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#define N 3
+#define LEN 4
+
+static struct ss_config cfg;
+
+struct member {
+    struct sync_ctx ctx;
+    const struct sync_algo_ops *algo;
+    float w[LEN], buf[LEN + 1];
+    int rounds_active;          /* rounds this member reports data left */
+    int rounds, rc;
+};
+
+static void *run_member(void *arg)
+{
+    struct member *m = arg;
+    struct ss_err e;
+    int active = 1;
+    for (;;) {
+        active = m->rounds < m->rounds_active;
+        int r = m->algo->sync(&m->ctx, active, &e);
+        m->rounds++;
+        if (r <= 0) {
+            m->rc = r;
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void run_group(const char *algo, struct member *m, const float init[N][LEN])
+{
+    struct collective *coll[N];
+    collective_local_group(coll, N, LEN + 1);
+    float zero[LEN] = {0};
+    struct center *ctr = center_local_create(zero, LEN);
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        memcpy(m[i].w, init[i], sizeof m[i].w);
+        m[i].algo = sync_algo_find(algo);
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], ctr, m[i].buf, NULL};
+        if (m[i].algo->init)
+            m[i].algo->init(&m[i].ctx, NULL);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_create(&th[i], NULL, run_member, &m[i]);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        if (m[i].algo->free)
+            m[i].algo->free(&m[i].ctx);
+        coll[i]->ops->free(coll[i]);
+    }
+    ctr->ops->free(ctr);
+}
+
+static const float init[N][LEN] = {{1, 2, 3, 4}, {3, 2, 1, 0}, {5, 5, 5, 5}};
+
+static void test_ma(void)
+{
+    struct member m[N] = {{.rounds_active = 1}, {.rounds_active = 3}, {.rounds_active = 2}};
+    cfg.sync.alpha = 1.0;
+    run_group("ma", m, init);
+    /* alpha 1: after round 1 every member holds the mean {3, 3, 3, 3} */
+    CHECK(fabs(m[0].w[0] - 3) < 1e-6 && fabs(m[2].w[3] - 3) < 1e-6, "ma with alpha 1 averages",
+          "%g %g", m[0].w[0], m[2].w[3]);
+    /* the last active member reports data for 3 rounds; round 4 is the final one for all */
+    CHECK(m[0].rounds == 4 && m[1].rounds == 4 && m[2].rounds == 4 && m[0].rc == 0,
+          "every member stops after the same final round", "%d %d %d", m[0].rounds,
+          m[1].rounds, m[2].rounds);
+    struct member h[N] = {{.rounds_active = 0}, {.rounds_active = 0}, {.rounds_active = 0}};
+    cfg.sync.alpha = 0.5;
+    run_group("ma", h, init);
+    /* member 0: w = 0.5*{1,2,3,4} + 0.5*{3,3,3,3} */
+    CHECK(fabs(h[0].w[0] - 2) < 1e-6 && fabs(h[0].w[3] - 3.5) < 1e-6 && h[0].rounds == 1,
+          "ma with alpha 0.5 blends toward the mean", "%g %g", h[0].w[0], h[0].w[3]);
+}
+
+static void test_bmuf(void)
+{
+    cfg.sync.alpha = 1.0;
+    cfg.sync.bmuf_momentum = 0.5;
+    cfg.sync.bmuf_lr = 1.0;
+    cfg.sync.bmuf_nesterov = 0;
+    /* All members start equal at {2,2,2,2} (w_global), then diverge before
+     * the first round: run from init where the mean is 3. */
+    float same[N][LEN] = {{2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}};
+    struct member m[N] = {{.rounds_active = 0}, {.rounds_active = 0}, {.rounds_active = 0}};
+    struct collective *coll[N];
+    collective_local_group(coll, N, LEN + 1);
+    for (int i = 0; i < N; i++) {
+        memcpy(m[i].w, same[i], sizeof m[i].w);
+        m[i].algo = sync_algo_find("bmuf");
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], NULL, m[i].buf, NULL};
+        m[i].algo->init(&m[i].ctx, NULL);
+        memcpy(m[i].w, init[i], sizeof m[i].w); /* local steps moved them */
+    }
+    pthread_t th[N];
+    for (int i = 0; i < N; i++)
+        pthread_create(&th[i], NULL, run_member, &m[i]);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    /* c = 3, d = 1, v = 0.5*0 + 1 = 1, w_global = 3: all at 3 */
+    CHECK(fabs(m[1].w[2] - 3) < 1e-6, "bmuf first block: w_global moves by the mean delta",
+          "%g", m[1].w[2]);
+    /* second round: all at 3, d = 0, v = 0.5, w_global = 3.5 (block momentum) */
+    for (int i = 0; i < N; i++)
+        m[i].rounds = 0;
+    for (int i = 0; i < N; i++)
+        pthread_create(&th[i], NULL, run_member, &m[i]);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    CHECK(fabs(m[0].w[0] - 3.5) < 1e-6, "bmuf block momentum carries the last step", "%g",
+          m[0].w[0]);
+    for (int i = 0; i < N; i++) {
+        m[i].algo->free(&m[i].ctx);
+        coll[i]->ops->free(coll[i]);
+    }
+}
+
+static void test_easgd(void)
+{
+    cfg.sync.alpha = 0.5;
+    float c0[2] = {0, 10}, w[2] = {4, 2}, out[2];
+    struct center *c = center_local_create(c0, 2);
+    struct ss_err e;
+    float buf[3];
+    struct sync_ctx ctx = {&cfg, w, 2, NULL, c, buf, NULL};
+    const struct sync_algo_ops *a = sync_algo_find("easgd");
+    int r = a->sync(&ctx, 1, &e);
+    /* center = 0.5*{0,10} + 0.5*{4,2} = {2,6}; w = 0.5*{4,2} + 0.5*{2,6} = {3,4} */
+    c->ops->elastic(c, (float[2]){2, 6}, out, 2, 0.0f, &e); /* alpha 0: read the center */
+    CHECK(r == 1 && fabs(out[0] - 2) < 1e-6 && fabs(out[1] - 6) < 1e-6 &&
+              fabs(w[0] - 3) < 1e-6 && fabs(w[1] - 4) < 1e-6,
+          "easgd elastic exchange by hand", "center %g %g w %g %g", out[0], out[1], w[0], w[1]);
+    c->ops->free(c);
+    CHECK(sync_algo_find("nope") == NULL && sync_algo_find("bmuf"), "algorithm table lookup",
+          "find failed");
+}
+
+struct fg { struct shadow *s; int rc; };
+
+static void *ask(void *arg)
+{
+    struct fg *f = arg;
+    for (int i = 0; i < 5; i++)
+        f->rc |= shadow_request(f->s);
+    return NULL;
+}
+
+static void test_foreground(void)
+{
+    cfg.sync.mode = SYNC_FOREGROUND;
+    cfg.sync.alpha = 0.5;
+    cfg.sync.algo = "easgd";
+    float w[LEN] = {1, 1, 1, 1}, zero[LEN] = {0};
+    struct center *c = center_local_create(zero, LEN);
+    struct shadow_opts o = {&cfg, w, LEN, NULL, c};
+    struct shadow *s;
+    struct ss_err e;
+    CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);
+    struct fg f = {s, 0};
+    pthread_t th[2];
+    pthread_create(&th[0], NULL, ask, &f);
+    pthread_create(&th[1], NULL, ask, &f);
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    int64_t before = shadow_syncs(s);
+    shadow_data_done(s);
+    int64_t syncs = 0;
+    int rc = shadow_join(s, &syncs, &e);
+    /* every request got its own round after it was made (rounds may be shared
+     * by simultaneous requests), plus exactly one final round */
+    CHECK(rc == 0 && before >= 5 && before <= 10 && syncs == before + 1,
+          "foreground: requests are served, then one final sync", "rc %d before %lld syncs %lld",
+          rc, (long long)before, (long long)syncs);
+    c->ops->free(c);
+    cfg.sync.mode = SYNC_SHADOW;
+}
+
+int main(void)
+{
+    test_ma();
+    test_bmuf();
+    test_easgd();
+    test_foreground();
+    CHECK_DONE();
+}
