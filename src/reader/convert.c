@@ -42,7 +42,7 @@ static int writer_begin(struct shard_writer *w, const struct schema *s, struct s
     w->h.n_tables = (uint32_t)s->n_cat;
     unsigned char raw[SHARD_HEADER_BYTES];
     struct shard_header zero = {w->h.n_dense, w->h.n_tables, 0, 0, 0};
-    shard_header_encode(raw, &zero);
+    reader_shard_encode(raw, &zero);
     if (fwrite(raw, 1, sizeof raw, w->f) != sizeof raw)
         return ss_fail(e, SS_EIO, "%s: %s", w->tmp, strerror(errno));
     return 0;
@@ -82,7 +82,7 @@ static int writer_finish(struct shard_writer *w, struct ss_err *e)
 {
     unsigned char raw[SHARD_HEADER_BYTES];
     int rc = 0;
-    shard_header_encode(raw, &w->h);
+    reader_shard_encode(raw, &w->h);
     if (fflush(w->f) || ferror(w->f))
         rc = ss_fail(e, SS_EIO, "%s: %s", w->tmp, strerror(errno));
     else if (pwrite(fileno(w->f), raw, sizeof raw, 0) != (ssize_t)sizeof raw)
@@ -131,7 +131,7 @@ int reader_convert(const char *in, const char *out_dir, const struct schema *s,
     if (shard_examples < 0)
         return ss_fail(e, SS_EINVAL, "convert: shard size %lld is negative",
                        (long long)shard_examples);
-    int rc = files_mkdir_p(out_dir, e);
+    int rc = reader_mkdir_p(out_dir, e);
     if (rc)
         return rc;
     struct reader *r;

@@ -13,7 +13,7 @@
 
 #define MAX_FILES (1 << 24) /* file index takes the top 24 bits of an example id */
 
-int files_has_suffix(const char *name, const char *suffix)
+int reader_has_suffix(const char *name, const char *suffix)
 {
     size_t n = strlen(name), k = strlen(suffix);
     return n >= k && !strcmp(name + n - k, suffix);
@@ -21,12 +21,12 @@ int files_has_suffix(const char *name, const char *suffix)
 
 static int keep(const char *name, int pick)
 {
-    if (files_has_suffix(name, ".tmp"))
+    if (reader_has_suffix(name, ".tmp"))
         return 0;
     if (pick == PICK_TEXT)
-        return !files_has_suffix(name, ".bin");
+        return !reader_has_suffix(name, ".bin");
     if (pick == PICK_BINARY)
-        return files_has_suffix(name, ".bin");
+        return reader_has_suffix(name, ".bin");
     return 1;
 }
 
@@ -108,7 +108,7 @@ static int list_glob(const char *path, int pick, struct list *l, struct ss_err *
     return 0;
 }
 
-int files_list(const char *path, int pick, char ***files, int *n, struct ss_err *e)
+int reader_list_files(const char *path, int pick, char ***files, int *n, struct ss_err *e)
 {
     struct list l = {0};
     struct stat st;
@@ -134,7 +134,7 @@ int files_list(const char *path, int pick, char ***files, int *n, struct ss_err 
         rc = ss_fail(e, SS_EINVAL, "%s: %d files, more than the %d a reader takes", path, l.n,
                      MAX_FILES);
     if (rc) {
-        files_free(l.v, l.n);
+        reader_free_files(l.v, l.n);
         return rc;
     }
     qsort(l.v, (size_t)l.n, sizeof *l.v, by_name);
@@ -143,14 +143,14 @@ int files_list(const char *path, int pick, char ***files, int *n, struct ss_err 
     return 0;
 }
 
-void files_free(char **files, int n)
+void reader_free_files(char **files, int n)
 {
     for (int i = 0; i < n; i++)
         free(files[i]);
     free(files);
 }
 
-int files_mkdir_p(const char *dir, struct ss_err *e)
+int reader_mkdir_p(const char *dir, struct ss_err *e)
 {
     size_t n = strlen(dir);
     char *p = ss_xmalloc(n + 1);

@@ -16,11 +16,11 @@ enum file_pick {
 /* Lists the data files of path (a file, a directory whose regular, non-hidden
  * files are taken in name order, or a glob), filtered by pick (a single named
  * file is always kept). *files is NULL-free and owned by the caller. */
-int files_list(const char *path, int pick, char ***files, int *n, struct ss_err *e);
-void files_free(char **files, int n);
-int files_has_suffix(const char *name, const char *suffix);
+int reader_list_files(const char *path, int pick, char ***files, int *n, struct ss_err *e);
+void reader_free_files(char **files, int n);
+int reader_has_suffix(const char *name, const char *suffix);
 /* mkdir -p. */
-int files_mkdir_p(const char *dir, struct ss_err *e);
+int reader_mkdir_p(const char *dir, struct ss_err *e);
 
 #define SHARD_FLAG_MULTIHOT 1u
 
@@ -30,10 +30,10 @@ struct shard_header {
     uint32_t flags;
 };
 
-void shard_header_encode(unsigned char raw[SHARD_HEADER_BYTES], const struct shard_header *h);
+void reader_shard_encode(unsigned char raw[SHARD_HEADER_BYTES], const struct shard_header *h);
 /* Reads and checks the header of the open shard fd (named file in messages)
  * and that the file's size is exactly what the header promises. */
-int shard_check(const char *file, int fd, struct shard_header *h, uint64_t *size,
+int reader_shard_check(const char *file, int fd, struct shard_header *h, uint64_t *size,
                 struct ss_err *e);
 /* Bytes of one record without its ids. */
 static inline uint64_t shard_record_fixed(uint32_t n_dense, uint32_t n_tables)

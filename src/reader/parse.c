@@ -12,12 +12,12 @@
 
 #define SHOW 48 /* characters of a bad value quoted in a message */
 
-/* hex digit value + 1; 0 = not a hex digit */
+/* 0x10 | hex digit value; 0 = not a hex digit */
 static const unsigned char hexv[256] = {
-    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,
-    ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14,
-    ['e'] = 15, ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15,
-    ['F'] = 16,
+    ['0'] = 0x10, ['1'] = 0x11, ['2'] = 0x12, ['3'] = 0x13, ['4'] = 0x14, ['5'] = 0x15,
+    ['6'] = 0x16, ['7'] = 0x17, ['8'] = 0x18, ['9'] = 0x19, ['a'] = 0x1a, ['b'] = 0x1b,
+    ['c'] = 0x1c, ['d'] = 0x1d, ['e'] = 0x1e, ['f'] = 0x1f, ['A'] = 0x1a, ['B'] = 0x1b,
+    ['C'] = 0x1c, ['D'] = 0x1d, ['E'] = 0x1e, ['F'] = 0x1f,
 };
 
 static const double pow10_exact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
@@ -119,14 +119,25 @@ static inline int dense_value(const char *p, size_t n, float *out)
 
 static inline int hex_id(const char *p, size_t n, uint64_t *out)
 {
+    const unsigned char *u = (const unsigned char *)p;
+    if (n == 8) { /* Criteo's tokens: eight independent lookups, one check */
+        unsigned d0 = hexv[u[0]], d1 = hexv[u[1]], d2 = hexv[u[2]], d3 = hexv[u[3]];
+        unsigned d4 = hexv[u[4]], d5 = hexv[u[5]], d6 = hexv[u[6]], d7 = hexv[u[7]];
+        if (!(d0 & d1 & d2 & d3 & d4 & d5 & d6 & d7 & 0x10))
+            return -1;
+        *out = (uint64_t)((d0 & 15u) << 28 | (d1 & 15u) << 24 | (d2 & 15u) << 20 |
+                          (d3 & 15u) << 16 | (d4 & 15u) << 12 | (d5 & 15u) << 8 |
+                          (d6 & 15u) << 4 | (d7 & 15u));
+        return 0;
+    }
     uint64_t v = 0;
     if (n > 16)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        unsigned d = hexv[(unsigned char)p[i]];
+        unsigned d = hexv[u[i]];
         if (!d)
             return -1;
-        v = v << 4 | (d - 1);
+        v = v << 4 | (d & 15u);
     }
     *out = v;
     return 0;

@@ -153,8 +153,8 @@ static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
                 return rc;
             r->is_open = 1;
         }
-        char *line;
-        size_t len;
+        char *line = NULL;
+        size_t len = 0;
         int rc = text_line(r, &line, &len, e);
         if (rc < 0)
             return rc;
@@ -192,7 +192,7 @@ static int shard_open(struct reader *r, struct ss_err *e)
     if (fd < 0)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
     uint64_t size;
-    int rc = shard_check(f, fd, &r->hdr, &size, e);
+    int rc = reader_shard_check(f, fd, &r->hdr, &size, e);
     if (!rc && (r->hdr.n_dense != (uint32_t)r->s.n_dense ||
                 r->hdr.n_tables != (uint32_t)r->s.n_cat))
         rc = ss_fail(e, SS_EFORMAT,
@@ -302,7 +302,7 @@ static int check_shards(struct reader *r, struct ss_err *e)
         int fd = open(f, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
-        int rc = shard_check(f, fd, &h, NULL, e);
+        int rc = reader_shard_check(f, fd, &h, NULL, e);
         close(fd);
         if (rc)
             return rc;
@@ -332,11 +332,11 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     r->report_bad = report_bad > 0 ? report_bad : 0;
     r->fd = -1;
     int binary = s->format == FMT_BINARY;
-    int rc = files_list(path, binary ? PICK_BINARY : PICK_TEXT, &r->files, &r->n_files, e);
+    int rc = reader_list_files(path, binary ? PICK_BINARY : PICK_TEXT, &r->files, &r->n_files, e);
     if (!rc && binary)
         rc = check_shards(r, e);
     if (rc) {
-        files_free(r->files, r->n_files);
+        reader_free_files(r->files, r->n_files);
         free(r);
         return rc;
     }
@@ -399,7 +399,7 @@ void reader_close(struct reader *r)
             close(r->fd);
     }
     pthread_mutex_destroy(&r->lock);
-    files_free(r->files, r->n_files);
+    reader_free_files(r->files, r->n_files);
     free(r->buf);
     free(r);
 }

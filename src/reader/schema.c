@@ -30,16 +30,16 @@ static int path_is_binary(const char *path)
 {
     if (!path || !*path)
         return 0;
-    if (files_has_suffix(path, ".bin"))
+    if (reader_has_suffix(path, ".bin"))
         return 1;
     char **f;
     int n, bin = 1;
     struct ss_err e;
-    if (files_list(path, PICK_ALL, &f, &n, &e))
+    if (reader_list_files(path, PICK_ALL, &f, &n, &e))
         return 0;
     for (int i = 0; i < n; i++)
-        bin &= files_has_suffix(f[i], ".bin");
-    files_free(f, n);
+        bin &= reader_has_suffix(f[i], ".bin");
+    reader_free_files(f, n);
     return bin;
 }
 
@@ -50,7 +50,7 @@ static int binary_schema(struct schema *s, const char *path, struct ss_err *e)
     s->format = FMT_BINARY;
     if (!path || !*path)
         return 0;
-    int rc = files_list(path, PICK_BINARY, &f, &n, e);
+    int rc = reader_list_files(path, PICK_BINARY, &f, &n, e);
     if (rc)
         return rc;
     int fd = open(f[0], O_RDONLY | O_CLOEXEC);
@@ -58,14 +58,14 @@ static int binary_schema(struct schema *s, const char *path, struct ss_err *e)
     if (fd < 0)
         rc = ss_fail(e, SS_EIO, "%s: %s", f[0], strerror(errno));
     else
-        rc = shard_check(f[0], fd, &h, NULL, e);
+        rc = reader_shard_check(f[0], fd, &h, NULL, e);
     if (fd >= 0)
         close(fd);
     if (!rc) {
         s->n_dense = (int)h.n_dense;
         s->n_cat = (int)h.n_tables;
     }
-    files_free(f, n);
+    reader_free_files(f, n);
     return rc;
 }
 

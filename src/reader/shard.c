@@ -15,7 +15,7 @@ static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
-void shard_header_encode(unsigned char raw[SHARD_HEADER_BYTES], const struct shard_header *h)
+void reader_shard_encode(unsigned char raw[SHARD_HEADER_BYTES], const struct shard_header *h)
 {
     memset(raw, 0, SHARD_HEADER_BYTES);
     memcpy(raw, SHARD_MAGIC, 8);
@@ -40,7 +40,7 @@ static int expected_size(const struct shard_header *h, uint64_t *size)
     return 0;
 }
 
-int shard_check(const char *file, int fd, struct shard_header *h, uint64_t *size,
+int reader_shard_check(const char *file, int fd, struct shard_header *h, uint64_t *size,
                 struct ss_err *e)
 {
     unsigned char raw[SHARD_HEADER_BYTES];

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ struct trainer {
     float *w, *state;           /* dense parameters and optimizer state, one flat layout */
     struct shadow *shadow;
     struct worker *workers;
+    int workers_left;           /* under job->mu; the last one out ends the data */
     int64_t syncs;
 };
 
@@ -107,8 +109,13 @@ static void *worker_main(void *arg)
     batch_free(&b);
     pthread_mutex_lock(&j->mu);
     j->workers_left--;
+    int trainer_done = --tr->workers_left == 0;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
+    /* This trainer's data has ended: its shadow thread may now run the
+     * rounds other trainers' foreground workers wait on, then the final one. */
+    if (trainer_done)
+        shadow_data_done(tr->shadow);
     return NULL;
 }
 
@@ -253,6 +260,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
         for (size_t i = 0; i < n; i++)
             tr->state[i] = (float)c->optim.init_acc;
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
+        tr->workers_left = j->n_wk;
     }
     if (!strcmp(algo, "easgd"))
         j->center = center_local_create(j->tr[0].w, n);
@@ -318,7 +326,6 @@ static int finish_trainers(struct job *j, struct ss_err *e)
                 *e = tr->workers[k].err;
             }
         }
-        shadow_data_done(tr->shadow);
     }
     for (int t = 0; t < j->n_tr; t++) {
         struct ss_err se = {0};
@@ -397,6 +404,9 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "bad_lines", (double)rs->bad_lines, 0);
     json_num(out, "dense_params", (double)j->l.n_params, 0);
     json_num(out, "embedding_bytes", (double)embps_bytes(j->tables), 0);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    json_num(out, "peak_rss_mb", ru.ru_maxrss / 1024.0, 0);
     fprintf(out, "  \"sync_algo\": \"%s\",\n", j->c->sync.algo);
     fprintf(out, "  \"sync_mode\": \"%s\",\n",
             j->c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow");

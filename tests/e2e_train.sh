@@ -1,0 +1,111 @@
+#!/bin/sh
+# End-to-end runs of the binary, single process (the embedded default):
+# gen -> train -> eval, every sync algorithm in both modes with 2 in-process
+# trainers, exactly-once counting, reproducibility, binary shards, bad input.
+# Prints PASS/FAIL lines for tests/run.
+BIN=${BIN:-${BUILD:-build}/shadowsync}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+CFG=configs/tiny.ini
+N=30000
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+check() { name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$*"; fi; }
+# json KEY FILE: a number from metrics.json
+json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a != "") }'; }
+
+train() { # train OUT [--set ...]
+    out=$1; shift
+    $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+        --set output.dir=$T/$out --set output.quiet=true "$@" > $T/$out.log 2>&1
+}
+
+$BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 3 --config $CFG > $T/gen.log 2>&1
+check "gen writes the data and prints bayes_ne" grep -q '^bayes_ne=0\.[0-9]' $T/gen.log
+BAYES=$(sed -n 's/^bayes_ne=//p' $T/gen.log)
+check "gen writes the teacher probabilities" test "$(wc -l < $T/d/train.prob)" = $N
+
+train one --set trainer.worker_threads=1
+check "train (1 worker) exits 0" test $? = 0
+M=$T/one/metrics.json
+check "every training example counted once" test "$(json examples $M)" = $N
+for k in examples seconds eps train_ne eval_ne eval_logloss eval_auc syncs avg_sync_gap \
+         sync_algo sync_mode trainers worker_threads; do
+    grep -q "\"$k\":" $M || fail "metrics.json has $k" "missing"
+done
+pass "metrics.json has the keys of DESIGN 7"
+NE1=$(json eval_ne $M)
+check "eval NE below 1 (learned something): $NE1" lt "$NE1" 0.98
+check "eval NE not below the Bayes NE $BAYES" lt "$BAYES" "$NE1"
+check "eval AUC above 0.6" lt 0.6 "$(json eval_auc $M)"
+check "progress.csv written" test "$(wc -l < $T/one/progress.csv)" -ge 2
+check "resolved config written" grep -q '^worker_threads *= *1' $T/one/config.ini
+check "model saved" test -s $T/one/model/dense.bin -a -s $T/one/model/tables.bin
+
+train two --set trainer.worker_threads=1
+check "one worker thread is bit-identical across runs" cmp -s $T/one/model/dense.bin $T/two/model/dense.bin
+
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one/model > $T/eval.log 2>&1
+EV=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/eval.log)
+check "eval of the saved model reproduces the run's eval NE ($EV vs $NE1)" \
+    awk -v a="$EV" -v b="$NE1" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }'
+
+# every algorithm, both modes, 2 trainers x 2 workers in one process
+for algo in none easgd ma bmuf; do
+    for mode in shadow foreground; do
+        [ $algo = none ] && [ $mode = foreground ] && continue
+        train "$algo-$mode" --set job.trainers=2 --set trainer.worker_threads=2 \
+            --set sync.algo=$algo --set sync.mode=$mode --set sync.gap=5
+        rc=$?
+        M=$T/$algo-$mode/metrics.json
+        check "$algo/$mode: exits 0" test $rc = 0
+        check "$algo/$mode: examples counted once over 2x2 workers" test "$(json examples $M)" = $N
+        check "$algo/$mode: eval NE below 1 ($(json eval_ne $M))" lt "$(json eval_ne $M)" 0.99
+        if [ $algo != none ]; then
+            check "$algo/$mode: syncs happened" lt 0 "$(json syncs $M)"
+        fi
+    done
+done
+G=$(json avg_sync_gap $T/ma-foreground/metrics.json)
+check "foreground gap 5 gives an average sync gap near 5 ($G)" \
+    awk -v g="$G" 'BEGIN { exit !(g >= 4 && g <= 6) }'
+train avg --set job.trainers=2 --set sync.algo=ma --set sync.output=average
+check "sync.output = average trains" test $? = 0
+
+# binary shards: convert, then the same run reads them with no parsing
+$BIN convert $CFG --in $T/d/train.tsv --out $T/shards --shard-examples 7000 > $T/conv.log 2>&1
+check "convert writes shards" test -f $T/shards/part-00004.bin
+train bin --set trainer.worker_threads=1 --set data.train=$T/shards
+check "training on shards = training on text (1 worker, bit-identical)" \
+    cmp -s $T/one/model/dense.bin $T/bin/model/dense.bin
+head -c 1000 $T/shards/part-00000.bin > $T/trunc.bin
+train trunc --set data.train=$T/trunc.bin
+check "a truncated shard is refused" grep -q 'truncated' $T/trunc.log
+
+# bad lines are counted, reported by file:line and skipped
+head -100 $T/d/train.tsv > $T/bad.tsv
+printf '1\t2\t3\n' >> $T/bad.tsv
+head -100 $T/d/train.tsv | tail -1 | sed 's/^[01]/7/' >> $T/bad.tsv
+head -100 $T/d/train.tsv | tail -1 | awk -F'\t' 'BEGIN{OFS="\t"} {$3="abc"; print}' >> $T/bad.tsv
+train bad --set data.train=$T/bad.tsv --set data.eval=
+check "bad lines: the run goes on" test "$(json examples $T/bad/metrics.json)" = 100
+check "bad lines: counted" test "$(json bad_lines $T/bad/metrics.json)" = 3
+check "bad lines: reported as file:line" grep -q "bad.tsv:101:" $T/bad.log
+
+# errors stop before training, naming the key and value
+$BIN train $CFG --set sync.alpha=2 > $T/e1.log 2>&1
+check "out-of-range value: non-zero exit naming the key" \
+    sh -c "[ $? != 0 ] && grep -q 'sync.alpha' $T/e1.log"
+$BIN train $CFG --set trainer.bogus=1 > $T/e2.log 2>&1
+check "unknown key: non-zero exit naming it" sh -c "[ $? != 0 ] && grep -q 'bogus' $T/e2.log"
+train cuda --set trainer.device=cuda
+check "trainer.device = cuda without GPU support: clear error" \
+    sh -c "[ $? != 0 ] && grep -q 'cuda' $T/cuda.log"
+train auto --set trainer.device=auto --set output.quiet=false --set data.max_examples=1000
+check "trainer.device = auto falls back to the CPU and says so" grep -q 'CPU' $T/auto.log
+train ro --set output.dir=/proc/nope
+check "unwritable run directory: reported before training" \
+    sh -c "[ $? != 0 ] && grep -q '/proc/nope' $T/ro.log"
+exit 0

@@ -1,0 +1,918 @@
+/* Tests of src/reader/: the batch, line parsing (Criteo and schema CSV),
+ * schema resolution, the reader over files, directories and globs (bad
+ * lines, exactly-once under threads), convert and the binary reader, shard
+ * refusal, and the synthetic data generator. */
+#include "check.h"
+#include "shadowsync/reader.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char root[64];
+
+static void path_of(char *out, size_t cap, const char *rel)
+{
+    snprintf(out, cap, "%s/%s", root, rel);
+}
+
+static void write_file(const char *rel, const char *data, size_t n)
+{
+    char p[512];
+    path_of(p, sizeof p, rel);
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f)) {
+        perror(p);
+        exit(2);
+    }
+}
+
+static char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)len + 1);
+    *n = fread(p, 1, (size_t)len, f);
+    p[*n] = '\0';
+    fclose(f);
+    return p;
+}
+
+static int64_t count_lines(const char *path)
+{
+    size_t n;
+    char *p = read_all(path, &n);
+    int64_t k = 0;
+    for (size_t i = 0; p && i < n; i++)
+        k += p[i] == '\n';
+    free(p);
+    return k;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+/* A deterministic good Criteo line for index i (label i%3==0, dense 0 = i,
+ * cat 0 = i as 8 hex digits). */
+static int criteo_line(char *buf, int64_t i)
+{
+    int n = sprintf(buf, "%d", i % 3 == 0);
+    for (int j = 0; j < 13; j++) {
+        if ((i + j) % 7 == 0 && j)
+            n += sprintf(buf + n, "\t");
+        else
+            n += sprintf(buf + n, "\t%lld", (long long)(j == 0 ? i : (i * 31 + j) % 1000));
+    }
+    for (int t = 0; t < 26; t++) {
+        if ((i + t) % 11 == 0 && t)
+            n += sprintf(buf + n, "\t");
+        else if (t == 0)
+            n += sprintf(buf + n, "\t%08llx", (unsigned long long)i);
+        else
+            n += sprintf(buf + n, "\t%08llx",
+                         (unsigned long long)((uint64_t)(i * 2654435761u + t) & 0xffffffffu));
+    }
+    return n;
+}
+
+static void criteo_schema(struct schema *s)
+{
+    struct ss_config c;
+    struct ss_err e;
+    memset(&c, 0, sizeof c);
+    c.data.separator = "\t";
+    if (schema_from_config(s, &c, NULL, &e)) {
+        printf("schema: %s\n", e.msg);
+        exit(2);
+    }
+}
+
+/* Captures stderr into a file while reading; returns what was written. */
+static int saved_fd = -1;
+static void capture_begin(void)
+{
+    char p[512];
+    path_of(p, sizeof p, "stderr.txt");
+    fflush(stderr);
+    saved_fd = dup(2);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+}
+static char *capture_end(void)
+{
+    char p[512];
+    size_t n;
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    path_of(p, sizeof p, "stderr.txt");
+    return read_all(p, &n);
+}
+
+/* Reads everything; returns examples, fills ids (may be NULL). */
+static int64_t read_all_examples(const char *path, const struct schema *s, int cap, int64_t max,
+                                 uint64_t *ids, int64_t ids_cap, struct reader_stats *st,
+                                 struct ss_err *e)
+{
+    struct reader *r;
+    if (reader_open(&r, path, s, max, 10, e))
+        return -1;
+    struct batch b;
+    batch_init(&b, cap, s->n_dense, s->n_cat);
+    int64_t n = 0;
+    for (;;) {
+        if (reader_next(r, &b, e)) {
+            n = -1;
+            break;
+        }
+        if (b.n == 0)
+            break;
+        for (int i = 0; i < b.n; i++, n++)
+            if (ids && n < ids_cap)
+                ids[n] = b.example_id[i];
+    }
+    if (st)
+        reader_stats(r, st);
+    batch_free(&b);
+    reader_close(r);
+    return n;
+}
+
+static void test_batch(void)
+{
+    struct batch b;
+    batch_init(&b, 4, 2, 3);
+    CHECK(b.cap == 4 && b.id_cap == 12 && b.off[0] == 0, "batch_init", "cap %d id_cap %zu",
+          b.cap, b.id_cap);
+    for (int i = 0; i < 12; i++)
+        b.ids[i] = (uint64_t)i * 7;
+    batch_reserve_ids(&b, 100);
+    int same = 1;
+    for (int i = 0; i < 12; i++)
+        same &= b.ids[i] == (uint64_t)i * 7;
+    CHECK(b.id_cap >= 100 && same, "batch_reserve_ids keeps ids", "id_cap %zu", b.id_cap);
+    b.n = 3;
+    b.off[0] = 5;
+    batch_clear(&b);
+    CHECK(b.n == 0 && b.off[0] == 0, "batch_clear", "n %d off0 %d", b.n, b.off[0]);
+    batch_free(&b);
+    CHECK(b.label == NULL && b.ids == NULL, "batch_free", "pointers left");
+}
+
+static void test_parse_criteo(void)
+{
+    struct schema s;
+    struct ss_err e;
+    struct batch b;
+    criteo_schema(&s);
+    CHECK(s.format == FMT_CRITEO && s.n_cols == 40 && s.n_dense == 13 && s.n_cat == 26 &&
+          s.sep == '\t', "criteo schema", "fmt %d cols %d", s.format, s.n_cols);
+    batch_init(&b, 4, 13, 26);
+
+    char line[2048];
+    int n = sprintf(line, "1\t5\t\t-3");
+    for (int j = 3; j < 13; j++)
+        n += sprintf(line + n, "\t%d", j * 100);
+    n += sprintf(line + n, "\t68fd1e64\t\tABCDEF01");
+    for (int t = 3; t < 26; t++)
+        n += sprintf(line + n, "\t%08x", t);
+    int rc = parse_line(&s, line, (size_t)n, &b, &e);
+    CHECK(rc == 0 && b.n == 1, "criteo good line parses", "rc %d: %s", rc, rc ? e.msg : "");
+    CHECK(b.label[0] == 1.0f, "criteo label", "%g", b.label[0]);
+    CHECK(b.dense[0] == 5.0f && b.dense[1] == 0.0f && b.dense[2] == -3.0f &&
+          b.dense[12] == 1200.0f, "criteo dense values, missing = 0, negative",
+          "%g %g %g %g", b.dense[0], b.dense[1], b.dense[2], b.dense[12]);
+    CHECK(b.ids[0] == 0x68fd1e64u && b.ids[1] == 0 && b.ids[2] == 0xabcdef01u && b.ids[25] == 25,
+          "criteo hex ids, missing = 0, upper case", "%llx %llx %llx",
+          (unsigned long long)b.ids[0], (unsigned long long)b.ids[1], (unsigned long long)b.ids[2]);
+    int offs_ok = 1;
+    for (int t = 0; t <= 26; t++)
+        offs_ok &= b.off[t] == t;
+    CHECK(offs_ok, "criteo offsets one id per table", "off[26] %d", b.off[26]);
+
+    /* second line in slot 1, with a CR at the end */
+    n = criteo_line(line, 42);
+    line[n++] = '\r';
+    rc = parse_line(&s, line, (size_t)n, &b, &e);
+    CHECK(rc == 0 && b.n == 2 && b.label[1] == 1.0f && b.dense[13] == 42.0f &&
+          b.ids[26] == 42 && b.off[52] == 52, "second line appends at slot 1 (CRLF ok)",
+          "rc %d n %d dense %g id %llu", rc, b.n, b.dense[13], (unsigned long long)b.ids[26]);
+
+    /* bad lines: reason and batch unchanged */
+    struct { const char *name, *want; int field, bad; const char *val; } cases[] = {
+        {"field count 39", "expected 40 fields, found 39", -1, 0, NULL},
+        {"field count 41", "expected 40 fields, found 41", -2, 0, NULL},
+        {"non-numeric dense", "column 3: dense value \"abc\" is not a number", 3, 0, "abc"},
+        {"bad label", "label \"2\" is not 0 or 1", 0, 0, "2"},
+        {"empty label", "label \"\" is not 0 or 1", 0, 0, ""},
+        {"bad hex token", "column 20: bad hex token \"xyz1\"", 20, 0, "xyz1"},
+        {"too long hex token", "bad hex token", 21, 0, "11112222333344445"},
+        {"dense with junk", "column 5: dense value \"12x\"", 5, 0, "12x"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char f[40][32];
+        int nf = 40;
+        for (int c = 0; c < 40; c++)
+            strcpy(f[c], c == 0 ? "0" : c < 14 ? "1" : "0a0b0c0d");
+        if (cases[k].field == -1)
+            nf = 39;
+        if (cases[k].field == -2)
+            nf = 41;
+        if (cases[k].field >= 0)
+            strcpy(f[cases[k].field], cases[k].val);
+        n = 0;
+        for (int c = 0; c < nf; c++)
+            n += sprintf(line + n, "%s%s", c ? "\t" : "", c < 40 ? f[c] : "x");
+        int before = b.n;
+        int32_t off_before = b.off[b.n * 26];
+        e.msg[0] = '\0';
+        rc = parse_line(&s, line, (size_t)n, &b, &e);
+        char name[128];
+        snprintf(name, sizeof name, "bad line rejected: %s", cases[k].name);
+        CHECK(rc == SS_EFORMAT && strstr(e.msg, cases[k].want) && b.n == before &&
+              b.off[b.n * 26] == off_before, name, "rc %d msg \"%s\"", rc, e.msg);
+    }
+    batch_free(&b);
+}
+
+static uint64_t fnv(const char *p)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+static void test_parse_csv(void)
+{
+    struct ss_config c;
+    struct schema s;
+    struct ss_err e;
+    memset(&c, 0, sizeof c);
+    c.data.format = FMT_CSV;
+    c.data.separator = ",";
+    c.data.header = 1;
+    c.data.label_col = 2;
+    c.data.dense_cols = "0,3";
+    c.data.cat_cols = "1,4-5";
+    c.data.multihot_cols = "4";
+    c.data.multihot_sep = "|";
+    c.data.cat_encoding = CAT_HASH;
+    int rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == 0 && s.format == FMT_CSV && s.n_cols == 6 && s.n_dense == 2 && s.n_cat == 3 &&
+          s.is_multihot[1] && !s.is_multihot[0] && s.header_lines == 1 && s.sep == ',',
+          "csv schema from config", "rc %d %s cols %d", rc, rc ? e.msg : "", s.n_cols);
+
+    struct batch b;
+    batch_init(&b, 4, 2, 3);
+    char l1[] = "1.5,foo,1,-2e-1,a|b||c,";
+    rc = parse_line(&s, l1, strlen(l1), &b, &e);
+    CHECK(rc == 0 && b.label[0] == 1.0f && b.dense[0] == 1.5f && fabsf(b.dense[1] + 0.2f) < 1e-7f,
+          "csv floats and label", "rc %d %s %g %g", rc, rc ? e.msg : "", b.dense[0], b.dense[1]);
+    /* FNV-1a 64 of "a" is af63dc4c8601ec8c */
+    int bag_ok = b.off[1] == 1 && b.off[2] == 4 && b.off[3] == 5 && b.ids[0] == fnv("foo") &&
+                 b.ids[1] == 0xaf63dc4c8601ec8cull && b.ids[2] == fnv("b") &&
+                 b.ids[3] == fnv("c") && b.ids[4] == 0;
+    CHECK(rc == 0 && bag_ok, "multi-hot bag of 3 (empty token skipped), empty cat = 0",
+          "off %d %d %d ids[1] %llx", b.off[1], b.off[2], b.off[3], (unsigned long long)b.ids[1]);
+    char l2[] = ",bar,0,,,z,extra";
+    rc = parse_line(&s, l2, strlen(l2), &b, &e);
+    CHECK(rc == 0 && b.n == 2 && b.dense[2] == 0 && b.dense[3] == 0 && b.off[4] == 6 &&
+          b.off[5] == 7 && b.ids[6] == 0 && b.off[6] == 8,
+          "empty multi-hot = bag of one id 0; extra trailing column ok",
+          "rc %d %s off %d %d %d", rc, rc ? e.msg : "", b.off[4], b.off[5], b.off[6]);
+    char l3[] = "x,,0,3,,7";
+    rc = parse_line(&s, l3, strlen(l3), &b, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "column 0: dense value \"x\" is not a number"),
+          "csv non-numeric dense", "rc %d %s", rc, e.msg);
+    char l4[] = "1,2,1";
+    rc = parse_line(&s, l4, strlen(l4), &b, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "expected at least 6 fields, found 3"),
+          "csv too few fields", "rc %d %s", rc, e.msg);
+    char l5[] = "1,2,1.0,4,5,6";
+    rc = parse_line(&s, l5, strlen(l5), &b, &e);
+    CHECK(rc == 0 && b.label[2] == 1.0f, "label 1.0 accepted", "rc %d %s", rc, e.msg);
+    batch_free(&b);
+
+    /* decimal encoding */
+    c.data.cat_encoding = CAT_DEC;
+    c.data.multihot_cols = "";
+    schema_from_config(&s, &c, NULL, &e);
+    batch_init(&b, 2, 2, 3);
+    char l6[] = "1,12,0,3,-1,18446744073709551615";
+    rc = parse_line(&s, l6, strlen(l6), &b, &e);
+    CHECK(rc == 0 && b.ids[0] == 12 && b.ids[1] == UINT64_MAX && b.ids[2] == UINT64_MAX,
+          "decimal ids", "rc %d %s", rc, e.msg);
+    char l7[] = "1,1x,0,3,1,18446744073709551616";
+    rc = parse_line(&s, l7, strlen(l7), &b, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "column 1: bad decimal id \"1x\""), "bad decimal id",
+          "rc %d %s", rc, e.msg);
+    batch_free(&b);
+
+    /* config errors and separators */
+    c.data.separator = "\\t";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == 0 && s.sep == '\t', "separator backslash-t is a tab", "rc %d", rc);
+    c.data.separator = "\t";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == 0 && s.sep == '\t', "separator tab char", "rc %d", rc);
+    c.data.separator = "ab";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == SS_EINVAL && strstr(e.msg, "data.separator"), "separator of two chars refused",
+          "rc %d %s", rc, e.msg);
+    c.data.separator = ",";
+    c.data.multihot_cols = "3";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == SS_EINVAL && strstr(e.msg, "not in data.cat_cols"),
+          "multi-hot column outside cat_cols refused", "rc %d %s", rc, e.msg);
+    c.data.multihot_cols = "";
+    c.data.dense_cols = "2,3";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == SS_EINVAL && strstr(e.msg, "label column"), "label in dense_cols refused",
+          "rc %d %s", rc, e.msg);
+    c.data.format = FMT_CRITEO;
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == 0 && s.format == FMT_CRITEO && s.n_cols == 40 && s.sep == ',',
+          "criteo ignores column keys", "rc %d", rc);
+}
+
+static void test_reader_bad_lines(void)
+{
+    struct schema s;
+    struct ss_err e;
+    criteo_schema(&s);
+    /* 500 lines: bad at 10 (short), 20 (label), 30 (dense); blank at 40; CRLF
+     * at 50; the last without newline */
+    size_t cap = 600 * 1024, n = 0;
+    char *data = malloc(cap);
+    int64_t good = 0;
+    for (int i = 0; i < 500; i++) {
+        char line[1024];
+        int k = criteo_line(line, i);
+        if (i == 10)
+            k = sprintf(line, "1\t2\t3");
+        if (i == 20)
+            line[0] = '7';
+        if (i == 30)
+            memcpy(strchr(line, '\t') + 1, "q", 1);
+        if (i == 40)
+            k = 0;
+        if (i == 50)
+            line[k++] = '\r';
+        good += !(i == 10 || i == 20 || i == 30 || i == 40);
+        memcpy(data + n, line, (size_t)k);
+        n += (size_t)k;
+        if (i != 499)
+            data[n++] = '\n';
+    }
+    write_file("bad.tsv", data, n);
+    free(data);
+    char p[512];
+    path_of(p, sizeof p, "bad.tsv");
+    uint64_t ids[600];
+    struct reader_stats st;
+    capture_begin();
+    int64_t got = read_all_examples(p, &s, 64, 0, ids, 600, &st, &e);
+    char *err = capture_end();
+    CHECK(got == good && st.examples == good && st.bad_lines == 3 && st.files_done == 1,
+          "reader returns the good lines and counts the bad", "got %lld of %lld, bad %lld",
+          (long long)got, (long long)good, (long long)st.bad_lines);
+    int ids_ok = got == good;
+    for (int64_t i = 0, line = 0; ids_ok && i < got; i++, line++) {
+        while (line == 10 || line == 20 || line == 30 || line == 40)
+            line++;
+        ids_ok &= ids[i] == (uint64_t)line;
+    }
+    CHECK(ids_ok, "example ids are the line indices (last line without newline)", "-");
+    char want[600];
+    snprintf(want, sizeof want, "%s:11: expected 40 fields, found 3", p);
+    int has = err && strstr(err, want);
+    snprintf(want, sizeof want, "%s:21: label \"7\" is not 0 or 1", p);
+    has &= err && strstr(err, want) != NULL;
+    snprintf(want, sizeof want, "%s:31: column 1: dense value \"q0\" is not a number", p);
+    has &= err && strstr(err, want) != NULL;
+    CHECK(has, "bad lines reported as FILE:LINE: reason", "stderr was: %s", err ? err : "");
+    free(err);
+
+    /* report_bad caps the printed lines */
+    struct reader *r;
+    reader_open(&r, p, &s, 0, 1, &e);
+    struct batch b;
+    batch_init(&b, 1000, 13, 26);
+    capture_begin();
+    reader_next(r, &b, &e);
+    err = capture_end();
+    int lines = 0;
+    for (char *q = err; q && *q; q++)
+        lines += *q == '\n';
+    CHECK(lines == 1 && b.n == good, "report_bad = 1 prints one bad line", "printed %d", lines);
+    free(err);
+    reader_close(r);
+
+    /* max_examples */
+    got = read_all_examples(p, &s, 7, 10, NULL, 0, &st, &e);
+    CHECK(got == 10 && st.examples == 10, "max_examples caps the examples", "got %lld",
+          (long long)got);
+
+    /* a line longer than the buffer */
+    size_t big = (5u << 20);
+    data = malloc(big + 4096);
+    n = (size_t)criteo_line(data, 1);
+    data[n++] = '\n';
+    memset(data + n, '7', big);
+    n += big;
+    data[n++] = '\n';
+    n += (size_t)criteo_line(data + n, 2);
+    data[n++] = '\n';
+    write_file("long.tsv", data, n);
+    free(data);
+    path_of(p, sizeof p, "long.tsv");
+    capture_begin();
+    got = read_all_examples(p, &s, 64, 0, ids, 600, &st, &e);
+    err = capture_end();
+    snprintf(want, sizeof want, "%s:2: line longer than", p);
+    CHECK(got == 2 && st.bad_lines == 1 && ids[1] == 2 && err && strstr(err, want),
+          "over-long line reported and skipped", "got %lld bad %lld err %s", (long long)got,
+          (long long)st.bad_lines, err ? err : "");
+    free(err);
+    batch_free(&b);
+}
+
+struct worker {
+    struct reader *r;
+    uint64_t *ids;
+    int64_t n, cap;
+    int failed;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct batch b;
+    struct ss_err e;
+    batch_init(&b, 97, 13, 26);
+    for (;;) {
+        if (reader_next(w->r, &b, &e)) {
+            w->failed = 1;
+            break;
+        }
+        if (b.n == 0)
+            break;
+        for (int i = 0; i < b.n && w->n < w->cap; i++)
+            w->ids[w->n++] = b.example_id[i];
+    }
+    batch_free(&b);
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void write_criteo_file(const char *rel, int64_t lines, int bad_every)
+{
+    char *data = malloc((size_t)lines * 400 + 1), *q = data;
+    for (int64_t i = 0; i < lines; i++) {
+        if (bad_every && i % bad_every == bad_every - 1)
+            q += sprintf(q, "oops");
+        else
+            q += criteo_line(q, i);
+        *q++ = '\n';
+    }
+    write_file(rel, data, (size_t)(q - data));
+    free(data);
+}
+
+static void test_exactly_once(void)
+{
+    struct schema s;
+    struct ss_err e;
+    criteo_schema(&s);
+    char p[512];
+    path_of(p, sizeof p, "many");
+    mkdir(p, 0755);
+    int64_t sizes[3] = {7000, 5000, 9000};
+    int bad_every = 1000;
+    write_criteo_file("many/f0.tsv", sizes[0], bad_every);
+    write_criteo_file("many/f1.tsv", sizes[1], bad_every);
+    write_criteo_file("many/f2.tsv", sizes[2], bad_every);
+    write_file("many/.hidden.tsv", "junk\n", 5);
+    write_file("many/skip.bin", "junk\n", 5);
+    int64_t total = 0;
+    for (int f = 0; f < 3; f++)
+        total += sizes[f] - sizes[f] / bad_every;
+
+    struct reader *r;
+    int rc = reader_open(&r, p, &s, 0, 0, &e);
+    CHECK(rc == 0, "reader opens a directory", "%s", e.msg);
+    if (rc)
+        return;
+    struct worker w[4];
+    pthread_t th[4];
+    for (int k = 0; k < 4; k++) {
+        w[k] = (struct worker){.r = r, .cap = total, .ids = malloc((size_t)total * 8)};
+        pthread_create(&th[k], NULL, worker_main, &w[k]);
+    }
+    for (int k = 0; k < 4; k++)
+        pthread_join(th[k], NULL);
+    uint64_t *all = malloc((size_t)total * 8 + 8);
+    int64_t n = 0;
+    int failed = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int64_t i = 0; i < w[k].n && n < total; i++)
+            all[n++] = w[k].ids[i];
+        failed |= w[k].failed;
+        free(w[k].ids);
+    }
+    qsort(all, (size_t)n, 8, cmp_u64);
+    /* expected ids, in sorted order: file f, lines not bad */
+    int ok = n == total && !failed;
+    int64_t at = 0;
+    for (int f = 0; f < 3 && ok; f++)
+        for (int64_t i = 0; i < sizes[f] && ok; i++)
+            if (i % bad_every != bad_every - 1)
+                ok &= all[at++] == ((uint64_t)f << 40 | (uint64_t)i);
+    struct reader_stats st;
+    reader_stats(r, &st);
+    CHECK(ok && st.examples == total && st.bad_lines == 21 && st.files_done == 3,
+          "4 threads get every example exactly once", "n %lld of %lld, bad %lld, files %lld",
+          (long long)n, (long long)total, (long long)st.bad_lines, (long long)st.files_done);
+    free(all);
+    reader_close(r);
+}
+
+static void test_dir_and_glob(void)
+{
+    struct schema s;
+    struct ss_err e;
+    criteo_schema(&s);
+    char p[512], line[1024];
+    path_of(p, sizeof p, "dg");
+    mkdir(p, 0755);
+    char data[8192];
+    size_t n = 0;
+    for (int i = 100; i < 103; i++) {
+        n += (size_t)criteo_line(data + n, i);
+        data[n++] = '\n';
+    }
+    write_file("dg/a.tsv", data, n);
+    n = 0;
+    for (int i = 200; i < 202; i++) {
+        n += (size_t)criteo_line(data + n, i);
+        data[n++] = '\n';
+    }
+    write_file("dg/b.tsv", data, n);
+    int k = criteo_line(line, 999);
+    line[k++] = '\n';
+    write_file("dg/.hidden.tsv", line, (size_t)k);
+    write_file("dg/c.bin.tmp", line, (size_t)k);
+
+    struct reader *r;
+    struct batch b;
+    batch_init(&b, 100, 13, 26);
+    int rc = reader_open(&r, p, &s, 0, 0, &e);
+    if (!rc)
+        rc = reader_next(r, &b, &e);
+    int ok = !rc && b.n == 5;
+    for (int i = 0; ok && i < 5; i++) {
+        float want = (float)(i < 3 ? 100 + i : 200 + i - 3);
+        uint64_t fid = (uint64_t)(i < 3 ? 0 : 1);
+        ok &= b.dense[i * 13] == want && b.example_id[i] >> 40 == fid;
+    }
+    CHECK(ok, "directory: files in name order, hidden and .tmp skipped", "rc %d n %d %s", rc,
+          b.n, rc ? e.msg : "");
+    if (!rc)
+        reader_close(r);
+
+    path_of(p, sizeof p, "dg/b*.tsv");
+    rc = reader_open(&r, p, &s, 0, 0, &e);
+    if (!rc)
+        rc = reader_next(r, &b, &e);
+    CHECK(!rc && b.n == 2 && b.dense[0] == 200.0f, "glob input", "rc %d n %d", rc, b.n);
+    if (!rc)
+        reader_close(r);
+    path_of(p, sizeof p, "dg/*.tsv");
+    rc = reader_open(&r, p, &s, 0, 0, &e);
+    if (!rc)
+        rc = reader_next(r, &b, &e);
+    CHECK(!rc && b.n == 5 && b.dense[0] == 100.0f, "glob is sorted", "rc %d n %d", rc, b.n);
+    if (!rc)
+        reader_close(r);
+    path_of(p, sizeof p, "dg/*.nothing");
+    rc = reader_open(&r, p, &s, 0, 0, &e);
+    CHECK(rc < 0 && strstr(e.msg, "no files match"), "glob with no match refused", "%s", e.msg);
+    path_of(p, sizeof p, "dg/missing.tsv");
+    rc = reader_open(&r, p, &s, 0, 0, &e);
+    CHECK(rc < 0 && strstr(e.msg, "missing.tsv"), "missing file refused by name", "%s", e.msg);
+    batch_free(&b);
+}
+
+static int batches_equal(const struct batch *a, const struct batch *b)
+{
+    if (a->n != b->n || a->n_dense != b->n_dense || a->n_tables != b->n_tables)
+        return 0;
+    size_t T = (size_t)a->n_tables, n = (size_t)a->n;
+    if (memcmp(a->label, b->label, n * 4) ||
+        memcmp(a->dense, b->dense, n * (size_t)a->n_dense * 4) ||
+        memcmp(a->off, b->off, (n * T + 1) * 4))
+        return 0;
+    return !memcmp(a->ids, b->ids, (size_t)a->off[n * T] * 8);
+}
+
+static void test_convert_and_binary(void)
+{
+    struct ss_config c;
+    struct schema s, bs;
+    struct ss_err e;
+    memset(&c, 0, sizeof c);
+    c.data.format = FMT_CSV;
+    c.data.separator = "\t";
+    c.data.header = 1;
+    c.data.label_col = 0;
+    c.data.dense_cols = "1-2";
+    c.data.cat_cols = "3-5";
+    c.data.multihot_cols = "5";
+    c.data.multihot_sep = ",";
+    c.data.cat_encoding = CAT_HASH;
+    schema_from_config(&s, &c, NULL, &e);
+    char data[16384];
+    size_t n = (size_t)sprintf(data, "label\td1\td2\tc3\tc4\tc5\n");
+    for (int i = 0; i < 32; i++) {
+        if (i == 5 || i == 17)
+            n += (size_t)sprintf(data + n, "%d\tbad\t1\ta\tb\tc\n", i % 2);
+        else
+            n += (size_t)sprintf(data + n, "%d\t%d.5\t%d\tu%d\t%s\t%s\n", i % 2, i, -i, i % 5,
+                                 i % 3 ? "v" : "", i % 4 == 0 ? "" : i % 4 == 1 ? "x" : "x,y,z");
+    }
+    write_file("conv.tsv", data, n);
+    char in[512], out[512];
+    path_of(in, sizeof in, "conv.tsv");
+    path_of(out, sizeof out, "shards");
+    capture_begin();
+    int rc = reader_convert(in, out, &s, 7, &e);
+    free(capture_end());
+    CHECK(rc == 0, "convert runs", "%s", e.msg);
+    int files = 0;
+    for (int k = 0; k < 8; k++) {
+        char f[600];
+        snprintf(f, sizeof f, "%s/part-%05d.bin", out, k);
+        files += access(f, F_OK) == 0;
+    }
+    CHECK(files == 5, "convert writes ceil(30/7) = 5 shards", "found %d", files);
+
+    memset(&c, 0, sizeof c);
+    rc = schema_from_config(&bs, &c, out, &e);
+    CHECK(rc == 0 && bs.format == FMT_BINARY && bs.n_dense == 2 && bs.n_cat == 3,
+          "format auto: a directory of .bin is binary, counts from the header",
+          "rc %d %s fmt %d", rc, rc ? e.msg : "", bs.format);
+    char g[600];
+    snprintf(g, sizeof g, "%s/part-*.bin", out);
+    struct schema gs;
+    rc = schema_from_config(&gs, &c, g, &e);
+    CHECK(rc == 0 && gs.format == FMT_BINARY, "format auto: a glob of .bin is binary", "rc %d", rc);
+    snprintf(g, sizeof g, "%s/part-00001.bin", out);
+    rc = schema_from_config(&gs, &c, g, &e);
+    CHECK(rc == 0 && gs.format == FMT_BINARY, "format auto: a .bin file is binary", "rc %d", rc);
+    rc = schema_from_config(&gs, &c, in, &e);
+    CHECK(rc == 0 && gs.format == FMT_CRITEO, "format auto: text is Criteo", "rc %d", rc);
+
+    struct reader *rt, *rb;
+    struct batch bt, bb;
+    int same = 1, batches = 0;
+    int64_t total = 0;
+    reader_open(&rt, in, &s, 0, 0, &e);
+    rc = reader_open(&rb, out, &bs, 0, 0, &e);
+    CHECK(rc == 0, "binary reader opens the shards", "%s", e.msg);
+    if (rc)
+        return;
+    batch_init(&bt, 4, 2, 3);
+    batch_init(&bb, 4, 2, 3);
+    for (;;) {
+        int r1 = reader_next(rt, &bt, &e), r2 = reader_next(rb, &bb, &e);
+        if (r1 || r2) {
+            same = 0;
+            break;
+        }
+        same &= batches_equal(&bt, &bb);
+        total += bb.n;
+        if (bt.n == 0 || bb.n == 0)
+            break;
+        batches++;
+    }
+    CHECK(same && total == 30, "binary batches identical to text batches", "total %lld",
+          (long long)total);
+    struct reader_stats st;
+    reader_stats(rb, &st);
+    CHECK(st.examples == 30 && st.files_done == 5 && st.bad_lines == 0, "binary reader stats",
+          "examples %lld files %lld", (long long)st.examples, (long long)st.files_done);
+    reader_close(rt);
+    reader_close(rb);
+
+    /* binary ids: (shard << 40) | record */
+    uint64_t ids[40];
+    read_all_examples(out, &bs, 100, 0, ids, 40, NULL, &e);
+    CHECK(ids[0] == 0 && ids[7] == (1ull << 40) && ids[29] == (4ull << 40 | 1),
+          "binary example ids are shard and record", "%llx %llx", (unsigned long long)ids[7],
+          (unsigned long long)ids[29]);
+
+    /* header flags: multi-hot */
+    size_t len;
+    char f0[600];
+    snprintf(f0, sizeof f0, "%s/part-00000.bin", out);
+    char *raw = read_all(f0, &len);
+    uint64_t ex;
+    uint32_t flags;
+    memcpy(&ex, raw + 24, 8);
+    memcpy(&flags, raw + 40, 4);
+    CHECK(len > 64 && !memcmp(raw, SHARD_MAGIC, 8) && ex == 7 && (flags & 1),
+          "shard header: magic, examples, multi-hot flag", "ex %llu flags %u",
+          (unsigned long long)ex, flags);
+
+    /* refusals: truncated, foreign, version, shape */
+    char bad[512];
+    path_of(bad, sizeof bad, "badshard");
+    mkdir(bad, 0755);
+    write_file("badshard/t.bin", raw, len - 5);
+    char tp[600];
+    snprintf(tp, sizeof tp, "%s/t.bin", bad);
+    struct reader *r;
+    rc = reader_open(&r, tp, &bs, 0, 0, &e);
+    char want[700];
+    snprintf(want, sizeof want, "%s: truncated shard (expected %zu bytes, found %zu)", tp, len,
+             len - 5);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, want), "truncated shard refused", "%s", e.msg);
+    write_file("badshard/f.bin", "hello, this is not a shard at all, just some text here....\n"
+               "more text to pass 64 bytes\n", 85);
+    snprintf(tp, sizeof tp, "%s/f.bin", bad);
+    rc = reader_open(&r, tp, &bs, 0, 0, &e);
+    snprintf(want, sizeof want, "%s: not a shadowsync shard (bad magic)", tp);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, want), "foreign file refused", "%s", e.msg);
+    rc = schema_from_config(&gs, &c, tp, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "bad magic"), "schema of a foreign .bin refused",
+          "rc %d %s", rc, e.msg);
+    raw[8] = 2;
+    write_file("badshard/v.bin", raw, len);
+    snprintf(tp, sizeof tp, "%s/v.bin", bad);
+    rc = reader_open(&r, tp, &bs, 0, 0, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "unsupported shard version 2"),
+          "wrong version refused", "%s", e.msg);
+    struct schema wrong = bs;
+    wrong.n_dense = 5;
+    rc = reader_open(&r, f0, &wrong, 0, 0, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "expected 5 and 3"), "shard shape mismatch refused",
+          "%s", e.msg);
+    free(raw);
+
+    /* mixed directory: text and shards side by side, the schema decides */
+    path_of(g, sizeof g, "mixed");
+    mkdir(g, 0755);
+    write_file("mixed/a.tsv", data, n);
+    raw = read_all(f0, &len);
+    write_file("mixed/p.bin", raw, len);
+    free(raw);
+    capture_begin();
+    int64_t kt = read_all_examples(g, &s, 100, 0, NULL, 0, NULL, &e);
+    int64_t kb = read_all_examples(g, &bs, 100, 0, NULL, 0, NULL, &e);
+    free(capture_end());
+    CHECK(kt == 30 && kb == 7, "mixed directory: the schema picks the files", "text %lld bin %lld",
+          (long long)kt, (long long)kb);
+
+    /* converting again with one shard removes the stale parts */
+    capture_begin();
+    rc = reader_convert(in, out, &s, 0, &e);
+    free(capture_end());
+    snprintf(g, sizeof g, "%s/part-00001.bin", out);
+    int64_t k1 = read_all_examples(out, &bs, 100, 0, NULL, 0, NULL, &e);
+    CHECK(rc == 0 && access(g, F_OK) != 0 && k1 == 30, "re-convert into one shard",
+          "rc %d k %lld", rc, (long long)k1);
+    batch_free(&bt);
+    batch_free(&bb);
+}
+
+static void test_gen(void)
+{
+    int64_t card[26];
+    for (int t = 0; t < 26; t++)
+        card[t] = t % 4 == 0 ? 3 + t : t % 4 == 1 ? 1000 : t % 4 == 2 ? 100000 : 10000000;
+    char d1[512], d2[512], d3[512];
+    path_of(d1, sizeof d1, "gen1");
+    path_of(d2, sizeof d2, "gen2");
+    path_of(d3, sizeof d3, "gen3");
+    struct gen_opts o = {.out_dir = d1, .examples = 20000, .eval_examples = 20000, .seed = 7,
+                         .n_dense = 13, .n_tables = 26, .cardinality = card};
+    double ne1 = 0, ne2 = 0, ne3 = 0;
+    struct ss_err e;
+    int rc = gen_write(&o, &ne1, &e);
+    CHECK(rc == 0, "gen writes", "%s", e.msg);
+    o.out_dir = d2;
+    gen_write(&o, &ne2, &e);
+    o.out_dir = d3;
+    o.seed = 8;
+    gen_write(&o, &ne3, &e);
+    const char *names[] = {"train.tsv", "eval.tsv", "train.prob", "eval.prob"};
+    int same = ne1 == ne2, differ = 0;
+    for (int k = 0; k < 4; k++) {
+        char a[600], b[600], c3[600];
+        size_t na, nb, nc;
+        snprintf(a, sizeof a, "%s/%s", d1, names[k]);
+        snprintf(b, sizeof b, "%s/%s", d2, names[k]);
+        snprintf(c3, sizeof c3, "%s/%s", d3, names[k]);
+        char *pa = read_all(a, &na), *pb = read_all(b, &nb), *pc = read_all(c3, &nc);
+        same &= pa && pb && na == nb && !memcmp(pa, pb, na);
+        differ |= !pc || na != nc || memcmp(pa, pc, na < nc ? na : nc);
+        free(pa);
+        free(pb);
+        free(pc);
+    }
+    CHECK(same, "gen: same seed, same bytes", "ne %g %g", ne1, ne2);
+    CHECK(differ, "gen: another seed, other data", "-");
+    char p[600];
+    int lines_ok = 1;
+    for (int k = 0; k < 4; k++) {
+        snprintf(p, sizeof p, "%s/%s", d1, names[k]);
+        lines_ok &= count_lines(p) == (k % 2 ? o.eval_examples : o.examples);
+    }
+    CHECK(lines_ok, "gen: prob files have a line per example", "-");
+
+    struct schema s;
+    criteo_schema(&s);
+    snprintf(p, sizeof p, "%s/eval.tsv", d1);
+    struct reader *r;
+    struct batch b;
+    batch_init(&b, 20000, 13, 26);
+    rc = reader_open(&r, p, &s, 0, 3, &e);
+    if (!rc)
+        rc = reader_next(r, &b, &e);
+    struct reader_stats st;
+    if (!rc)
+        reader_stats(r, &st);
+    CHECK(!rc && b.n == 20000 && st.bad_lines == 0, "gen: every line parses as Criteo",
+          "rc %d n %d", rc, b.n);
+    double ctr = 0, loss = 0, missing_d = 0, missing_c = 0;
+    size_t plen;
+    snprintf(p, sizeof p, "%s/eval.prob", d1);
+    char *probs = read_all(p, &plen), *q = probs;
+    for (int i = 0; i < b.n; i++) {
+        double pr = strtod(q, &q), y = b.label[i];
+        pr = pr < 1e-7 ? 1e-7 : pr > 1 - 1e-7 ? 1 - 1e-7 : pr;
+        loss += y > 0.5 ? -log(pr) : -log(1 - pr);
+        ctr += y;
+        for (int j = 0; j < 13; j++)
+            missing_d += b.dense[i * 13 + j] == 0;
+        for (int t = 0; t < 26; t++)
+            missing_c += b.ids[i * 26 + t] == 0;
+    }
+    free(probs);
+    ctr /= b.n;
+    double h = -(ctr * log(ctr) + (1 - ctr) * log(1 - ctr));
+    double ne_file = loss / b.n / h;
+    CHECK(ctr > 0.18 && ctr < 0.32, "gen: CTR near 0.25", "ctr %.4f", ctr);
+    CHECK(ne1 > 0 && ne1 < 1 && ne1 > 0.7 && ne1 < 0.9, "gen: Bayes NE in (0.7, 0.9)", "ne %.4f",
+          ne1);
+    CHECK(fabs(ne_file - ne1) < 2e-3, "gen: Bayes NE matches the prob file", "%.5f vs %.5f",
+          ne_file, ne1);
+    CHECK(missing_d > 0.05 * b.n * 13 && missing_c > 0 && missing_c < 0.1 * b.n * 26,
+          "gen: missing dense and categorical values", "dense %.0f cat %.0f", missing_d,
+          missing_c);
+    /* power law: the most common token of a big feature is frequent */
+    int top = 0;
+    for (int i = 0; i < b.n; i++)
+        top += b.ids[i * 26 + 3] == b.ids[3];
+    CHECK(top > 1, "gen: popular ids repeat", "first token seen %d times", top);
+    batch_free(&b);
+    reader_close(r);
+}
+
+int main(void)
+{
+    strcpy(root, "/tmp/ss_test_reader.XXXXXX");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    test_batch();
+    test_parse_criteo();
+    test_parse_csv();
+    test_reader_bad_lines();
+    test_exactly_once();
+    test_dir_and_glob();
+    test_convert_and_binary();
+    test_gen();
+    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    CHECK_DONE();
+}
