@@ -7,7 +7,7 @@ BIN=${BIN:-${BUILD:-build}/shadowsync}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 CFG=configs/tiny.ini
-N=30000
+N=60000
 
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
@@ -37,9 +37,9 @@ for k in examples seconds eps train_ne eval_ne eval_logloss eval_auc syncs avg_s
 done
 pass "metrics.json has the keys of DESIGN 7"
 NE1=$(json eval_ne $M)
-check "eval NE below 1 (learned something): $NE1" lt "$NE1" 0.98
+check "eval NE well below 1 (it learned): $NE1" lt "$NE1" 0.975
 check "eval NE not below the Bayes NE $BAYES" lt "$BAYES" "$NE1"
-check "eval AUC above 0.6" lt 0.6 "$(json eval_auc $M)"
+check "eval AUC above 0.62" lt 0.62 "$(json eval_auc $M)"
 check "progress.csv written" test "$(wc -l < $T/one/progress.csv)" -ge 2
 check "resolved config written" grep -q '^worker_threads *= *1' $T/one/config.ini
 check "model saved" test -s $T/one/model/dense.bin -a -s $T/one/model/tables.bin
@@ -75,7 +75,7 @@ train avg --set job.trainers=2 --set sync.algo=ma --set sync.output=average
 check "sync.output = average trains" test $? = 0
 
 # binary shards: convert, then the same run reads them with no parsing
-$BIN convert $CFG --in $T/d/train.tsv --out $T/shards --shard-examples 7000 > $T/conv.log 2>&1
+$BIN convert $CFG --in $T/d/train.tsv --out $T/shards --shard-examples 14000 > $T/conv.log 2>&1
 check "convert writes shards" test -f $T/shards/part-00004.bin
 train bin --set trainer.worker_threads=1 --set data.train=$T/shards
 check "training on shards = training on text (1 worker, bit-identical)" \
