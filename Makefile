@@ -7,8 +7,8 @@ CC      ?= gcc
 BUILD   ?= build
 GEN_DIR := $(BUILD)/gen
 PKGS    := thrift_c_glib gobject-2.0 glib-2.0 ompi-c openblas
-OPT     ?= -O2 -march=native -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Iinclude -I$(GEN_DIR) $(OPT) \
+OPT     ?= -O3 -march=native -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp-simd -Wall -Wextra -Werror -Iinclude -I$(GEN_DIR) $(OPT) \
            $(shell pkg-config --cflags $(PKGS)) -pthread
 LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
@@ -32,17 +32,20 @@ $(GEN_DIR)/%.o: $(GEN_DIR)/%.c
 
 $(BUILD)/%.o: %.c include/shadowsync/*.h $(GEN_SRC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libshadowsync.a: $(OBJ) $(GEN_OBJ)
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BUILD)/shadowsync: $(BUILD)/src/main.o $(BUILD)/libshadowsync.a
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	@echo "  LINK    $@"
+	@$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libshadowsync.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
+	@echo "  TEST    $@"
+	@$(CC) $(CFLAGS) $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
 
 deps:
 	sh tools/install-deps

@@ -828,7 +828,7 @@ static void test_gen(void)
     int same = ne1 == ne2, differ = 0;
     for (int k = 0; k < 4; k++) {
         char a[600], b[600], c3[600];
-        size_t na, nb, nc;
+        size_t na = 0, nb = 0, nc = 0;
         snprintf(a, sizeof a, "%s/%s", d1, names[k]);
         snprintf(b, sizeof b, "%s/%s", d2, names[k]);
         snprintf(c3, sizeof c3, "%s/%s", d3, names[k]);

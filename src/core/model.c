@@ -209,22 +209,21 @@ static void linear_bwd(const float *x, const float *w, const float *dy, float *d
                     0.0f, dx, in);
 }
 
-static void relu_bwd(float *dy, const float *y, size_t n)
+static void relu_bwd(float *restrict dy, const float *restrict y, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (y[i] <= 0.0f)
-            dy[i] = 0.0f;
+    for (size_t i = 0; i < n; i++) /* branch-free, so it vectorizes */
+        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-static inline float dotf(const float *a, const float *b, int d)
+static inline float dotf(const float *restrict a, const float *restrict b, int d)
 {
     float s = 0.0f;
+#pragma omp simd reduction(+ : s)
     for (int k = 0; k < d; k++)
         s += a[k] * b[k];
     return s;
 }
 
-/* Vector j of example i: 0 is the bottom output, t+1 is table t's bag. */
 static inline const float *vec(const struct model_layout *l, const struct model_scratch *s, int i,
                                int j)
 {
@@ -246,28 +245,30 @@ static void interact_fwd(const struct model_layout *l, struct model_scratch *s, 
     }
 }
 
+/* dv_a = sum_b S_ab v_b, S the symmetric matrix of the pair gradients with a
+ * zero diagonal; pair (hi, lo), hi > lo, sits at d + hi(hi-1)/2 + lo of the
+ * top input. One vectorizable pass over d per (a, b). */
 static void interact_bwd(const struct model_layout *l, struct model_scratch *s, int n)
 {
     int d = l->dim, T = l->n_tables, V = T + 1, w = l->top[0];
     for (int i = 0; i < n; i++) {
         const float *g = s->d_top_in + (size_t)i * w;
-        float *dv[SS_MAX_TABLES + 1];
-        dv[0] = s->d_bot_out + (size_t)i * d;
-        for (int t = 0; t < T; t++)
-            dv[t + 1] = s->d_emb + ((size_t)i * T + t) * d;
-        memcpy(dv[0], g, d * sizeof(float));
-        for (int t = 1; t < V; t++)
-            memset(dv[t], 0, d * sizeof(float));
-        int k = d;
-        for (int a = 1; a < V; a++) {
-            const float *va = vec(l, s, i, a);
-            for (int b = 0; b < a; b++) {
-                float gk = g[k++];
-                const float *vb = vec(l, s, i, b);
-                for (int c = 0; c < d; c++) {
-                    dv[a][c] += gk * vb[c];
-                    dv[b][c] += gk * va[c];
-                }
+        for (int a = 0; a < V; a++) {
+            float *restrict dv = a == 0 ? s->d_bot_out + (size_t)i * d
+                                        : s->d_emb + ((size_t)i * T + (a - 1)) * d;
+            if (a == 0)
+                memcpy(dv, g, d * sizeof(float));
+            else
+                memset(dv, 0, d * sizeof(float));
+            for (int b = 0; b < V; b++) {
+                if (b == a)
+                    continue;
+                int hi = a > b ? a : b, lo = a > b ? b : a;
+                float sab = g[d + hi * (hi - 1) / 2 + lo];
+                const float *restrict vb = vec(l, s, i, b);
+#pragma omp simd
+                for (int c = 0; c < d; c++)
+                    dv[c] += sab * vb[c];
             }
         }
     }
