@@ -100,6 +100,19 @@ static void check_batch(uint64_t seed)
     bad = check_grads(s.emb, ge, ne, &b, &s, p, "emb", &worst_e, &kinks);
     CHECK(bad == 0, "every pooled-embedding gradient matches finite differences",
           "%d mismatches", bad);
+    /* the fused SGD backward = params - lr * gradient, and the same d_emb */
+    float *q = ss_aligned(L.n_params * sizeof(float));
+    memcpy(q, p, L.n_params * sizeof(float));
+    model_forward(&L, q, &b, &s);
+    model_backward_sgd(&L, q, &b, &s, 0.5f);
+    double off = 0, off_e = 0;
+    for (size_t i = 0; i < L.n_params; i++)
+        off = fmax(off, fabs(q[i] - (p[i] - 0.5f * g[i])));
+    for (size_t i = 0; i < ne; i++)
+        off_e = fmax(off_e, fabs(s.d_emb[i] - ge[i]));
+    CHECK(off < 1e-6 && off_e < 1e-7, "fused SGD backward = params - lr * gradient",
+          "max difference %g (params) %g (d_emb)", off, off_e);
+    free(q);
     printf("  seed %llu: worst relative error dense %.2g, embeddings %.2g; %d coordinates at a "
            "ReLU kink skipped\n", (unsigned long long)seed, worst, worst_e, kinks);
     CHECK(kinks * 20 < (int)(L.n_params + ne), "fewer than 5% of coordinates skipped at kinks",

@@ -157,6 +157,11 @@ double model_forward(const struct model_layout *l, const float *params, const st
 /* Backward of the mean loss: s->grad (dense) and s->d_emb (pooled embeddings). */
 void model_backward(const struct model_layout *l, const float *params, const struct batch *b,
                     struct model_scratch *s);
+/* The same backward with the dense SGD step fused in: params -= lr * grad,
+ * layer by layer as the gradient is made (no gradient buffer pass).
+ * s->d_emb is filled as by model_backward. */
+void model_backward_sgd(const struct model_layout *l, float *params, const struct batch *b,
+                        struct model_scratch *s, float lr);
 
 /* ---- optimizers (DESIGN §1) ------------------------------------------ */
 /* Dense step over the flat vector: w -= lr*g (SGD) or Adagrad with state. */

@@ -191,22 +191,26 @@ static void linear_fwd(const float *x, const float *w, const float *b, float *y,
             y[i] = y[i] > 0.0f ? y[i] : 0.0f;
 }
 
-/* Given dy [n x out] (already through the activation's derivative), writes
- * dW, db into the gradient and, when dx != NULL, dx [n x in] = dy W. */
-static void linear_bwd(const float *x, const float *w, const float *dy, float *dw, float *db,
-                       float *dx, int n, int in, int out)
+/* Given dy [n x out] (already through the activation's derivative):
+ * dx [n x in] = dy W when dx != NULL (with W as it is before this step),
+ * then dW = dy^T x and db = column sums of dy, written as
+ * target <- beta*target + alpha*grad: the gradient itself (alpha 1, beta 0)
+ * or an SGD step in place (alpha -lr, beta 1). */
+static void linear_bwd(const float *x, const float *w, const float *dy, float *tw, float *tb,
+                       float *dx, int n, int in, int out, float alpha, float beta)
 {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 0.0f,
-                dw, in);
-    memset(db, 0, out * sizeof(float));
-    for (int i = 0; i < n; i++) {
-        const float *r = dy + (size_t)i * out;
-        for (int j = 0; j < out; j++)
-            db[j] += r[j];
-    }
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
                     0.0f, dx, in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, alpha, dy, out, x, in, beta,
+                tw, in);
+    if (beta == 0.0f)
+        memset(tb, 0, out * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        const float *r = dy + (size_t)i * out;
+        for (int j = 0; j < out; j++)
+            tb[j] += alpha * r[j];
+    }
 }
 
 static void relu_bwd(float *restrict dy, const float *restrict y, size_t n)
@@ -304,19 +308,20 @@ double model_forward(const struct model_layout *l, const float *p, const struct 
     return n ? loss / n : 0.0;
 }
 
-void model_backward(const struct model_layout *l, const float *p, const struct batch *b,
-                    struct model_scratch *s)
+/* The backward pass; the dense gradient goes to target as linear_bwd says. */
+static void backward(const struct model_layout *l, const float *p, const struct batch *b,
+                     struct model_scratch *s, float *target, float alpha, float beta)
 {
     int n = b->n;
-    float *dy = s->d_a, *dx = s->d_b, *g = s->grad;
+    float *dy = s->d_a, *dx = s->d_b;
     float inv = n ? 1.0f / n : 0.0f;
     for (int i = 0; i < n; i++)
         dy[i] = (s->prob[i] - b->label[i]) * inv;
     for (int i = l->n_top - 1; i >= 0; i--) {
         const float *x = i ? s->top_act[i - 1] : s->top_in;
         float *dxi = i ? dx : s->d_top_in;
-        linear_bwd(x, p + l->top_w[i], dy, g + l->top_w[i], g + l->top_b[i], dxi, n, l->top[i],
-                   l->top[i + 1]);
+        linear_bwd(x, p + l->top_w[i], dy, target + l->top_w[i], target + l->top_b[i], dxi, n,
+                   l->top[i], l->top[i + 1], alpha, beta);
         if (i) {
             relu_bwd(dx, s->top_act[i - 1], (size_t)n * l->top[i]);
             float *t = dy; dy = dx; dx = t;
@@ -326,11 +331,23 @@ void model_backward(const struct model_layout *l, const float *p, const struct b
     memcpy(dy, s->d_bot_out, (size_t)n * l->dim * sizeof(float));
     for (int i = l->n_bot - 1; i >= 0; i--) {
         const float *x = i ? s->bot_act[i - 1] : s->x0;
-        linear_bwd(x, p + l->bot_w[i], dy, g + l->bot_w[i], g + l->bot_b[i], i ? dx : NULL, n,
-                   l->bot[i], l->bot[i + 1]);
+        linear_bwd(x, p + l->bot_w[i], dy, target + l->bot_w[i], target + l->bot_b[i],
+                   i ? dx : NULL, n, l->bot[i], l->bot[i + 1], alpha, beta);
         if (i) {
             relu_bwd(dx, s->bot_act[i - 1], (size_t)n * l->bot[i]);
             float *t = dy; dy = dx; dx = t;
         }
     }
+}
+
+void model_backward(const struct model_layout *l, const float *p, const struct batch *b,
+                    struct model_scratch *s)
+{
+    backward(l, p, b, s, s->grad, 1.0f, 0.0f);
+}
+
+void model_backward_sgd(const struct model_layout *l, float *p, const struct batch *b,
+                        struct model_scratch *s, float lr)
+{
+    backward(l, p, b, s, p, -lr, 1.0f);
 }

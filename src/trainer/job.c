@@ -88,8 +88,12 @@ static void *worker_main(void *arg)
         model_forward(l, tr->w, &b, &s);
         struct ne_acc scored = {0};
         ne_add(&scored, s.prob, b.label, b.n);
-        model_backward(l, tr->w, &b, &s);
-        optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
+        if (c->optim.dense == OPT_SGD) {
+            model_backward_sgd(l, tr->w, &b, &s, lr);
+        } else {
+            model_backward(l, tr->w, &b, &s);
+            optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
+        }
         if ((rc = j->emb->ops->push(j->emb, &b, s.d_emb, &wk->err)) < 0)
             break;
         pthread_mutex_lock(&wk->mu);

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Sanitizer builds on a short job (STYLE.md "Tests"): ASan+UBSan and TSan
+# builds of everything, their unit tests, and a 2 trainers x 2 workers run
+# with MA in the shadow thread and EASGD in foreground mode. Any sanitizer
+# report fails. SKIP_SANITIZE=1 skips (for quick local runs).
+[ -n "$SKIP_SANITIZE" ] && { echo "PASS sanitizers skipped (SKIP_SANITIZE set)"; exit 0; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export G_SLICE=always-malloc
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export ASAN_OPTIONS=detect_leaks=1
+export TSAN_OPTIONS="suppressions=$(pwd)/tests/tsan.supp halt_on_error=1"
+for kind in asan tsan; do
+    B=build-$kind
+    if ! make -s $kind > $T/$kind-build.log 2>&1; then
+        echo "FAIL $kind: build failed"; tail -20 $T/$kind-build.log; continue
+    fi
+    for t in $B/tests/test_*; do
+        if $t > $T/out.log 2>&1; then
+            echo "PASS $kind: $(basename $t)"
+        else
+            echo "FAIL $kind: $(basename $t)"; grep -v '^PASS' $T/out.log | head -30
+        fi
+    done
+    $B/shadowsync gen --out $T/d --examples 6000 --eval-examples 1000 --config configs/tiny.ini > /dev/null 2>&1
+    for run in "sync.algo=ma sync.mode=shadow" "sync.algo=easgd sync.mode=foreground"; do
+        sets=""; for s in $run; do sets="$sets --set $s"; done
+        if $B/shadowsync train configs/tiny.ini --set data.train=$T/d/train.tsv \
+               --set data.eval=$T/d/eval.tsv --set output.dir=$T/run --set output.quiet=true \
+               --set job.trainers=2 --set trainer.worker_threads=2 $sets > $T/run.log 2>&1 \
+           && ! grep -qE 'Sanitizer|runtime error' $T/run.log; then
+            echo "PASS $kind: 2x2 train with $run"
+        else
+            echo "FAIL $kind: 2x2 train with $run"; head -40 $T/run.log
+        fi
+    done
+done
+exit 0
