@@ -168,10 +168,10 @@ static void test_foreground(void)
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);
-    struct fg f = {s, 0};
+    struct fg f[2] = {{s, 0}, {s, 0}};
     pthread_t th[2];
-    pthread_create(&th[0], NULL, ask, &f);
-    pthread_create(&th[1], NULL, ask, &f);
+    pthread_create(&th[0], NULL, ask, &f[0]);
+    pthread_create(&th[1], NULL, ask, &f[1]);
     pthread_join(th[0], NULL);
     pthread_join(th[1], NULL);
     int64_t before = shadow_syncs(s);
@@ -180,6 +180,7 @@ static void test_foreground(void)
     int rc = shadow_join(s, &syncs, &e);
     /* every request got its own round after it was made (rounds may be shared
      * by simultaneous requests), plus exactly one final round */
+    CHECK(f[0].rc == 0 && f[1].rc == 0, "foreground requests succeed", "%d %d", f[0].rc, f[1].rc);
     CHECK(rc == 0 && before >= 5 && before <= 10 && syncs == before + 1,
           "foreground: requests are served, then one final sync", "rc %d before %lld syncs %lld",
           rc, (long long)before, (long long)syncs);

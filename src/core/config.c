@@ -124,7 +124,8 @@ static const struct key_desc keys[] = {
     BOOL(sync, bmuf_nesterov, "false", "Nesterov block momentum"),
     ENUM(sync, output, "trainer0", sync_outputs,
          "the final model: trainer 0's parameters or the average over trainers"),
-    DBL(sync, shadow_sleep_ms, "0", 0, 60000, 0, "pause of the shadow thread between syncs"),
+    DBL(sync, shadow_sleep_ms, "10", 0, 60000, 0,
+        "pause of the shadow thread between syncs, so it leaves the workers their cores (0: sync back to back)"),
 
     ONE_OF(placement, strategy, "round_robin", strategies,
            "how embedding tables are placed on embedding parameter servers"),
