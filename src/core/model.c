@@ -61,8 +61,6 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
             rows[t] = rows[0];
     }
     l->n_tables = ncat;
-    l->rows = ss_xmalloc(ncat * sizeof(int64_t));
-    memcpy(l->rows, rows, ncat * sizeof(int64_t));
 
     int T = l->n_tables, top_in = l->dim + (T + 1) * T / 2;
     const char *top = c->model.top;
@@ -100,6 +98,8 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
         l->top_b[i] = off, off += l->top[i + 1];
     }
     l->n_params = off;
+    l->rows = ss_xmalloc(ncat * sizeof(int64_t)); /* last: nothing to free on failure */
+    memcpy(l->rows, rows, ncat * sizeof(int64_t));
     return 0;
 }
 
