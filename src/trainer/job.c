@@ -58,7 +58,7 @@ struct job {
     int n_tr, n_wk;
     struct collective **coll;
     struct center *center;
-    volatile int stop;          /* a worker failed: the others leave their loops */
+    int stop;                   /* a worker failed: the others leave their loops (atomic) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int workers_left;
@@ -80,7 +80,7 @@ static void *worker_main(void *arg)
     int foreground = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") != 0;
     float lr = (float)c->optim.dense_lr, eps = (float)c->optim.eps;
     int rc = 0;
-    for (int64_t it = 1; !j->stop; it++) {
+    for (int64_t it = 1; !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
         if ((rc = reader_next(j->reader, &b, &wk->err)) < 0 || b.n == 0)
             break;
         if ((rc = j->emb->ops->lookup(j->emb, &b, s.emb, &wk->err)) < 0)
@@ -108,7 +108,7 @@ static void *worker_main(void *arg)
     }
     wk->rc = rc;
     if (rc < 0)
-        j->stop = 1;
+        __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
     model_scratch_free(&s);
     batch_free(&b);
     pthread_mutex_lock(&j->mu);
@@ -212,6 +212,11 @@ static int setup_model(struct job *j, struct ss_err *e)
                           c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
                           (float)c->optim.emb_lr, (float)c->optim.eps, (float)c->optim.init_acc,
                           (uint64_t)c->job.seed};
+    double mb = 0;
+    for (int t = 0; t < j->l.n_tables; t++)
+        mb += j->l.rows[t] * (j->l.dim + (eo.opt == OPT_ROWWISE_ADAGRAD)) * 4.0 / 1e6;
+    if (mb > 200 && !c->output.quiet)
+        printf("# initializing %d embedding tables (%.0f MB)...\n", j->l.n_tables, mb), fflush(stdout);
     if ((rc = embps_create(&j->tables, &eo, e)) < 0)
         return rc;
     j->emb = emb_client_local(j->tables);
