@@ -16,7 +16,7 @@ SRC     := $(filter-out src/main.c,$(wildcard src/*/*.c))
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
 GEN_SRC := $(GEN_DIR)/ss_shadowsync_types.c $(GEN_DIR)/ss_control.c
 GEN_OBJ := $(GEN_SRC:%.c=%.o)
-TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests/mpi_*.c))
 
 .PHONY: all test demo deps clean asan tsan bench
 all: $(BUILD)/shadowsync $(TESTS)

@@ -6,6 +6,7 @@
  *   shadowsync --version | --help
  * Exit status 0 on success, non-zero with a one-line reason on stderr. */
 #include "shadowsync/reader.h"
+#include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
 
 #include <cblas.h>
@@ -137,6 +138,33 @@ static int load_config(struct ss_config *c, struct args *a)
     return 0;
 }
 
+/* `shadowsync train` under mpirun: the bootstrap runs for real (counts
+ * checked, roles by rank, token, hosts); the services behind the roles are
+ * the next step, so after the plan is printed the job stops and says so. */
+static int cluster_train(const struct ss_config *c)
+{
+    struct job_plan p;
+    struct ss_err e = {0};
+    int rc = rpc_bootstrap(&p, c, &e);
+    if (rc == 0 && p.rank == 0) {
+        printf("# cluster job: %d ranks\n", p.size);
+        for (int r = 0; r < p.size; r++) {
+            int role, idx;
+            rpc_assign_role(p.count, r, &role, &idx);
+            printf("#   rank %d: %s %d on %s\n", r, rpc_role_name(role), idx, p.hosts[r]);
+        }
+        fflush(stdout);
+    }
+    if (rc == 0)
+        rc = ss_fail(&e, SS_ESTATE, "the cluster job's services (embedding PS, sync PS and reader "
+                                    "over Thrift) are not built yet: run `shadowsync train` "
+                                    "without mpirun for the embedded default");
+    if (p.rank == 0)
+        fprintf(stderr, "shadowsync: %s\n", e.msg);
+    rpc_finalize(&p);
+    return rc < 0 ? 1 : 0;
+}
+
 static int cmd_train(int argc, char **argv)
 {
     static const char *const allowed[] = {NULL};
@@ -153,12 +181,10 @@ static int cmd_train(int argc, char **argv)
     struct ss_config c;
     if ((rc = load_config(&c, &a)))
         return rc;
-    const char *np = getenv("OMPI_COMM_WORLD_SIZE");
-    if (np && atoi(np) > 1) {
-        fprintf(stderr, "shadowsync: the cluster job under mpirun (-np %s) is not built yet; "
-                        "run `shadowsync train` without mpirun for the embedded default\n", np);
+    if (rpc_under_mpirun()) {
+        rc = cluster_train(&c);
         ss_config_free(&c);
-        return 1;
+        return rc;
     }
     if (!c.output.quiet) {
         printf("# shadowsync %s — resolved config:\n", SS_VERSION);

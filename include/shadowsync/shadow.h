@@ -13,6 +13,8 @@
 
 #include "core.h"
 
+#include <mpi.h>
+
 /* An all-reduce among the trainers: in-process now, MPI and NCCL later. */
 struct collective;
 struct collective_ops {
@@ -28,6 +30,10 @@ struct collective {
 };
 /* n members of one in-process group (one per trainer); free each. */
 void collective_local_group(struct collective **members, int n, size_t max_len);
+/* This rank's member of an all-reduce over comm (the trainers' communicator).
+ * Waits by polling MPI_Test with a short sleep, so a waiting shadow thread
+ * does not spin a worker's core (TOOLCHAIN.md). comm is borrowed. */
+struct collective *collective_mpi(MPI_Comm comm);
 
 /* The EASGD central copy w_PS: in-process now, the sync PS role later. */
 struct center;

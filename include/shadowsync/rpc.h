@@ -1,0 +1,36 @@
+/* shadowsync rpc: the wires of the cluster job (DESIGN §2). Today: the
+ * bootstrap over MPI — role counts checked against the launch, roles by
+ * rank in a fixed order (trainers first), the trainers' communicator, the
+ * job token made by rank 0 (the master) and shared with every rank, and
+ * each rank's host for error messages. The Thrift services come next. */
+#ifndef SHADOWSYNC_RPC_H
+#define SHADOWSYNC_RPC_H
+
+#include "core.h"
+
+#include <mpi.h>
+
+enum role { ROLE_TRAINER, ROLE_EMBEDDING_PS, ROLE_SYNC_PS, ROLE_READER, N_ROLES };
+
+struct job_plan {
+    int rank, size;             /* in MPI_COMM_WORLD */
+    int role, role_index;       /* this rank's role, and which one of that role */
+    int count[N_ROLES];         /* ranks per role, from the config */
+    MPI_Comm trainers;          /* the trainers' communicator; MPI_COMM_NULL elsewhere */
+    char token[33];             /* 32 hex digits; never logged */
+    char (*hosts)[64];          /* [size] host of every rank */
+};
+
+const char *rpc_role_name(int role);
+/* The role counts of c, checked against a launch of size ranks. */
+int rpc_role_counts(const struct ss_config *c, int size, int count[N_ROLES], struct ss_err *e);
+/* Role and index of rank (roles in enum order, trainers first). */
+void rpc_assign_role(const int count[N_ROLES], int rank, int *role, int *index);
+/* True when this process was started by mpirun with more than one rank. */
+int rpc_under_mpirun(void);
+/* MPI_Init_thread(MULTIPLE) and the plan. On a count mismatch every rank
+ * fails with the same message naming the counts. */
+int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *e);
+void rpc_finalize(struct job_plan *p);
+
+#endif

@@ -1,0 +1,117 @@
+/* The cluster job's bootstrap over MPI (DESIGN §2): a launch of N ranks must
+ * match the config's role counts; ranks take roles in a fixed order
+ * (trainers, embedding PSs, sync PSs, readers); rank 0, the master, makes
+ * the job token (16 random bytes) and broadcasts it; every rank's host name
+ * is gathered so a lost service can later be named by role, rank and host. */
+#include "shadowsync/rpc.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const role_names[N_ROLES] = {"trainer", "embedding_ps", "sync_ps", "reader"};
+
+const char *rpc_role_name(int role)
+{
+    return role >= 0 && role < N_ROLES ? role_names[role] : "?";
+}
+
+int rpc_role_counts(const struct ss_config *c, int size, int count[N_ROLES], struct ss_err *e)
+{
+    count[ROLE_TRAINER] = c->job.trainers;
+    count[ROLE_EMBEDDING_PS] = c->job.embedding_ps;
+    count[ROLE_SYNC_PS] = c->job.sync_ps;
+    count[ROLE_READER] = c->job.readers;
+    int sum = 0;
+    for (int r = 0; r < N_ROLES; r++)
+        sum += count[r];
+    if (sum != size)
+        return ss_fail(e, SS_EINVAL,
+                       "mpirun started %d ranks but the config's roles add up to %d "
+                       "(job.trainers %d + job.embedding_ps %d + job.sync_ps %d + job.readers %d); "
+                       "launch with -np %d or use tools/submit",
+                       size, sum, count[0], count[1], count[2], count[3], sum);
+    return 0;
+}
+
+void rpc_assign_role(const int count[N_ROLES], int rank, int *role, int *index)
+{
+    int first = 0;
+    for (int r = 0; r < N_ROLES; r++) {
+        if (rank < first + count[r]) {
+            *role = r;
+            *index = rank - first;
+            return;
+        }
+        first += count[r];
+    }
+    *role = -1;
+    *index = -1;
+}
+
+int rpc_under_mpirun(void)
+{
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    return n && atoi(n) > 1;
+}
+
+/* 32 hex digits from /dev/urandom (rank 0 only). */
+static int make_token(char out[33], struct ss_err *e)
+{
+    unsigned char raw[16];
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd < 0 || read(fd, raw, sizeof raw) != (ssize_t)sizeof raw) {
+        if (fd >= 0)
+            close(fd);
+        return ss_fail(e, SS_EIO, "cannot read /dev/urandom for the job token");
+    }
+    close(fd);
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    return 0;
+}
+
+int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *e)
+{
+    memset(p, 0, sizeof *p);
+    p->trainers = MPI_COMM_NULL;
+    int provided = 0;
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &p->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &p->size);
+    if (provided < MPI_THREAD_MULTIPLE)
+        return ss_fail(e, SS_ESTATE, "MPI grants thread level %d, shadowsync needs MULTIPLE",
+                       provided);
+    int rc = rpc_role_counts(c, p->size, p->count, e);
+    if (rc < 0)
+        return rc;
+    rpc_assign_role(p->count, p->rank, &p->role, &p->role_index);
+    MPI_Comm_split(MPI_COMM_WORLD, p->role == ROLE_TRAINER ? 0 : MPI_UNDEFINED, p->rank,
+                   &p->trainers);
+    int ok = 1;
+    if (p->rank == 0 && make_token(p->token, e) < 0)
+        ok = 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!ok)
+        return p->rank == 0 ? SS_EIO : ss_fail(e, SS_EIO, "the master could not make a job token");
+    MPI_Bcast(p->token, sizeof p->token, MPI_CHAR, 0, MPI_COMM_WORLD);
+    char me[64] = {0};
+    gethostname(me, sizeof me - 1);
+    p->hosts = ss_xcalloc(p->size, sizeof *p->hosts);
+    MPI_Allgather(me, 64, MPI_CHAR, p->hosts, 64, MPI_CHAR, MPI_COMM_WORLD);
+    return 0;
+}
+
+void rpc_finalize(struct job_plan *p)
+{
+    if (p->trainers != MPI_COMM_NULL)
+        MPI_Comm_free(&p->trainers);
+    free(p->hosts);
+    p->hosts = NULL;
+    int inited = 0, fin = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&fin);
+    if (inited && !fin)
+        MPI_Finalize();
+}
