@@ -68,8 +68,7 @@ static int print_version(void)
     printf("shadowsync %s\n", SS_VERSION);
     printf("  blas:   OpenBLAS, %s kernel\n", openblas_get_corename());
     printf("  mpi:    %s\n", mpi);
-    printf("  thrift: c_glib (binary protocol type %s)\n",
-           g_type_name(THRIFT_TYPE_BINARY_PROTOCOL));
+    printf("  thrift: c_glib, binary protocol (%s)\n", g_type_name(THRIFT_TYPE_BINARY_PROTOCOL));
     printf("  gpu:    not built (no nvcc/NCCL found at build time)\n");
     return 0;
 }
@@ -311,6 +310,7 @@ int main(int argc, char **argv)
 {
     pick_blas_kernel(argv);
     signal(SIGPIPE, SIG_IGN);
+    rpc_types_init();
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* TOOLCHAIN.md pitfall 8 */
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
     if (argc < 2)

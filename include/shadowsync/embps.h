@@ -17,6 +17,9 @@ struct emb_opts {
     int opt;                    /* OPT_SGD or OPT_ROWWISE_ADAGRAD */
     float lr, eps, init_acc;
     uint64_t seed;              /* rows start uniform in +-sqrt(1/rows), like the peer */
+    const int32_t *global_ids;  /* [n_tables] job-wide table ids (NULL: 0..n-1); a table's
+                                   initial rows depend on seed and its global id only, so
+                                   any placement of tables on PSs starts from the same model */
 };
 
 int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_err *e);
@@ -31,5 +34,22 @@ void embps_push(struct emb_tables *t, const struct batch *b, const float *d_pool
 /* Model files: rows and optimizer state, with a header checked on load. */
 int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e);
 int embps_load(struct emb_tables *t, const char *path, struct ss_err *e);
+
+/* The embedding PS role's service (service.c): lookup and push over
+ * Thrift for the k tables this PS holds (global ids table_ids[0..k), held
+ * in t in that order). Every request is checked (token, sizes, table ids,
+ * offsets, id counts, a size cap) and a bad one gets an RpcError while the
+ * service goes on serving. */
+typedef struct _ThriftProcessor ThriftProcessor;
+struct embps_stats {
+    int64_t lookups, pushes, refused, bytes_in, bytes_out;
+};
+struct embps_service;
+struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *table_ids, int k,
+                                           const char *token);
+ThriftProcessor *embps_service_processor(struct embps_service *s);
+void embps_service_stats(struct embps_service *s, struct embps_stats *st);
+void embps_service_free(struct embps_service *s);
+int embps_dim(const struct emb_tables *t);
 
 #endif

@@ -9,6 +9,10 @@
 #include "core.h"
 
 #include <mpi.h>
+#include <thrift/c_glib/processor/thrift_processor.h>
+#include <thrift/c_glib/protocol/thrift_protocol.h>
+
+#include "ss_embedding_p_s.h"   /* generated from src/rpc/shadowsync.thrift */
 
 enum role { ROLE_TRAINER, ROLE_EMBEDDING_PS, ROLE_SYNC_PS, ROLE_READER, N_ROLES };
 
@@ -32,5 +36,23 @@ int rpc_under_mpirun(void);
  * fails with the same message naming the counts. */
 int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *e);
 void rpc_finalize(struct job_plan *p);
+
+/* Thrift (server.c). Call rpc_types_init() in main before any thread. */
+void rpc_types_init(void);
+struct rpc_server;
+/* Serves proc on addr:port (port 0: a free one), a thread per connection. */
+int rpc_server_start(struct rpc_server **out, const char *addr, int port, ThriftProcessor *proc,
+                     struct ss_err *e);
+int rpc_server_port(const struct rpc_server *s);
+/* Stops accepting, closes every connection, waits for their threads. */
+void rpc_server_stop(struct rpc_server *s);
+/* A connection: binary protocol over a buffered socket, TCP_NODELAY. */
+struct rpc_conn;
+/* To host:port; every read and write times out after timeout_ms. */
+int rpc_connect(const char *host, int port, int timeout_ms, struct rpc_conn **out,
+                struct ss_err *e);
+struct rpc_conn *rpc_conn_on_fd(int fd);       /* takes the fd */
+ThriftProtocol *rpc_conn_protocol(const struct rpc_conn *c);
+void rpc_conn_close(struct rpc_conn *c);
 
 #endif

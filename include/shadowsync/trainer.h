@@ -25,6 +25,21 @@ struct emb_client {
 };
 struct emb_client *emb_client_local(struct emb_tables *t);
 
+/* An embedding PS as a trainer's client sees it: where it listens and which
+ * tables (global ids) it holds, in its order. */
+struct emb_endpoint {
+    const char *host;
+    int port;
+    int k;
+    const int32_t *tables;
+};
+/* The Thrift emb_client: one connection per PS, one request per PS per
+ * batch (all its tables), sent to every PS before any answer is read.
+ * Not thread-safe: one client per worker thread. Fails naming the PS. */
+int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
+                      const struct emb_endpoint *ps, int n_ps, const char *token, int timeout_ms,
+                      struct ss_err *e);
+
 struct eval_result {
     int64_t examples;
     double logloss, ne, auc, ctr, mean_p, calibration; /* calibration = mean_p / ctr */

@@ -30,9 +30,11 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
     t->rows = ss_xmalloc(o->n_tables * sizeof(int64_t));
     memcpy(t->rows, o->rows, o->n_tables * sizeof(int64_t));
     t->o.rows = t->rows;
+    t->o.global_ids = NULL; /* borrowed: used only here */
     t->data = ss_xcalloc(o->n_tables, sizeof(float *));
-    uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 101;
     for (int k = 0; k < o->n_tables; k++) {
+        uint64_t gid = o->global_ids ? (uint64_t)o->global_ids[k] : (uint64_t)k;
+        uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 101 + gid * 0xD1B54A32D192ED03ull;
         size_t n = (size_t)t->rows[k] * t->stride;
         t->data[k] = malloc(n * sizeof(float));
         if (!t->data[k]) {
@@ -62,6 +64,11 @@ void embps_free(struct emb_tables *t)
     free(t->data);
     free(t->rows);
     free(t);
+}
+
+int embps_dim(const struct emb_tables *t)
+{
+    return t->o.dim;
 }
 
 size_t embps_bytes(const struct emb_tables *t)

@@ -1,6 +1,7 @@
 /* shadowsync wire protocol (DESIGN §2 "Wires"). Tensors travel as binary
  * blobs of little-endian arrays, never as lists of numbers. Every request
- * carries the job token. Code is generated at build time (Makefile). */
+ * carries the job token. One request per (worker, PS) per batch covers every
+ * table that PS holds, in the PS's order. Code is generated at build time. */
 namespace c_glib ss
 
 exception RpcError {
@@ -8,13 +9,19 @@ exception RpcError {
   2: string message
 }
 
-struct Hello {
+/* A batch's bags for the k tables one PS holds: offsets is int32 [n*k+1]
+ * (example-major: example i, table j at i*k+j), ids is uint64 [offsets[n*k]]. */
+struct Bags {
   1: binary token,
-  2: i32 rank,
-  3: string role
+  2: i32 n,
+  3: binary tables,     /* int32 [k]: global table ids, the PS's tables in order */
+  4: binary offsets,
+  5: binary ids
 }
 
-service Control {
-  /* Liveness check: answers the service's role and rank. */
-  Hello ping(1: Hello who) throws (1: RpcError err)
+service EmbeddingPS {
+  /* Pooled bags: float32 [n*k*dim]. */
+  binary lookup(1: Bags bags) throws (1: RpcError err),
+  /* grads: float32 [n*k*dim], the gradient of each pooled bag. */
+  void push(1: Bags bags, 2: binary grads) throws (1: RpcError err)
 }

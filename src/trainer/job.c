@@ -211,7 +211,7 @@ static int setup_model(struct job *j, struct ss_err *e)
     struct emb_opts eo = {j->l.n_tables, j->l.dim, j->l.rows,
                           c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
                           (float)c->optim.emb_lr, (float)c->optim.eps, (float)c->optim.init_acc,
-                          (uint64_t)c->job.seed};
+                          (uint64_t)c->job.seed, NULL};
     double mb = 0;
     for (int t = 0; t < j->l.n_tables; t++)
         mb += j->l.rows[t] * (j->l.dim + (eo.opt == OPT_ROWWISE_ADAGRAD)) * 4.0 / 1e6;

@@ -1,0 +1,173 @@
+/* The embedding PS service over Thrift (DESIGN §2, §3, §8): a GObject
+ * handler for the generated EmbeddingPS interface. A request covers every
+ * table this PS holds, in order; lookup answers the pooled bags, push
+ * applies the gradients to the rows (Hogwild, as in-process). Every field
+ * is validated; a bad request gets an RpcError naming what is wrong, is
+ * counted, and the connection and the service go on. */
+#include "shadowsync/embps.h"
+#include "shadowsync/rpc.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_EXAMPLES (1 << 20)
+#define MAX_IDS (64 << 20)
+
+struct embps_service {
+    struct emb_tables *t;
+    int32_t *table_ids;
+    int k, dim;
+    char token[64];
+    ThriftProcessor *proc;
+    struct embps_stats st;      /* updated with atomics */
+};
+
+typedef struct {
+    ssEmbeddingPSHandler parent;
+    struct embps_service *svc;
+} PsHandler;
+typedef struct {
+    ssEmbeddingPSHandlerClass parent;
+} PsHandlerClass;
+
+G_DEFINE_TYPE(PsHandler, ps_handler, SS_TYPE_EMBEDDING_P_S_HANDLER)
+
+static gboolean refuse(struct embps_service *s, ssRpcError **err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static gboolean refuse(struct embps_service *s, ssRpcError **err, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    __atomic_add_fetch(&s->st.refused, 1, __ATOMIC_RELAXED);
+    *err = g_object_new(SS_TYPE_RPC_ERROR, "code", code, "message", msg, NULL);
+    return FALSE;
+}
+
+/* Checks bags against this PS; on success fills the batch view over it. */
+static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct batch *view,
+                           ssRpcError **err)
+{
+    const GByteArray *tok = bags->token;
+    if (!tok || tok->len != strlen(s->token) || memcmp(tok->data, s->token, tok->len) != 0)
+        return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
+    int n = bags->n, k = s->k;
+    if (n < 1 || n > MAX_EXAMPLES)
+        return refuse(s, err, SS_EINVAL, "bad request: n = %d examples (1..%d)", n, MAX_EXAMPLES);
+    if (!bags->tables || bags->tables->len != (guint)k * 4 ||
+        memcmp(bags->tables->data, s->table_ids, (size_t)k * 4) != 0)
+        return refuse(s, err, SS_EINVAL,
+                      "bad request: the tables must be this PS's %d tables in its order", k);
+    size_t n_off = (size_t)n * k + 1;
+    if (!bags->offsets || bags->offsets->len != n_off * 4)
+        return refuse(s, err, SS_EINVAL, "bad request: offsets hold %u bytes, %zu expected",
+                      bags->offsets ? bags->offsets->len : 0, n_off * 4);
+    const int32_t *off = (const int32_t *)bags->offsets->data;
+    if (off[0] != 0)
+        return refuse(s, err, SS_EINVAL, "bad request: offsets[0] = %d, not 0", off[0]);
+    for (size_t i = 1; i < n_off; i++)
+        if (off[i] < off[i - 1] || off[i] > MAX_IDS)
+            return refuse(s, err, SS_EINVAL, "bad request: offsets[%zu] = %d out of order or range",
+                          i, off[i]);
+    size_t n_ids = (size_t)off[n_off - 1];
+    if (!bags->ids || bags->ids->len != n_ids * 8)
+        return refuse(s, err, SS_EINVAL, "bad request: ids hold %u bytes, %zu expected",
+                      bags->ids ? bags->ids->len : 0, n_ids * 8);
+    *view = (struct batch){.n = n, .cap = n, .n_tables = k, .id_cap = n_ids,
+                           .off = (int32_t *)off, .ids = (uint64_t *)bags->ids->data};
+    return TRUE;
+}
+
+static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags *bags,
+                          ssRpcError **err, GError **error)
+{
+    (void)error;
+    struct embps_service *s = ((PsHandler *)iface)->svc;
+    struct batch view;
+    if (!check_bags(s, bags, &view, err))
+        return FALSE;
+    guint bytes = (guint)view.n * s->k * s->dim * 4;
+    if (!*ret)
+        *ret = g_byte_array_sized_new(bytes);
+    g_byte_array_set_size(*ret, bytes);
+    embps_pool(s->t, &view, (float *)(*ret)->data);
+    __atomic_add_fetch(&s->st.lookups, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->st.bytes_in, bags->ids->len + bags->offsets->len, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->st.bytes_out, bytes, __ATOMIC_RELAXED);
+    return TRUE;
+}
+
+static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteArray *grads,
+                        ssRpcError **err, GError **error)
+{
+    (void)error;
+    struct embps_service *s = ((PsHandler *)iface)->svc;
+    struct batch view;
+    if (!check_bags(s, bags, &view, err))
+        return FALSE;
+    size_t want = (size_t)view.n * s->k * s->dim * 4;
+    if (!grads || grads->len != want)
+        return refuse(s, err, SS_EINVAL, "bad request: grads hold %u bytes, %zu expected",
+                      grads ? grads->len : 0, want);
+    embps_push(s->t, &view, (const float *)grads->data);
+    __atomic_add_fetch(&s->st.pushes, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->st.bytes_in, want + bags->ids->len + bags->offsets->len,
+                       __ATOMIC_RELAXED);
+    return TRUE;
+}
+
+static void ps_handler_init(PsHandler *h)
+{
+    h->svc = NULL;
+}
+
+static void ps_handler_class_init(PsHandlerClass *cls)
+{
+    ssEmbeddingPSHandlerClass *base = SS_EMBEDDING_P_S_HANDLER_CLASS(cls);
+    base->lookup = ps_lookup;
+    base->push = ps_push;
+}
+
+struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *table_ids, int k,
+                                           const char *token)
+{
+    struct embps_service *s = ss_xcalloc(1, sizeof *s);
+    s->t = t;
+    s->k = k;
+    s->dim = embps_dim(t);
+    s->table_ids = ss_xmalloc((size_t)k * sizeof(int32_t));
+    memcpy(s->table_ids, table_ids, (size_t)k * sizeof(int32_t));
+    snprintf(s->token, sizeof s->token, "%s", token);
+    PsHandler *h = g_object_new(ps_handler_get_type(), NULL);
+    h->svc = s;
+    s->proc = g_object_new(SS_TYPE_EMBEDDING_P_S_PROCESSOR, "handler", h, NULL);
+    g_object_unref(h);
+    return s;
+}
+
+ThriftProcessor *embps_service_processor(struct embps_service *s)
+{
+    return s->proc;
+}
+
+void embps_service_stats(struct embps_service *s, struct embps_stats *st)
+{
+    st->lookups = __atomic_load_n(&s->st.lookups, __ATOMIC_RELAXED);
+    st->pushes = __atomic_load_n(&s->st.pushes, __ATOMIC_RELAXED);
+    st->refused = __atomic_load_n(&s->st.refused, __ATOMIC_RELAXED);
+    st->bytes_in = __atomic_load_n(&s->st.bytes_in, __ATOMIC_RELAXED);
+    st->bytes_out = __atomic_load_n(&s->st.bytes_out, __ATOMIC_RELAXED);
+}
+
+void embps_service_free(struct embps_service *s)
+{
+    if (!s)
+        return;
+    g_object_unref(s->proc);
+    free(s->table_ids);
+    free(s);
+}

@@ -1,0 +1,233 @@
+/* The Thrift server loop shared by every service (DESIGN §2 "Wires";
+ * TOOLCHAIN.md pitfalls 1, 6, 9): the stock c_glib server is single-
+ * threaded, so this one accepts on its own thread and serves each
+ * connection on a thread of its own with one shared processor, binary
+ * protocol over a buffered socket transport, TCP_NODELAY on. It binds to
+ * the address it is given; port 0 picks a free port. */
+#include "shadowsync/rpc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <thrift/c_glib/transport/thrift_buffered_transport.h>
+#include <thrift/c_glib/transport/thrift_socket.h>
+
+#define MAX_CONN 1024
+
+struct rpc_server {
+    int listen_fd, port;
+    ThriftProcessor *proc;
+    pthread_t accept_th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int conn_fd[MAX_CONN];      /* open connections, -1 = free slot */
+    int n_conn, stopping;
+};
+
+struct conn {
+    struct rpc_server *s;
+    int slot, fd;
+};
+
+/* A connection: socket, buffered transport and binary protocol, released
+ * in that reverse order (the wrappers do not hold references to what they
+ * wrap: TOOLCHAIN.md pitfall 4). */
+struct rpc_conn {
+    ThriftSocket *sock;
+    ThriftTransport *t;
+    ThriftProtocol *p;
+};
+
+struct rpc_conn *rpc_conn_on_fd(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct rpc_conn *c = ss_xcalloc(1, sizeof *c);
+    c->sock = g_object_new(THRIFT_TYPE_SOCKET, NULL);
+    c->sock->sd = fd;
+    c->t = g_object_new(THRIFT_TYPE_BUFFERED_TRANSPORT, "transport", c->sock, "r_buf_size",
+                        1 << 16, "w_buf_size", 1 << 16, NULL);
+    c->p = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", c->t, NULL);
+    return c;
+}
+
+ThriftProtocol *rpc_conn_protocol(const struct rpc_conn *c)
+{
+    return c->p;
+}
+
+void rpc_conn_close(struct rpc_conn *c)
+{
+    if (!c)
+        return;
+    thrift_transport_close(THRIFT_TRANSPORT(c->sock), NULL);
+    g_object_unref(c->p);
+    g_object_unref(c->t);
+    g_object_unref(c->sock);
+    free(c);
+}
+
+static void *serve_conn(void *arg)
+{
+    struct conn *c = arg;
+    struct rpc_server *s = c->s;
+    struct rpc_conn *rc = rpc_conn_on_fd(c->fd);
+    GError *err = NULL;
+    while (thrift_transport_peek(rc->t, &err) &&
+           thrift_processor_process(s->proc, rc->p, rc->p, &err)) {
+    }
+    if (err)
+        g_error_free(err);
+    rpc_conn_close(rc);
+    pthread_mutex_lock(&s->mu);
+    s->conn_fd[c->slot] = -1;
+    s->n_conn--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    free(c);
+    return NULL;
+}
+
+static void *accept_loop(void *arg)
+{
+    struct rpc_server *s = arg;
+    for (;;) {
+        int fd = accept(s->listen_fd, NULL, NULL);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return NULL; /* the listening socket was shut down */
+        }
+        pthread_mutex_lock(&s->mu);
+        int slot = -1;
+        for (int i = 0; i < MAX_CONN && slot < 0 && !s->stopping; i++)
+            if (s->conn_fd[i] < 0)
+                slot = i;
+        if (slot < 0) {
+            pthread_mutex_unlock(&s->mu);
+            close(fd);
+            continue;
+        }
+        s->conn_fd[slot] = fd;
+        s->n_conn++;
+        pthread_mutex_unlock(&s->mu);
+        struct conn *c = ss_xmalloc(sizeof *c);
+        *c = (struct conn){s, slot, fd};
+        pthread_t th;
+        if (pthread_create(&th, NULL, serve_conn, c) != 0) {
+            pthread_mutex_lock(&s->mu);
+            s->conn_fd[slot] = -1;
+            s->n_conn--;
+            pthread_mutex_unlock(&s->mu);
+            close(fd);
+            free(c);
+            continue;
+        }
+        pthread_detach(th);
+    }
+}
+
+int rpc_server_start(struct rpc_server **out, const char *addr, int port, ThriftProcessor *proc,
+                     struct ss_err *e)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+        return ss_fail(e, SS_EINVAL, "bind address \"%s\" is not an IPv4 address", addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 128) != 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return ss_fail(e, SS_EIO, "cannot listen on %s:%d: %s", addr, port, strerror(err));
+    }
+    socklen_t len = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &len);
+    struct rpc_server *s = ss_xcalloc(1, sizeof *s);
+    s->listen_fd = fd;
+    s->port = ntohs(sa.sin_port);
+    s->proc = g_object_ref(proc);
+    for (int i = 0; i < MAX_CONN; i++)
+        s->conn_fd[i] = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->accept_th, NULL, accept_loop, s) != 0) {
+        close(fd);
+        g_object_unref(s->proc);
+        free(s);
+        return ss_fail(e, SS_ESTATE, "cannot start the accept thread");
+    }
+    *out = s;
+    return 0;
+}
+
+int rpc_server_port(const struct rpc_server *s)
+{
+    return s->port;
+}
+
+void rpc_server_stop(struct rpc_server *s)
+{
+    shutdown(s->listen_fd, SHUT_RDWR);
+    pthread_join(s->accept_th, NULL);
+    close(s->listen_fd);
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    for (int i = 0; i < MAX_CONN; i++)
+        if (s->conn_fd[i] >= 0)
+            shutdown(s->conn_fd[i], SHUT_RDWR); /* wakes the connection's thread */
+    while (s->n_conn > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    g_object_unref(s->proc);
+    free(s);
+}
+
+int rpc_connect(const char *host, int port, int timeout_ms, struct rpc_conn **out,
+                struct ss_err *e)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return ss_fail(e, SS_EINVAL, "address \"%s\" is not an IPv4 address", host);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return ss_fail(e, SS_EIO, "socket: %s", strerror(errno));
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int err = errno;
+        close(fd);
+        return ss_fail(e, SS_EIO, "cannot connect to %s:%d: %s", host, port, strerror(err));
+    }
+    *out = rpc_conn_on_fd(fd);
+    return 0;
+}
+
+void rpc_types_init(void)
+{
+    /* TOOLCHAIN.md pitfall 3: register every generated type before threads. */
+    g_type_ensure(SS_TYPE_RPC_ERROR);
+    g_type_ensure(SS_TYPE_BAGS);
+    g_type_ensure(SS_TYPE_EMBEDDING_P_S_LOOKUP_ARGS);
+    g_type_ensure(SS_TYPE_EMBEDDING_P_S_LOOKUP_RESULT);
+    g_type_ensure(SS_TYPE_EMBEDDING_P_S_PUSH_ARGS);
+    g_type_ensure(SS_TYPE_EMBEDDING_P_S_PUSH_RESULT);
+    g_type_ensure(SS_TYPE_EMBEDDING_P_S_CLIENT);
+    g_type_ensure(SS_TYPE_EMBEDDING_P_S_PROCESSOR);
+    g_type_ensure(SS_TYPE_EMBEDDING_P_S_HANDLER);
+    g_type_ensure(THRIFT_TYPE_SOCKET);
+    g_type_ensure(THRIFT_TYPE_BUFFERED_TRANSPORT);
+    g_type_ensure(THRIFT_TYPE_BINARY_PROTOCOL);
+}

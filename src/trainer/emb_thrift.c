@@ -1,0 +1,196 @@
+/* The trainer's emb_client over Thrift (DESIGN §2, §3): a batch's bags are
+ * split by PS (each PS gets the bags of the tables it holds, in its order),
+ * all requests go out before any answer is read, and the pooled answers are
+ * scattered back into the [n x T x dim] layout the model reads. Buffers are
+ * kept between batches, so the steady state allocates only what the Thrift
+ * library does per call. */
+#include "shadowsync/rpc.h"
+#include "shadowsync/trainer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ps_conn {
+    char host[64];
+    int port, k;
+    int32_t *tables;
+    struct rpc_conn *conn;
+    ssEmbeddingPSIf *client;
+    ssBags *bags;               /* reused request: token, tables, offsets, ids */
+    GByteArray *grads;
+};
+
+struct thrift_emb {
+    int n_tables, dim, n_ps;
+    struct ps_conn *ps;
+};
+
+/* Fills p's request with the bags of its tables. */
+static void gather(struct ps_conn *p, const struct batch *b)
+{
+    int T = b->n_tables, k = p->k;
+    g_byte_array_set_size(p->bags->offsets, (guint)((size_t)b->n * k + 1) * 4);
+    int32_t *off = (int32_t *)p->bags->offsets->data;
+    size_t n_ids = 0;
+    for (int i = 0; i < b->n; i++)
+        for (int j = 0; j < k; j++) {
+            int t = p->tables[j];
+            n_ids += (size_t)(b->off[i * T + t + 1] - b->off[i * T + t]);
+        }
+    g_byte_array_set_size(p->bags->ids, (guint)(n_ids * 8));
+    uint64_t *ids = (uint64_t *)p->bags->ids->data;
+    size_t at = 0;
+    off[0] = 0;
+    for (int i = 0; i < b->n; i++)
+        for (int j = 0; j < k; j++) {
+            int t = p->tables[j];
+            for (int32_t q = b->off[i * T + t]; q < b->off[i * T + t + 1]; q++)
+                ids[at++] = b->ids[q];
+            off[i * k + j + 1] = (int32_t)at;
+        }
+    p->bags->n = b->n;
+}
+
+static int call_failed(const struct ps_conn *p, const char *what, ssRpcError *rerr, GError *gerr,
+                       struct ss_err *e)
+{
+    int rc = ss_fail(e, SS_EIO, "embedding PS at %s:%d: %s failed: %s", p->host, p->port, what,
+                     rerr && rerr->message ? rerr->message
+                                           : gerr ? gerr->message : "no answer");
+    if (rerr)
+        g_object_unref(rerr);
+    if (gerr)
+        g_error_free(gerr);
+    return rc;
+}
+
+static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
+{
+    struct thrift_emb *te = c->impl;
+    for (int s = 0; s < te->n_ps; s++) {
+        struct ps_conn *p = &te->ps[s];
+        GError *gerr = NULL;
+        gather(p, b);
+        if (!ss_embedding_p_s_client_send_lookup(p->client, p->bags, &gerr))
+            return call_failed(p, "lookup", NULL, gerr, e);
+    }
+    int T = te->n_tables, d = te->dim;
+    for (int s = 0; s < te->n_ps; s++) {
+        struct ps_conn *p = &te->ps[s];
+        GByteArray *ret = NULL;
+        ssRpcError *rerr = NULL;
+        GError *gerr = NULL;
+        if (!ss_embedding_p_s_client_recv_lookup(p->client, &ret, &rerr, &gerr) || rerr) {
+            if (ret)
+                g_byte_array_unref(ret);
+            return call_failed(p, "lookup", rerr, gerr, e);
+        }
+        if (!ret || ret->len != (guint)b->n * p->k * d * 4) {
+            if (ret)
+                g_byte_array_unref(ret);
+            return call_failed(p, "lookup (answer of the wrong size)", NULL, NULL, e);
+        }
+        const float *r = (const float *)ret->data;
+        for (int i = 0; i < b->n; i++)
+            for (int j = 0; j < p->k; j++)
+                memcpy(out + ((size_t)i * T + p->tables[j]) * d,
+                       r + ((size_t)i * p->k + j) * d, d * sizeof(float));
+        g_byte_array_unref(ret);
+    }
+    return 0;
+}
+
+static int thrift_push(struct emb_client *c, const struct batch *b, const float *g,
+                       struct ss_err *e)
+{
+    struct thrift_emb *te = c->impl;
+    int T = te->n_tables, d = te->dim;
+    for (int s = 0; s < te->n_ps; s++) {
+        struct ps_conn *p = &te->ps[s];
+        gather(p, b);
+        g_byte_array_set_size(p->grads, (guint)b->n * p->k * d * 4);
+        float *pg = (float *)p->grads->data;
+        for (int i = 0; i < b->n; i++)
+            for (int j = 0; j < p->k; j++)
+                memcpy(pg + ((size_t)i * p->k + j) * d, g + ((size_t)i * T + p->tables[j]) * d,
+                       d * sizeof(float));
+        GError *gerr = NULL;
+        if (!ss_embedding_p_s_client_send_push(p->client, p->bags, p->grads, &gerr))
+            return call_failed(p, "push", NULL, gerr, e);
+    }
+    for (int s = 0; s < te->n_ps; s++) {
+        struct ps_conn *p = &te->ps[s];
+        ssRpcError *rerr = NULL;
+        GError *gerr = NULL;
+        if (!ss_embedding_p_s_client_recv_push(p->client, &rerr, &gerr) || rerr)
+            return call_failed(p, "push", rerr, gerr, e);
+    }
+    return 0;
+}
+
+static void close_ps(struct ps_conn *p)
+{
+    if (p->client)
+        g_object_unref(p->client);
+    rpc_conn_close(p->conn);
+    if (p->bags)
+        g_object_unref(p->bags);
+    if (p->grads)
+        g_byte_array_unref(p->grads);
+    free(p->tables);
+}
+
+static void thrift_free(struct emb_client *c)
+{
+    struct thrift_emb *te = c->impl;
+    for (int s = 0; s < te->n_ps; s++)
+        close_ps(&te->ps[s]);
+    free(te->ps);
+    free(te);
+    free(c);
+}
+
+static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free};
+
+int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
+                      const struct emb_endpoint *ps, int n_ps, const char *token, int timeout_ms,
+                      struct ss_err *e)
+{
+    struct thrift_emb *te = ss_xcalloc(1, sizeof *te);
+    te->n_tables = n_tables;
+    te->dim = dim;
+    te->n_ps = n_ps;
+    te->ps = ss_xcalloc(n_ps, sizeof *te->ps);
+    struct emb_client *c = ss_xcalloc(1, sizeof *c);
+    *c = (struct emb_client){&thrift_ops, te};
+    for (int s = 0; s < n_ps; s++) {
+        struct ps_conn *p = &te->ps[s];
+        snprintf(p->host, sizeof p->host, "%s", ps[s].host);
+        p->port = ps[s].port;
+        p->k = ps[s].k;
+        p->tables = ss_xmalloc((size_t)p->k * sizeof(int32_t));
+        memcpy(p->tables, ps[s].tables, (size_t)p->k * sizeof(int32_t));
+        int rc = rpc_connect(p->host, p->port, timeout_ms, &p->conn, e);
+        if (rc < 0) {
+            char why[sizeof e->msg];
+            snprintf(why, sizeof why, "%s", e->msg);
+            thrift_free(c);
+            return ss_fail(e, rc, "embedding PS %d: %s", s, why);
+        }
+        ThriftProtocol *proto = rpc_conn_protocol(p->conn);
+        p->client = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", proto,
+                                 "output_protocol", proto, NULL);
+        p->bags = g_object_new(SS_TYPE_BAGS, NULL);
+        p->bags->token = g_byte_array_new();
+        g_byte_array_append(p->bags->token, (const guint8 *)token, (guint)strlen(token));
+        p->bags->tables = g_byte_array_new();
+        g_byte_array_append(p->bags->tables, (const guint8 *)p->tables, (guint)p->k * 4);
+        p->bags->offsets = g_byte_array_new();
+        p->bags->ids = g_byte_array_new();
+        p->bags->__isset_token = p->bags->__isset_n = p->bags->__isset_tables = TRUE;
+        p->bags->__isset_offsets = p->bags->__isset_ids = TRUE;
+        p->grads = g_byte_array_new();
+    }
+    *out = c;
+    return 0;
+}
