@@ -8,7 +8,8 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export G_SLICE=always-malloc
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-export ASAN_OPTIONS=detect_leaks=1
+export ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan.supp"
 export TSAN_OPTIONS="suppressions=$(pwd)/tests/tsan.supp halt_on_error=1"
 for kind in asan tsan; do
     B=build-$kind

@@ -217,17 +217,25 @@ int rpc_connect(const char *host, int port, int timeout_ms, struct rpc_conn **ou
 
 void rpc_types_init(void)
 {
-    /* TOOLCHAIN.md pitfall 3: register every generated type before threads. */
-    g_type_ensure(SS_TYPE_RPC_ERROR);
-    g_type_ensure(SS_TYPE_BAGS);
-    g_type_ensure(SS_TYPE_EMBEDDING_P_S_LOOKUP_ARGS);
-    g_type_ensure(SS_TYPE_EMBEDDING_P_S_LOOKUP_RESULT);
-    g_type_ensure(SS_TYPE_EMBEDDING_P_S_PUSH_ARGS);
-    g_type_ensure(SS_TYPE_EMBEDDING_P_S_PUSH_RESULT);
-    g_type_ensure(SS_TYPE_EMBEDDING_P_S_CLIENT);
-    g_type_ensure(SS_TYPE_EMBEDDING_P_S_PROCESSOR);
-    g_type_ensure(SS_TYPE_EMBEDDING_P_S_HANDLER);
-    g_type_ensure(THRIFT_TYPE_SOCKET);
-    g_type_ensure(THRIFT_TYPE_BUFFERED_TRANSPORT);
-    g_type_ensure(THRIFT_TYPE_BINARY_PROTOCOL);
+    /* TOOLCHAIN.md pitfall 3: register every generated type, and run its
+     * class init, before any thread can race to do it. */
+    GType types[] = {SS_TYPE_RPC_ERROR,
+                     SS_TYPE_BAGS,
+                     SS_TYPE_EMBEDDING_P_S_LOOKUP_ARGS,
+                     SS_TYPE_EMBEDDING_P_S_LOOKUP_RESULT,
+                     SS_TYPE_EMBEDDING_P_S_PUSH_ARGS,
+                     SS_TYPE_EMBEDDING_P_S_PUSH_RESULT,
+                     SS_TYPE_EMBEDDING_P_S_CLIENT,
+                     SS_TYPE_EMBEDDING_P_S_PROCESSOR,
+                     SS_TYPE_EMBEDDING_P_S_HANDLER,
+                     THRIFT_TYPE_SOCKET,
+                     THRIFT_TYPE_BUFFERED_TRANSPORT,
+                     THRIFT_TYPE_BINARY_PROTOCOL};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++)
+        g_type_class_unref(g_type_class_ref(types[i]));
+    /* GLib caches a property's default value on first use: make one of each
+     * object now so that happens before any thread exists. */
+    for (size_t i = 0; i < 7; i++)
+        g_object_unref(g_object_new(types[i], NULL));
+    rpc_conn_close(rpc_conn_on_fd(-1));
 }
