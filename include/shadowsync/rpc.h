@@ -13,6 +13,7 @@
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 
 #include "ss_embedding_p_s.h"   /* generated from src/rpc/shadowsync.thrift */
+#include "ss_sync_p_s.h"
 
 enum role { ROLE_TRAINER, ROLE_EMBEDDING_PS, ROLE_SYNC_PS, ROLE_READER, N_ROLES };
 
@@ -54,5 +55,12 @@ int rpc_connect(const char *host, int port, int timeout_ms, struct rpc_conn **ou
 struct rpc_conn *rpc_conn_on_fd(int fd);       /* takes the fd */
 ThriftProtocol *rpc_conn_protocol(const struct rpc_conn *c);
 void rpc_conn_close(struct rpc_conn *c);
+
+/* For handlers: answers an RpcError with the formatted message, counts it
+ * in *refused (atomically) and returns FALSE. */
+gboolean rpc_refuse(int64_t *refused, ssRpcError **err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The request's token is the job's (same bytes, same length). */
+int rpc_token_ok(const GByteArray *given, const char *token);
 
 #endif

@@ -48,6 +48,15 @@ struct center {
     void *impl;
 };
 struct center *center_local_create(const float *init, size_t n);
+/* The center held by P sync PSs over Thrift, partition p on ps[p]
+ * (syncps_partition); every elastic call sends all partitions before it
+ * reads any answer. Not thread-safe: the shadow thread's own. */
+struct sync_endpoint {
+    const char *host;
+    int port;
+};
+int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, size_t n,
+                  const char *token, int timeout_ms, struct ss_err *e);
 
 /* What an algorithm sees. */
 struct sync_ctx {

@@ -7,7 +7,6 @@
 #include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,27 +32,13 @@ typedef struct {
 
 G_DEFINE_TYPE(PsHandler, ps_handler, SS_TYPE_EMBEDDING_P_S_HANDLER)
 
-static gboolean refuse(struct embps_service *s, ssRpcError **err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static gboolean refuse(struct embps_service *s, ssRpcError **err, int code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    __atomic_add_fetch(&s->st.refused, 1, __ATOMIC_RELAXED);
-    *err = g_object_new(SS_TYPE_RPC_ERROR, "code", code, "message", msg, NULL);
-    return FALSE;
-}
+#define refuse(s, err, code, ...) rpc_refuse(&(s)->st.refused, err, code, __VA_ARGS__)
 
 /* Checks bags against this PS; on success fills the batch view over it. */
 static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct batch *view,
                            ssRpcError **err)
 {
-    const GByteArray *tok = bags->token;
-    if (!tok || tok->len != strlen(s->token) || memcmp(tok->data, s->token, tok->len) != 0)
+    if (!rpc_token_ok(bags->token, s->token))
         return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
     int n = bags->n, k = s->k;
     if (n < 1 || n > MAX_EXAMPLES)

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -215,6 +216,23 @@ int rpc_connect(const char *host, int port, int timeout_ms, struct rpc_conn **ou
     return 0;
 }
 
+gboolean rpc_refuse(int64_t *refused, ssRpcError **err, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    __atomic_add_fetch(refused, 1, __ATOMIC_RELAXED);
+    *err = g_object_new(SS_TYPE_RPC_ERROR, "code", code, "message", msg, NULL);
+    return FALSE;
+}
+
+int rpc_token_ok(const GByteArray *given, const char *token)
+{
+    return given && given->len == strlen(token) && memcmp(given->data, token, given->len) == 0;
+}
+
 void rpc_types_init(void)
 {
     /* TOOLCHAIN.md pitfall 3: register every generated type, and run its
@@ -228,6 +246,11 @@ void rpc_types_init(void)
                      SS_TYPE_EMBEDDING_P_S_CLIENT,
                      SS_TYPE_EMBEDDING_P_S_PROCESSOR,
                      SS_TYPE_EMBEDDING_P_S_HANDLER,
+                     SS_TYPE_SYNC_P_S_ELASTIC_ARGS,
+                     SS_TYPE_SYNC_P_S_ELASTIC_RESULT,
+                     SS_TYPE_SYNC_P_S_CLIENT,
+                     SS_TYPE_SYNC_P_S_PROCESSOR,
+                     SS_TYPE_SYNC_P_S_HANDLER,
                      THRIFT_TYPE_SOCKET,
                      THRIFT_TYPE_BUFFERED_TRANSPORT,
                      THRIFT_TYPE_BINARY_PROTOCOL};
@@ -235,7 +258,12 @@ void rpc_types_init(void)
         g_type_class_unref(g_type_class_ref(types[i]));
     /* GLib caches a property's default value on first use: make one of each
      * object now so that happens before any thread exists. */
-    for (size_t i = 0; i < 7; i++)
-        g_object_unref(g_object_new(types[i], NULL));
+    GType plain[] = {SS_TYPE_RPC_ERROR, SS_TYPE_BAGS, SS_TYPE_EMBEDDING_P_S_LOOKUP_ARGS,
+                     SS_TYPE_EMBEDDING_P_S_LOOKUP_RESULT, SS_TYPE_EMBEDDING_P_S_PUSH_ARGS,
+                     SS_TYPE_EMBEDDING_P_S_PUSH_RESULT, SS_TYPE_EMBEDDING_P_S_CLIENT,
+                     SS_TYPE_SYNC_P_S_ELASTIC_ARGS, SS_TYPE_SYNC_P_S_ELASTIC_RESULT,
+                     SS_TYPE_SYNC_P_S_CLIENT};
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
+        g_object_unref(g_object_new(plain[i], NULL));
     rpc_conn_close(rpc_conn_on_fd(-1));
 }

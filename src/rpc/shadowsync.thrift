@@ -25,3 +25,12 @@ service EmbeddingPS {
   /* grads: float32 [n*k*dim], the gradient of each pooled bag. */
   void push(1: Bags bags, 2: binary grads) throws (1: RpcError err)
 }
+
+service SyncPS {
+  /* EASGD at the center (DESIGN §3) for the slice of the dense vector this
+   * sync PS holds, atomically: center <- (1-alpha) center + alpha w; the
+   * answer is the new center slice. offset: the slice's first float (must be
+   * this PS's); w: float32 [slice length]. */
+  binary elastic(1: binary token, 2: i64 offset, 3: binary w, 4: double alpha)
+    throws (1: RpcError err)
+}

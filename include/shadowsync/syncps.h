@@ -1,0 +1,25 @@
+/* shadowsync sync PS: the EASGD central copy w_PS (DESIGN §2, §3). The
+ * dense vector is split into contiguous partitions balanced by bytes over
+ * job.sync_ps; each sync PS holds one and applies the elastic exchange
+ * atomically per request. */
+#ifndef SHADOWSYNC_SYNCPS_H
+#define SHADOWSYNC_SYNCPS_H
+
+#include "core.h"
+
+/* Partition p of P over n floats: [*lo, *hi), sizes differing by at most 1. */
+void syncps_partition(size_t n, int P, int p, size_t *lo, size_t *hi);
+
+typedef struct _ThriftProcessor ThriftProcessor;
+struct syncps_stats {
+    int64_t syncs, refused;
+};
+struct syncps_service;
+/* Holds center[lo, hi), starting from init (the slice's values, copied). */
+struct syncps_service *syncps_service_create(const float *init, size_t lo, size_t hi,
+                                             const char *token);
+ThriftProcessor *syncps_service_processor(struct syncps_service *s);
+void syncps_service_stats(struct syncps_service *s, struct syncps_stats *st);
+void syncps_service_free(struct syncps_service *s);
+
+#endif

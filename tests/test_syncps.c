@@ -1,0 +1,122 @@
+/* The sync PS over Thrift on loopback: the EASGD center split over two
+ * sync PSs gives the same exchange as the in-process center; bad requests
+ * (token, offset, length, alpha) are refused while the service serves on;
+ * the partitions are balanced. */
+#include "check.h"
+#include "shadowsync/rpc.h"
+#include "shadowsync/shadow.h"
+#include "shadowsync/syncps.h"
+
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+
+#define LEN 1001
+static const char *token = "fedcba9876543210fedcba9876543210";
+
+static int raw_elastic(int port, const char *tok, gint64 offset, int n, double alpha, char *why)
+{
+    struct rpc_conn *conn;
+    struct ss_err e;
+    if (rpc_connect("127.0.0.1", port, 2000, &conn, &e) < 0)
+        return -1;
+    ThriftProtocol *p = rpc_conn_protocol(conn);
+    ssSyncPSIf *cl = g_object_new(SS_TYPE_SYNC_P_S_CLIENT, "input_protocol", p,
+                                  "output_protocol", p, NULL);
+    GByteArray *t = g_byte_array_new(), *w = g_byte_array_new(), *ret = NULL;
+    g_byte_array_append(t, (const guint8 *)tok, (guint)strlen(tok));
+    g_byte_array_set_size(w, (guint)n * 4);
+    memset(w->data, 0, w->len);
+    ssRpcError *rerr = NULL;
+    GError *gerr = NULL;
+    gboolean ok = ss_sync_p_s_client_elastic(cl, &ret, t, offset, w, alpha, &rerr, &gerr);
+    int rc = ok && !rerr ? 0 : 1;
+    snprintf(why, 256, "%s", rerr ? rerr->message : gerr ? gerr->message : "");
+    if (ret)
+        g_byte_array_unref(ret);
+    if (rerr)
+        g_object_unref(rerr);
+    if (gerr)
+        g_error_free(gerr);
+    g_byte_array_unref(t);
+    g_byte_array_unref(w);
+    g_object_unref(cl);
+    rpc_conn_close(conn);
+    return rc;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    rpc_types_init();
+    size_t lo, hi, smallest = LEN, largest = 0;
+    for (int p = 0; p < 3; p++) {
+        syncps_partition(LEN, 3, p, &lo, &hi);
+        smallest = hi - lo < smallest ? hi - lo : smallest;
+        largest = hi - lo > largest ? hi - lo : largest;
+    }
+    syncps_partition(LEN, 3, 2, &lo, &hi);
+    CHECK(hi == LEN && largest - smallest <= 1, "partitions cover the vector, balanced",
+          "hi %zu sizes %zu..%zu", hi, smallest, largest);
+
+    static float init[LEN], w[LEN], got[LEN], want[LEN];
+    uint64_t r = 3;
+    for (int i = 0; i < LEN; i++)
+        init[i] = (float)ss_normal(&r);
+    struct syncps_service *sv[2];
+    struct rpc_server *srv[2];
+    struct sync_endpoint ep[2];
+    struct ss_err e = {0};
+    int rc = 0;
+    for (int p = 0; p < 2; p++) {
+        syncps_partition(LEN, 2, p, &lo, &hi);
+        sv[p] = syncps_service_create(init + lo, lo, hi, token);
+        rc |= rpc_server_start(&srv[p], "127.0.0.1", 0, syncps_service_processor(sv[p]), &e);
+        ep[p] = (struct sync_endpoint){"127.0.0.1", rpc_server_port(srv[p])};
+    }
+    CHECK(rc == 0, "two sync PSs listen", "%s", e.msg);
+    struct center *remote, *local = center_local_create(init, LEN);
+    rc = center_thrift(&remote, ep, 2, LEN, token, 2000, &e);
+    CHECK(rc == 0, "the shadow thread's center client connects", "%s", e.msg);
+    double worst = 0;
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < LEN; i++)
+            w[i] = (float)ss_normal(&r);
+        rc |= remote->ops->elastic(remote, w, got, LEN, 0.3f, &e);
+        local->ops->elastic(local, w, want, LEN, 0.3f, &e);
+        for (int i = 0; i < LEN; i++)
+            worst = fmax(worst, fabs(got[i] - want[i]));
+    }
+    CHECK(rc == 0 && worst < 1e-6, "elastic over two sync PSs = the in-process center",
+          "rc %d worst %g: %s", rc, worst, e.msg);
+
+    char why[256];
+    int port0 = ep[0].port;
+    size_t n0 = LEN / 2;
+    CHECK(raw_elastic(port0, "nope", 0, (int)n0, 0.5, why) == 1 && strstr(why, "token"),
+          "a wrong token is refused", "%s", why);
+    CHECK(raw_elastic(port0, token, 7, (int)n0, 0.5, why) == 1 && strstr(why, "offset 7"),
+          "another PS's offset is refused", "%s", why);
+    CHECK(raw_elastic(port0, token, 0, 3, 0.5, why) == 1 && strstr(why, "bytes"),
+          "a short vector is refused", "%s", why);
+    CHECK(raw_elastic(port0, token, 0, (int)n0, 1.5, why) == 1 && strstr(why, "alpha"),
+          "alpha out of [0, 1] is refused", "%s", why);
+    CHECK(raw_elastic(port0, token, 0, (int)n0, 0.0, why) == 0,
+          "the service goes on after bad requests", "%s", why);
+    struct syncps_stats st;
+    syncps_service_stats(sv[0], &st);
+    CHECK(st.refused == 4 && st.syncs == 5, "syncs and refusals are counted",
+          "syncs %lld refused %lld", (long long)st.syncs, (long long)st.refused);
+
+    rpc_server_stop(srv[1]);
+    rc = remote->ops->elastic(remote, w, got, LEN, 0.3f, &e);
+    char port1[16];
+    snprintf(port1, sizeof port1, ":%d", ep[1].port);
+    CHECK(rc < 0 && strstr(e.msg, port1), "a stopped sync PS is named", "rc %d: %s", rc, e.msg);
+    remote->ops->free(remote);
+    local->ops->free(local);
+    rpc_server_stop(srv[0]);
+    syncps_service_free(sv[0]);
+    syncps_service_free(sv[1]);
+    CHECK_DONE();
+}
