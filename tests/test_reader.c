@@ -556,6 +556,48 @@ static void test_exactly_once(void)
     reader_close(r);
 }
 
+/* Three readers over the same files with shares 0..2 of 3 split the
+ * examples exactly once (as the trainers of a cluster job do). */
+static void test_shares(void)
+{
+    struct schema s;
+    struct ss_err e;
+    criteo_schema(&s);
+    char p[512];
+    path_of(p, sizeof p, "many");
+    int64_t want = 7000 + 5000 + 9000 - 21, got = 0, bad = 0;
+    uint64_t *all = malloc((size_t)want * 8 + 8);
+    int ok = 1;
+    for (int k = 0; k < 3; k++) {
+        struct reader *r;
+        if (reader_open(&r, p, &s, 0, 0, &e) < 0) {
+            ok = 0;
+            break;
+        }
+        reader_set_share(r, k, 3);
+        struct batch b;
+        batch_init(&b, 100, s.n_dense, s.n_cat);
+        for (;;) {
+            batch_clear(&b);
+            if (reader_next(r, &b, &e) < 0 || b.n == 0)
+                break;
+            for (int i = 0; i < b.n && got < want; i++)
+                all[got++] = b.example_id[i];
+        }
+        struct reader_stats st;
+        reader_stats(r, &st);
+        bad += st.bad_lines;
+        batch_free(&b);
+        reader_close(r);
+    }
+    qsort(all, (size_t)got, 8, cmp_u64);
+    for (int64_t i = 1; i < got; i++)
+        ok &= all[i] != all[i - 1];
+    CHECK(ok && got == want && bad == 21, "3 shares of the same files: every example once",
+          "got %lld of %lld, bad %lld", (long long)got, (long long)want, (long long)bad);
+    free(all);
+}
+
 static void test_dir_and_glob(void)
 {
     struct schema s;
@@ -910,6 +952,7 @@ int main(void)
     test_parse_csv();
     test_reader_bad_lines();
     test_exactly_once();
+    test_shares();
     test_dir_and_glob();
     test_convert_and_binary();
     test_gen();

@@ -65,6 +65,10 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
  * Thread-safe. Returns 0 or a negative code (I/O error, corrupt shard). */
 int reader_next(struct reader *r, struct batch *b, struct ss_err *e);
 void reader_stats(struct reader *r, struct reader_stats *st);
+/* Hands out only the examples whose position in the data (counting every
+ * data line or record, good or bad) is index mod count: count readers over
+ * the same files split them exactly once. Call before the first next(). */
+void reader_set_share(struct reader *r, int index, int count);
 void reader_close(struct reader *r);
 
 /* Parses one text line (no newline) into example slot i of b.

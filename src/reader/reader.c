@@ -29,6 +29,8 @@ struct reader {
     int cur;     /* file being read; n_files at the end */
     int is_open;
     int64_t max_examples, handed, bad_lines, files_done;
+    int share_index, share_count; /* this reader's share: examples seen % count == index */
+    int64_t seen;                 /* data lines / records met so far, every share's */
     int report_bad;
     int64_t reported;
     uint64_t bytes_done;
@@ -141,6 +143,13 @@ static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *
     }
 }
 
+/* Counts one example met in the data; true when it is this reader's. */
+static int mine(struct reader *r)
+{
+    int64_t k = r->seen++;
+    return r->share_count <= 1 || k % r->share_count == r->share_index;
+}
+
 static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
 {
     struct ss_err le;
@@ -166,6 +175,8 @@ static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
             continue;
         }
         if (r->line_no <= r->s.header_lines || len == 0 || (len == 1 && line[0] == '\r'))
+            continue;
+        if (!mine(r))
             continue;
         int slot = b->n;
         rc = parse_line(&r->s, line, len, b, &le);
@@ -252,6 +263,7 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
         const unsigned char *p = r->map + r->at;
         if (r->map_len - r->at < fixed)
             return corrupt(r, e);
+        int take = mine(r);
         const unsigned char *lens = p + 4 + 4 * (size_t)nd;
         uint64_t k = 0;
         for (int t = 0; t < T; t++) {
@@ -261,6 +273,12 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
         }
         if (k > r->ids_left || (r->map_len - r->at - fixed) / 8 < k)
             return corrupt(r, e);
+        if (!take) {
+            r->at += fixed + 8 * (size_t)k;
+            r->ids_left -= k;
+            r->rec++;
+            continue;
+        }
         int i = b->n;
         size_t base = (size_t)i * (size_t)T, pos = (size_t)b->off[base];
         if (pos + k > INT32_MAX) {
@@ -345,6 +363,12 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     pthread_mutex_init(&r->lock, NULL);
     *out = r;
     return 0;
+}
+
+void reader_set_share(struct reader *r, int index, int count)
+{
+    r->share_index = index;
+    r->share_count = count;
 }
 
 int reader_next(struct reader *r, struct batch *b, struct ss_err *e)
