@@ -6,7 +6,9 @@
  *   shadowsync --version | --help
  * Exit status 0 on success, non-zero with a one-line reason on stderr. */
 #include "shadowsync/reader.h"
+#include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
+#include "shadowsync/syncps.h"
 #include "shadowsync/trainer.h"
 
 #include <cblas.h>
@@ -137,14 +139,22 @@ static int load_config(struct ss_config *c, struct args *a)
     return 0;
 }
 
-/* `shadowsync train` under mpirun: the bootstrap runs for real (counts
- * checked, roles by rank, token, hosts); the services behind the roles are
- * the next step, so after the plan is printed the job stops and says so. */
-static int cluster_train(const struct ss_config *c)
+/* `shadowsync train` under mpirun: every rank takes its role from the
+ * plan (DESIGN §2) and runs it until the job ends. */
+static int cluster_train(struct ss_config *c)
 {
     struct job_plan p;
     struct ss_err e = {0};
     int rc = rpc_bootstrap(&p, c, &e);
+    if (rc == 0 && c->job.readers > 0)
+        rc = ss_fail(&e, SS_EINVAL, "job.readers = %d: the reader service is not built yet; "
+                     "set job.readers = 0 (each trainer reads its share of data.train)",
+                     c->job.readers);
+    if (rc == 0 && c->job.embedding_ps < 1)
+        rc = ss_fail(&e, SS_EINVAL, "a cluster job needs job.embedding_ps >= 1 (the tables "
+                                    "live on the embedding PSs)");
+    if (rc == 0 && !strcmp(c->sync.algo, "easgd") && c->job.sync_ps < 1)
+        rc = ss_fail(&e, SS_EINVAL, "sync.algo = easgd in a cluster job needs job.sync_ps >= 1");
     if (rc == 0 && p.rank == 0) {
         printf("# cluster job: %d ranks\n", p.size);
         for (int r = 0; r < p.size; r++) {
@@ -154,12 +164,21 @@ static int cluster_train(const struct ss_config *c)
         }
         fflush(stdout);
     }
-    if (rc == 0)
-        rc = ss_fail(&e, SS_ESTATE, "the cluster job's services (embedding PS, sync PS and reader "
-                                    "over Thrift) are not built yet: run `shadowsync train` "
-                                    "without mpirun for the embedded default");
-    if (p.rank == 0)
+    if (rc == 0 && p.rank != 0)
+        c->output.quiet = 1; /* the master prints the job's figures */
+    if (rc == 0) {
+        switch (p.role) {
+        case ROLE_TRAINER: rc = trainer_role_run(c, &p, &e); break;
+        case ROLE_EMBEDDING_PS: rc = embps_role_run(c, &p, &e); break;
+        case ROLE_SYNC_PS: rc = syncps_role_run(c, &p, &e); break;
+        default: rc = ss_fail(&e, SS_ESTATE, "rank %d has no role", p.rank);
+        }
+        if (rc < 0)
+            fprintf(stderr, "shadowsync: rank %d (%s %d on %s): %s\n", p.rank,
+                    rpc_role_name(p.role), p.role_index, p.hosts[p.rank], e.msg);
+    } else if (p.rank == 0) {
         fprintf(stderr, "shadowsync: %s\n", e.msg);
+    }
     rpc_finalize(&p);
     return rc < 0 ? 1 : 0;
 }

@@ -1,37 +1,68 @@
 #!/bin/sh
-# The cluster job's bootstrap under mpirun on loopback: a launch whose rank
-# count does not match the config's roles stops with a message naming the
-# counts; a matching one assigns roles by rank (trainers first); the MPI
-# all-reduce and MA over it (tests/mpi_collective.c).
+# The cluster job under mpirun on loopback (DESIGN §2): a wrong -np is
+# refused naming the counts; roles go by rank, trainers first; 2 trainers +
+# 2 embedding PS + 1 sync PS train easgd, ma and bmuf in shadow mode and
+# easgd in foreground mode, every example counted once, eval NE within 0.01
+# of the embedded default's on the same data; killing an embedding PS ends
+# the job with a message naming it; the MPI all-reduce (mpi_collective.c).
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --oversubscribe --bind-to none --mca btl self,vader"
-$BIN gen --out $T/d --examples 1000 --config configs/tiny.ini > /dev/null 2>&1
+N=60000
+$BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
+json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
+check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
 
 $MPIRUN -np 3 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv > $T/np.log 2>&1
 rc=$?
-if [ $rc != 0 ] && grep -q "started 3 ranks but the config's roles add up to 1 (job.trainers 1" $T/np.log; then
-    echo "PASS wrong -np: clear error naming the counts"
-else
-    echo "FAIL wrong -np: rc $rc"; head -5 $T/np.log
-fi
+check "wrong -np: clear error naming the counts" sh -c "[ $rc != 0 ] && grep -q \"started 3 ranks but the config's roles add up to 1 (job.trainers 1\" $T/np.log"
 
-$MPIRUN -np 4 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
-    --set job.readers=1 --set data.train=$T/d/train.tsv > $T/roles.log 2>&1
-if grep -q "rank 1: trainer 1" $T/roles.log && grep -q "rank 2: embedding_ps 0" $T/roles.log \
-   && grep -q "rank 3: reader 0" $T/roles.log; then
-    echo "PASS roles by rank, trainers first"
-else
-    echo "FAIL roles by rank"; head -8 $T/roles.log
-fi
-if grep -q "not built yet" $T/roles.log; then
-    echo "PASS a matching launch says the services are not built yet"
-else
-    echo "FAIL a matching launch: no clear message"
-fi
+$BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=ma --set data.train=$T/d/train.tsv \
+    --set data.eval=$T/d/eval.tsv --set output.dir=$T/embedded --set output.quiet=true > /dev/null 2>&1
+REF=$(json eval_ne $T/embedded/metrics.json)
+
+cluster() { # cluster NAME [section.key=value ...]
+    dir=$1; shift
+    sets=""; for s in "$@"; do sets="$sets --set $s"; done
+    timeout 300 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 \
+        --set job.embedding_ps=2 --set job.sync_ps=1 --set job.bind=127.0.0.1 \
+        --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+        --set output.dir=$T/$dir $sets > $T/$dir.log 2>&1
+}
+
+cluster easgd sync.algo=easgd
+rc=$?
+check "cluster easgd/shadow: exits 0" test $rc = 0
+check "roles by rank, trainers first" sh -c "grep -q 'rank 1: trainer 1' $T/easgd.log && grep -q 'rank 3: embedding_ps 1' $T/easgd.log && grep -q 'rank 4: sync_ps 0' $T/easgd.log"
+check "per-role figures: lookups served by each embedding PS" grep -q 'embedding_ps 1 (rank 3, 127.0.0.1:[0-9]*): lookups [1-9]' $T/easgd.log
+check "per-role figures: syncs served by the sync PS" grep -q 'sync_ps 0 (rank 4, 127.0.0.1:[0-9]*): syncs served [1-9]' $T/easgd.log
+for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=easgd sync.mode=foreground sync.gap=5"; do
+    name=${run%% *}
+    [ "$name" != easgd ] && { cluster $run; rc=$?; check "cluster $name: exits 0" test $rc = 0; }
+    M=$T/$name/metrics.json
+    check "cluster $name: every example counted once over 2 trainers" test "$(json examples $M)" = $N
+    NE=$(json eval_ne $M)
+    check "cluster $name: eval NE $NE within 0.01 of the embedded default's $REF" near "$NE" "$REF" 0.01
+    check "cluster $name: syncs happened" sh -c "[ \"$(json syncs $M)\" -gt 0 ]"
+done
+
+# killing an embedding PS mid-run ends the job, naming it
+$BIN gen --out $T/big --examples 2000000 --eval-examples 100 --seed 4 --config configs/tiny.ini > /dev/null 2>&1
+timeout 120 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
+    --set job.sync_ps=1 --set sync.algo=ma --set job.bind=127.0.0.1 --set trainer.worker_threads=1 \
+    --set data.train=$T/big/train.tsv --set output.dir=$T/kill --set output.quiet=true > $T/kill.log 2>&1 &
+sleep 3
+victim=$(pgrep -f "^$BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2" | sed -n 3p)
+kill -9 $victim
+start=$(date +%s)
+wait
+took=$(( $(date +%s) - start ))
+check "a killed embedding PS ends the job within the RPC timeout ($took s)" test $took -le 30
+check "the error names the lost embedding PS by role, rank and host" grep -q 'embedding_ps [01] (rank [23] on' $T/kill.log
 
 $MPIRUN -np 3 $BUILD/tests/mpi_collective 2>&1 | grep -E '^(PASS|FAIL)'
 exit 0

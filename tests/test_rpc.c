@@ -108,8 +108,8 @@ int main(void)
     int rc = rpc_server_start(&v0, "127.0.0.1", 0, embps_service_processor(s0), &e);
     rc |= rpc_server_start(&v1, "127.0.0.1", 0, embps_service_processor(s1), &e);
     CHECK(rc == 0 && rpc_server_port(v0) > 0, "two PS servers listen on free ports", "%s", e.msg);
-    struct emb_endpoint ep[2] = {{"127.0.0.1", rpc_server_port(v0), 2, ids0},
-                                 {"127.0.0.1", rpc_server_port(v1), 2, ids1}};
+    struct emb_endpoint ep[2] = {{"embedding_ps 0", "127.0.0.1", rpc_server_port(v0), 2, ids0},
+                                 {"embedding_ps 1", "127.0.0.1", rpc_server_port(v1), 2, ids1}};
     struct emb_client *cl;
     rc = emb_client_thrift(&cl, T, DIM, ep, 2, token, 2000, &e);
     CHECK(rc == 0, "the trainer's client connects to both", "%s", e.msg);
@@ -155,7 +155,8 @@ int main(void)
     rc = cl->ops->lookup(cl, &b, got, &e);
     char port1[16];
     snprintf(port1, sizeof port1, ":%d", ep[1].port);
-    CHECK(rc < 0 && strstr(e.msg, port1) && ss_now() - start < 3.0,
+    CHECK(rc < 0 && strstr(e.msg, port1) && strstr(e.msg, "embedding_ps 1") &&
+              ss_now() - start < 3.0,
           "a stopped PS is named in the error, within the timeout", "rc %d after %.1fs: %s", rc,
           ss_now() - start, e.msg);
 

@@ -72,7 +72,8 @@ int main(void)
         syncps_partition(LEN, 2, p, &lo, &hi);
         sv[p] = syncps_service_create(init + lo, lo, hi, token);
         rc |= rpc_server_start(&srv[p], "127.0.0.1", 0, syncps_service_processor(sv[p]), &e);
-        ep[p] = (struct sync_endpoint){"127.0.0.1", rpc_server_port(srv[p])};
+        ep[p] = (struct sync_endpoint){p ? "sync_ps 1" : "sync_ps 0", "127.0.0.1",
+                                       rpc_server_port(srv[p])};
     }
     CHECK(rc == 0, "two sync PSs listen", "%s", e.msg);
     struct center *remote, *local = center_local_create(init, LEN);
@@ -112,7 +113,7 @@ int main(void)
     rc = remote->ops->elastic(remote, w, got, LEN, 0.3f, &e);
     char port1[16];
     snprintf(port1, sizeof port1, ":%d", ep[1].port);
-    CHECK(rc < 0 && strstr(e.msg, port1), "a stopped sync PS is named", "rc %d: %s", rc, e.msg);
+    CHECK(rc < 0 && strstr(e.msg, port1) && strstr(e.msg, "sync_ps 1"), "a stopped sync PS is named", "rc %d: %s", rc, e.msg);
     remote->ops->free(remote);
     local->ops->free(local);
     rpc_server_stop(srv[0]);

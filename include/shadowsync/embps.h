@@ -52,4 +52,13 @@ void embps_service_stats(struct embps_service *s, struct embps_stats *st);
 void embps_service_free(struct embps_service *s);
 int embps_dim(const struct emb_tables *t);
 
+/* Placement until the placement pass lands: table t on PS t mod n_ps.
+ * Fills tables[] with PS ps's global table ids; returns how many. */
+int embps_round_robin(int n_tables, int n_ps, int ps, int32_t *tables);
+
+/* The embedding PS role of a cluster job (role.c): builds its tables,
+ * serves them until the job ends, prints its figures. */
+struct job_plan;
+int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+
 #endif

@@ -38,6 +38,19 @@ int rpc_under_mpirun(void);
 int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *e);
 void rpc_finalize(struct job_plan *p);
 
+/* Where this rank's services listen: job.bind, else the host's IPv4
+ * address (127.0.0.1 when the host name does not resolve). */
+void rpc_bind_address(const struct ss_config *c, char out[64]);
+struct endpoint {
+    char host[64];
+    int port;                   /* 0: this rank serves nothing */
+};
+/* Every rank gives its endpoint and gets all of them, by rank. Collective. */
+void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine,
+                            struct endpoint *all);
+/* Waits (polling, no spinning) until every rank of the job has called it. */
+void rpc_wait_job_end(struct job_plan *p);
+
 /* Thrift (server.c). Call rpc_types_init() in main before any thread. */
 void rpc_types_init(void);
 struct rpc_server;

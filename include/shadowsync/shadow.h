@@ -52,6 +52,7 @@ struct center *center_local_create(const float *init, size_t n);
  * (syncps_partition); every elastic call sends all partitions before it
  * reads any answer. Not thread-safe: the shadow thread's own. */
 struct sync_endpoint {
+    const char *name;           /* for errors, e.g. "sync_ps 0 (rank 4 on node7)" */
     const char *host;
     int port;
 };

@@ -22,4 +22,10 @@ ThriftProcessor *syncps_service_processor(struct syncps_service *s);
 void syncps_service_stats(struct syncps_service *s, struct syncps_stats *st);
 void syncps_service_free(struct syncps_service *s);
 
+/* The sync PS role of a cluster job (role.c): holds its partition of the
+ * center, starting from the model's initial dense vector (job.seed), serves
+ * it until the job ends, prints its figures. */
+struct job_plan;
+int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+
 #endif

@@ -28,6 +28,7 @@ struct emb_client *emb_client_local(struct emb_tables *t);
 /* An embedding PS as a trainer's client sees it: where it listens and which
  * tables (global ids) it holds, in its order. */
 struct emb_endpoint {
+    const char *name;           /* for errors, e.g. "embedding_ps 1 (rank 3 on node7)" */
     const char *host;
     int port;
     int k;
@@ -53,6 +54,24 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
 /* `shadowsync train`: the embedded default, job.trainers trainers in this
  * process, each with worker_threads Hogwild workers and a shadow thread. */
 int trainer_run(const struct ss_config *c, struct ss_err *e);
+
+/* One trainer rank of a cluster job: how it reaches the rest of the job. */
+struct trainer_env {
+    int index, count;           /* this trainer among count: its share of the data */
+    int is_master;              /* writes the progress lines and the run directory */
+    struct collective *coll;    /* ma, bmuf: the trainers' all-reduce */
+    struct center *center;      /* easgd: the center on the sync PSs */
+    /* A new emb_client to the embedding PSs (one per worker, one for eval). */
+    int (*make_emb)(void *arg, struct emb_client **out, struct ss_err *e);
+    /* In place, over the trainers: v[i] <- sum of v[i]. */
+    void (*sum)(void *arg, double *v, int n);
+    void (*sum_floats)(void *arg, float *v, size_t n);
+    void *arg;
+};
+int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, struct ss_err *e);
+/* A trainer rank of a cluster job (cluster.c). */
+struct job_plan;
+int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
 /* `shadowsync eval CONFIG --model DIR`. */
 int trainer_eval_saved(const struct ss_config *c, const char *model_dir, struct ss_err *e);
 

@@ -5,7 +5,10 @@
  * is gathered so a lost service can later be named by role, rank and host. */
 #include "shadowsync/rpc.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -114,4 +117,40 @@ void rpc_finalize(struct job_plan *p)
     MPI_Finalized(&fin);
     if (inited && !fin)
         MPI_Finalize();
+}
+
+void rpc_bind_address(const struct ss_config *c, char out[64])
+{
+    if (c->job.bind && *c->job.bind) {
+        snprintf(out, 64, "%s", c->job.bind);
+        return;
+    }
+    snprintf(out, 64, "127.0.0.1");
+    char host[256] = {0};
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (gethostname(host, sizeof host - 1) == 0 && getaddrinfo(host, NULL, &hints, &res) == 0 &&
+        res) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, out, 64);
+        freeaddrinfo(res);
+    }
+}
+
+void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine, struct endpoint *all)
+{
+    MPI_Allgather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE,
+                  MPI_COMM_WORLD);
+    (void)p;
+}
+
+void rpc_wait_job_end(struct job_plan *p)
+{
+    (void)p;
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    const struct timespec pause = {0, 1000000};
+    for (int done = 0; !done;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done)
+            nanosleep(&pause, NULL);
+    }
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 struct part {
-    char host[64];
+    char name[128], host[64];
     int port;
     size_t lo, hi;
     struct rpc_conn *conn;
@@ -26,7 +26,7 @@ struct thrift_center {
 
 static int part_failed(const struct part *p, ssRpcError *rerr, GError *gerr, struct ss_err *e)
 {
-    int rc = ss_fail(e, SS_EIO, "sync PS at %s:%d: elastic sync failed: %s", p->host, p->port,
+    int rc = ss_fail(e, SS_EIO, "%s at %s:%d: elastic sync failed: %s", p->name, p->host, p->port,
                      rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer");
     if (rerr)
         g_object_unref(rerr);
@@ -101,6 +101,7 @@ int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, si
     for (int i = 0; i < P; i++) {
         struct part *p = &tc->parts[i];
         snprintf(p->host, sizeof p->host, "%s", ps[i].host);
+        snprintf(p->name, sizeof p->name, "%s", ps[i].name ? ps[i].name : "sync PS");
         p->port = ps[i].port;
         syncps_partition(n, P, i, &p->lo, &p->hi);
         p->w = g_byte_array_new();
@@ -109,7 +110,7 @@ int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, si
             char why[sizeof e->msg];
             snprintf(why, sizeof why, "%s", e->msg);
             thrift_center_free(c);
-            return ss_fail(e, rc, "sync PS %d: %s", i, why);
+            return ss_fail(e, rc, "%s: %s", p->name, why);
         }
         ThriftProtocol *proto = rpc_conn_protocol(p->conn);
         p->client = g_object_new(SS_TYPE_SYNC_P_S_CLIENT, "input_protocol", proto,

@@ -11,7 +11,7 @@
 #include <string.h>
 
 struct ps_conn {
-    char host[64];
+    char name[128], host[64];
     int port, k;
     int32_t *tables;
     struct rpc_conn *conn;
@@ -54,7 +54,7 @@ static void gather(struct ps_conn *p, const struct batch *b)
 static int call_failed(const struct ps_conn *p, const char *what, ssRpcError *rerr, GError *gerr,
                        struct ss_err *e)
 {
-    int rc = ss_fail(e, SS_EIO, "embedding PS at %s:%d: %s failed: %s", p->host, p->port, what,
+    int rc = ss_fail(e, SS_EIO, "%s at %s:%d: %s failed: %s", p->name, p->host, p->port, what,
                      rerr && rerr->message ? rerr->message
                                            : gerr ? gerr->message : "no answer");
     if (rerr)
@@ -166,6 +166,7 @@ int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
     for (int s = 0; s < n_ps; s++) {
         struct ps_conn *p = &te->ps[s];
         snprintf(p->host, sizeof p->host, "%s", ps[s].host);
+        snprintf(p->name, sizeof p->name, "%s", ps[s].name ? ps[s].name : "embedding PS");
         p->port = ps[s].port;
         p->k = ps[s].k;
         p->tables = ss_xmalloc((size_t)p->k * sizeof(int32_t));
@@ -175,7 +176,7 @@ int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
             char why[sizeof e->msg];
             snprintf(why, sizeof why, "%s", e->msg);
             thrift_free(c);
-            return ss_fail(e, rc, "embedding PS %d: %s", s, why);
+            return ss_fail(e, rc, "%s: %s", p->name, why);
         }
         ThriftProtocol *proto = rpc_conn_protocol(p->conn);
         p->client = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", proto,

@@ -27,6 +27,7 @@ struct trainer;
 struct worker {
     struct trainer *tr;
     int id;
+    struct emb_client *emb;     /* the job's shared one, or this worker's own */
     pthread_t th;
     pthread_mutex_t mu;         /* guards the figures below */
     int64_t examples, iterations;
@@ -49,6 +50,8 @@ struct trainer {
 
 struct job {
     const struct ss_config *c;
+    const struct trainer_env *env; /* NULL: the embedded default */
+    int is_master;
     struct model_layout l;
     struct schema schema;
     struct reader *reader;
@@ -83,7 +86,7 @@ static void *worker_main(void *arg)
     for (int64_t it = 1; !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
         if ((rc = reader_next(j->reader, &b, &wk->err)) < 0 || b.n == 0)
             break;
-        if ((rc = j->emb->ops->lookup(j->emb, &b, s.emb, &wk->err)) < 0)
+        if ((rc = wk->emb->ops->lookup(wk->emb, &b, s.emb, &wk->err)) < 0)
             break;
         model_forward(l, tr->w, &b, &s);
         struct ne_acc scored = {0};
@@ -94,7 +97,7 @@ static void *worker_main(void *arg)
             model_backward(l, tr->w, &b, &s);
             optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
         }
-        if ((rc = j->emb->ops->push(j->emb, &b, s.d_emb, &wk->err)) < 0)
+        if ((rc = wk->emb->ops->push(wk->emb, &b, s.d_emb, &wk->err)) < 0)
             break;
         pthread_mutex_lock(&wk->mu);
         wk->examples += b.n;
@@ -156,6 +159,8 @@ static void progress(struct job *j)
 {
     struct figures f;
     collect(j, &f);
+    if (!j->is_master)
+        return;
     if (!j->c->output.quiet)
         printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %.2f\n",
                f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s, f.sync_gap);
@@ -208,6 +213,8 @@ static int setup_model(struct job *j, struct ss_err *e)
     int rc = model_layout_init(&j->l, c, e);
     if (rc < 0)
         return rc;
+    if (j->env) /* the tables live on the embedding PSs */
+        return j->env->make_emb(j->env->arg, &j->emb, e);
     struct emb_opts eo = {j->l.n_tables, j->l.dim, j->l.rows,
                           c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
                           (float)c->optim.emb_lr, (float)c->optim.eps, (float)c->optim.init_acc,
@@ -255,7 +262,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
     size_t n = j->l.n_params;
     j->tr = ss_xcalloc(j->n_tr, sizeof *j->tr);
     const char *algo = c->sync.algo;
-    if (!strcmp(algo, "ma") || !strcmp(algo, "bmuf")) {
+    if (!j->env && (!strcmp(algo, "ma") || !strcmp(algo, "bmuf"))) {
         j->coll = ss_xcalloc(j->n_tr, sizeof *j->coll);
         collective_local_group(j->coll, j->n_tr, n + 1);
     }
@@ -271,22 +278,28 @@ static int start_trainers(struct job *j, struct ss_err *e)
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
         tr->workers_left = j->n_wk;
     }
-    if (!strcmp(algo, "easgd"))
+    if (!j->env && !strcmp(algo, "easgd"))
         j->center = center_local_create(j->tr[0].w, n);
     for (int t = 0; t < j->n_tr; t++) {
         struct trainer *tr = &j->tr[t];
-        struct shadow_opts so = {c, tr->w, n, j->coll ? j->coll[t] : NULL, j->center};
-        int rc = shadow_start(&tr->shadow, &so, e);
-        if (rc < 0)
-            return rc;  /* only before any thread of a later trainer exists */
+        struct shadow_opts so = {c, tr->w, n,
+                                 j->env ? j->env->coll : j->coll ? j->coll[t] : NULL,
+                                 j->env ? j->env->center : j->center};
+        int src = shadow_start(&tr->shadow, &so, e);
+        if (src < 0)
+            return src; /* only before any thread of a later trainer exists */
     }
     j->workers_left = j->n_tr * j->n_wk;
     j->t0 = ss_now();
+    int rc;
     for (int t = 0; t < j->n_tr; t++)
         for (int k = 0; k < j->n_wk; k++) {
             struct worker *wk = &j->tr[t].workers[k];
             wk->tr = &j->tr[t];
             wk->id = k;
+            wk->emb = j->emb;
+            if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0)
+                return rc; /* before any worker thread of this trainer runs */
             pthread_mutex_init(&wk->mu, NULL);
             if (pthread_create(&wk->th, NULL, worker_main, wk) != 0) {
                 fprintf(stderr, "shadowsync: cannot start worker thread %d of trainer %d\n", k, t);
@@ -351,8 +364,12 @@ static int finish_trainers(struct job *j, struct ss_err *e)
 static void free_trainers(struct job *j)
 {
     for (int t = 0; j->tr && t < j->n_tr; t++) {
-        for (int k = 0; k < j->n_wk; k++)
-            pthread_mutex_destroy(&j->tr[t].workers[k].mu);
+        for (int k = 0; k < j->n_wk; k++) {
+            struct worker *wk = &j->tr[t].workers[k];
+            pthread_mutex_destroy(&wk->mu);
+            if (wk->emb && wk->emb != j->emb)
+                wk->emb->ops->free(wk->emb);
+        }
         free(j->tr[t].workers);
         free(j->tr[t].w);
         free(j->tr[t].state);
@@ -370,7 +387,12 @@ static float *output_model(struct job *j)
 {
     size_t n = j->l.n_params;
     float *w = ss_aligned(n * sizeof(float));
-    if (j->c->sync.output == OUT_AVERAGE) {
+    if (j->c->sync.output == OUT_AVERAGE && j->env) {
+        memcpy(w, j->tr[0].w, n * sizeof(float));
+        j->env->sum_floats(j->env->arg, w, n);
+        for (size_t i = 0; i < n; i++)
+            w[i] /= j->env->count;
+    } else if (j->c->sync.output == OUT_AVERAGE) {
         for (int t = 0; t < j->n_tr; t++)
             for (size_t i = 0; i < n; i++)
                 w[i] += j->tr[t].w[i] / j->n_tr;
@@ -412,7 +434,7 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "iterations", (double)f->iterations, 0);
     json_num(out, "bad_lines", (double)rs->bad_lines, 0);
     json_num(out, "dense_params", (double)j->l.n_params, 0);
-    json_num(out, "embedding_bytes", (double)embps_bytes(j->tables), 0);
+    json_num(out, "embedding_bytes", j->tables ? (double)embps_bytes(j->tables) : NAN, 0);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     json_num(out, "peak_rss_mb", ru.ru_maxrss / 1024.0, 0);
@@ -420,7 +442,7 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     fprintf(out, "  \"sync_mode\": \"%s\",\n",
             j->c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow");
     fprintf(out, "  \"blas_kernel\": \"%s\",\n", openblas_get_corename());
-    json_num(out, "trainers", j->n_tr, 0);
+    json_num(out, "trainers", j->env ? j->env->count : j->n_tr, 0);
     json_num(out, "worker_threads", j->n_wk, 1);
     fprintf(out, "}\n");
     if (fclose(out) != 0)
@@ -438,6 +460,8 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
     snprintf(p, sizeof p, "%s/model/dense.bin", j->c->output.dir);
     if ((rc = dense_save(w, j->l.n_params, p, e)) < 0)
         return rc;
+    if (!j->tables)
+        return 0; /* cluster job: the tables are on the embedding PSs (not saved yet) */
     snprintf(p, sizeof p, "%s/model/tables.bin", j->c->output.dir);
     return embps_save(j->tables, p, e);
 }
@@ -448,11 +472,39 @@ static void print_eval(const char *what, const struct eval_result *ev)
            (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
 }
 
+/* Cluster job: the figures of every trainer, summed onto each. */
+static void sum_over_trainers(struct job *j, struct figures *f, struct reader_stats *rs)
+{
+    struct ne_acc ne = {0};
+    for (int k = 0; k < j->n_wk; k++)
+        ne_merge(&ne, &j->tr[0].workers[k].ne);
+    double v[7] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
+                   ne.label_sum, (double)ne.n, (double)rs->bad_lines};
+    j->env->sum(j->env->arg, v, 7);
+    f->examples = (int64_t)v[0];
+    f->iterations = (int64_t)v[1];
+    f->syncs = (int64_t)v[2];
+    ne = (struct ne_acc){v[3], v[4], (int64_t)v[5]};
+    rs->bad_lines = (int64_t)v[6];
+    f->eps = f->elapsed > 0 ? f->examples / f->elapsed : 0;
+    f->train_ne = ne_value(&ne);
+    f->train_logloss = ne_logloss(&ne);
+    f->syncs_per_s = f->elapsed > 0 ? f->syncs / f->elapsed : 0;
+    f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
+}
+
 int trainer_run(const struct ss_config *c, struct ss_err *e)
+{
+    return trainer_run_env(c, NULL, e);
+}
+
+int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, struct ss_err *e)
 {
     struct job j = {0};
     j.c = c;
-    j.n_tr = c->job.trainers;
+    j.env = env;
+    j.is_master = !env || env->is_master;
+    j.n_tr = env ? 1 : c->job.trainers;
     j.n_wk = c->trainer.worker_threads;
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
@@ -478,17 +530,19 @@ int trainer_run(const struct ss_config *c, struct ss_err *e)
     if ((rc = schema_from_config(&j.schema, c, c->data.train, e)) < 0 ||
         (rc = check_schema(&j.schema, &j.l, c->data.train, e)) < 0)
         goto out;
-    if ((rc = open_run_dir(&j, e)) < 0)
+    if (j.is_master && (rc = open_run_dir(&j, e)) < 0)
         goto out;
     if ((rc = reader_open(&j.reader, c->data.train, &j.schema, c->data.max_examples,
                           c->data.report_bad_lines, e)) < 0)
         goto out;
+    if (env)
+        reader_set_share(j.reader, env->index, env->count);
     blas_note(c);
-    if (!c->output.quiet)
+    if (!c->output.quiet && j.is_master)
         printf("# training: %d trainer(s) x %d worker(s), sync %s/%s, %zu dense params, "
-               "%d tables (%.1f MB)\n", j.n_tr, j.n_wk, c->sync.algo,
+               "%d tables\n", env ? env->count : j.n_tr, j.n_wk, c->sync.algo,
                c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow", j.l.n_params,
-               j.l.n_tables, embps_bytes(j.tables) / 1e6);
+               j.l.n_tables);
     if ((rc = start_trainers(&j, e)) < 0)
         goto out;
     wait_workers(&j);
@@ -496,12 +550,16 @@ int trainer_run(const struct ss_config *c, struct ss_err *e)
     collect(&j, &f);
     reader_stats(j.reader, &rs);
     progress(&j);
+    if (env)
+        sum_over_trainers(&j, &f, &rs);
     if (rc < 0)
+        goto out;
+    w = output_model(&j); /* collective for sync.output = average */
+    if (!j.is_master)
         goto out;
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
            "sync_gap %.2f  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
-    w = output_model(&j);
     if (c->data.eval && *c->data.eval) {
         if ((rc = trainer_eval(&j.l, w, j.emb, c, c->data.eval, &ev, e)) < 0)
             goto out;

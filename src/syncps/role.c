@@ -1,0 +1,44 @@
+/* The sync PS role (DESIGN §2): its partition of the EASGD center, which
+ * starts from the model's initial dense vector (the same job.seed every
+ * trainer starts from), served until the job ends. */
+#include "shadowsync/rpc.h"
+#include "shadowsync/syncps.h"
+
+#include <stdlib.h>
+
+int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+{
+    struct model_layout l;
+    struct endpoint me = {{0}, 0}, *all = ss_xcalloc(p->size, sizeof *all);
+    struct syncps_service *svc = NULL;
+    struct rpc_server *srv = NULL;
+    int rc = model_layout_init(&l, c, e);
+    if (rc == 0) {
+        float *w = ss_aligned(l.n_params * sizeof(float));
+        model_init_params(&l, w, (uint64_t)c->job.seed);
+        size_t lo, hi;
+        syncps_partition(l.n_params, p->count[ROLE_SYNC_PS], p->role_index, &lo, &hi);
+        svc = syncps_service_create(w + lo, lo, hi, p->token);
+        free(w);
+        rpc_bind_address(c, me.host);
+        rc = rpc_server_start(&srv, me.host, 0, syncps_service_processor(svc), e);
+        if (rc == 0)
+            me.port = rpc_server_port(srv);
+    }
+    rpc_exchange_endpoints(p, &me, all);
+    rpc_wait_job_end(p);
+    if (svc) {
+        struct syncps_stats st;
+        syncps_service_stats(svc, &st);
+        printf("# sync_ps %d (rank %d, %s:%d): syncs served %lld refused %lld\n", p->role_index,
+               p->rank, me.host, me.port, (long long)st.syncs, (long long)st.refused);
+        fflush(stdout);
+    }
+    if (srv)
+        rpc_server_stop(srv);
+    syncps_service_free(svc);
+    free(all);
+    if (rc == 0)
+        model_layout_free(&l);
+    return rc;
+}

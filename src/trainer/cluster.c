@@ -1,0 +1,100 @@
+/* A trainer rank of the cluster job (DESIGN §2): learns where the services
+ * listen, wires the same trainer as the embedded default to them (Thrift
+ * emb_clients to the embedding PSs, one per worker; the sync PSs as the
+ * EASGD center; MPI all-reduce among the trainers for MA/BMUF) and trains
+ * its share of the data; rank 0, trainer 0, is the master that writes the
+ * run directory with the figures summed over the trainers. */
+#include "shadowsync/embps.h"
+#include "shadowsync/rpc.h"
+#include "shadowsync/shadow.h"
+#include "shadowsync/trainer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RPC_TIMEOUT_MS 30000
+
+struct wiring {
+    struct job_plan *p;
+    int n_tables, dim, n_ps;
+    struct emb_endpoint *ps;
+    int32_t *tables;            /* [n_ps][n_tables] */
+    char (*names)[128];         /* [size]: every rank, by role, rank and host */
+};
+
+static int make_emb(void *arg, struct emb_client **out, struct ss_err *e)
+{
+    struct wiring *w = arg;
+    return emb_client_thrift(out, w->n_tables, w->dim, w->ps, w->n_ps, w->p->token,
+                             RPC_TIMEOUT_MS, e);
+}
+
+static void sum(void *arg, double *v, int n)
+{
+    struct wiring *w = arg;
+    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, w->p->trainers);
+}
+
+static void sum_floats(void *arg, float *v, size_t n)
+{
+    struct wiring *w = arg;
+    MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_SUM, w->p->trainers);
+}
+
+int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+{
+    struct endpoint me = {{0}, 0}, *all = ss_xcalloc(p->size, sizeof *all);
+    rpc_exchange_endpoints(p, &me, all);
+    struct model_layout l;
+    int rc = model_layout_init(&l, c, e);
+    struct wiring w = {p, 0, 0, p->count[ROLE_EMBEDDING_PS], NULL, NULL, NULL};
+    w.names = ss_xcalloc(p->size, sizeof *w.names);
+    for (int r = 0; r < p->size; r++) {
+        int role, idx;
+        rpc_assign_role(p->count, r, &role, &idx);
+        snprintf(w.names[r], sizeof w.names[r], "%s %d (rank %d on %s)", rpc_role_name(role), idx,
+                 r, p->hosts[r]);
+    }
+    struct sync_endpoint *sps = NULL;
+    struct trainer_env env = {p->role_index, p->count[ROLE_TRAINER], p->rank == 0, NULL, NULL,
+                              make_emb, sum, sum_floats, &w};
+    if (rc == 0) {
+        w.n_tables = l.n_tables;
+        w.dim = l.dim;
+        w.ps = ss_xcalloc(w.n_ps, sizeof *w.ps);
+        w.tables = ss_xcalloc((size_t)w.n_ps * l.n_tables, sizeof(int32_t));
+        int first = p->count[ROLE_TRAINER];
+        for (int s = 0; s < w.n_ps; s++) {
+            int32_t *t = w.tables + (size_t)s * l.n_tables;
+            w.ps[s] = (struct emb_endpoint){w.names[first + s], all[first + s].host,
+                                            all[first + s].port,
+                                            embps_round_robin(l.n_tables, w.n_ps, s, t), t};
+        }
+        const char *algo = c->sync.algo;
+        if (!strcmp(algo, "ma") || !strcmp(algo, "bmuf"))
+            env.coll = collective_mpi(p->trainers);
+        if (!strcmp(algo, "easgd")) {
+            int S = p->count[ROLE_SYNC_PS], s0 = first + w.n_ps;
+            sps = ss_xcalloc(S, sizeof *sps);
+            for (int s = 0; s < S; s++)
+                sps[s] = (struct sync_endpoint){w.names[s0 + s], all[s0 + s].host,
+                                                all[s0 + s].port};
+            rc = center_thrift(&env.center, sps, S, l.n_params, p->token, RPC_TIMEOUT_MS, e);
+        }
+    }
+    if (rc == 0)
+        rc = trainer_run_env(c, &env, e);
+    rpc_wait_job_end(p);
+    if (env.coll)
+        env.coll->ops->free(env.coll);
+    if (env.center)
+        env.center->ops->free(env.center);
+    free(sps);
+    free(w.ps);
+    free(w.tables);
+    free(w.names);
+    free(all);
+    if (l.rows)
+        model_layout_free(&l);
+    return rc;
+}
