@@ -50,6 +50,17 @@ for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=e
     check "cluster $name: syncs happened" sh -c "[ \"$(json syncs $M)\" -gt 0 ]"
 done
 
+# tools/submit counts the ranks and runs the job
+tools/submit configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 --set job.bind=127.0.0.1 \
+    --set sync.algo=bmuf --set data.train=$T/d/train.tsv --set data.max_examples=5000 \
+    --set data.eval= --set output.dir=$T/submit --set output.quiet=true > $T/submit.log 2>&1
+rc=$?
+check "tools/submit: runs -np 3 for 2 trainers + 1 embedding PS" sh -c "[ $rc = 0 ] && grep -q 'mpirun -np 3' $T/submit.log"
+check "tools/submit: the job trains" test "$(json examples $T/submit/metrics.json)" = 5000
+tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=4 > $T/slurm.log 2>&1
+check "tools/submit --slurm writes an sbatch script" grep -q 'SBATCH --ntasks=4' $T/slurm.log
+rm -f shadowsync-*.sbatch
+
 # killing an embedding PS mid-run ends the job, naming it
 $BIN gen --out $T/big --examples 2000000 --eval-examples 100 --seed 4 --config configs/tiny.ini > /dev/null 2>&1
 timeout 120 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \

@@ -67,7 +67,8 @@ int reader_next(struct reader *r, struct batch *b, struct ss_err *e);
 void reader_stats(struct reader *r, struct reader_stats *st);
 /* Hands out only the examples whose position in the data (counting every
  * data line or record, good or bad) is index mod count: count readers over
- * the same files split them exactly once. Call before the first next(). */
+ * the same files split them exactly once; max_examples then caps the
+ * examples met by all of them together. Call before the first next(). */
 void reader_set_share(struct reader *r, int index, int count);
 void reader_close(struct reader *r);
 

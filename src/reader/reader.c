@@ -143,6 +143,15 @@ static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *
     }
 }
 
+/* Below data.max_examples: good examples handed out by a lone reader; with
+ * shares, the examples met in the data by all of them together. */
+static int more(const struct reader *r)
+{
+    if (!r->max_examples)
+        return 1;
+    return r->share_count > 1 ? r->seen < r->max_examples : r->handed < r->max_examples;
+}
+
 /* Counts one example met in the data; true when it is this reader's. */
 static int mine(struct reader *r)
 {
@@ -153,7 +162,7 @@ static int mine(struct reader *r)
 static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
 {
     struct ss_err le;
-    while (b->n < b->cap && (!r->max_examples || r->handed < r->max_examples)) {
+    while (b->n < b->cap && more(r)) {
         if (!r->is_open) {
             if (r->cur >= r->n_files)
                 return 0;
@@ -245,7 +254,7 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
 {
     const int nd = r->s.n_dense, T = r->s.n_cat;
     const size_t fixed = (size_t)shard_record_fixed((uint32_t)nd, (uint32_t)T);
-    while (b->n < b->cap && (!r->max_examples || r->handed < r->max_examples)) {
+    while (b->n < b->cap && more(r)) {
         if (!r->is_open) {
             if (r->cur >= r->n_files)
                 return 0;
