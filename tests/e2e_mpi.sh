@@ -11,8 +11,8 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --oversubscribe --bind-to none --mca btl self,vader"
-N=60000
-$BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
+N=200000
+$BIN gen --out $T/d --examples $N --eval-examples 10000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
 check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
@@ -21,7 +21,9 @@ $MPIRUN -np 3 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv > $T/n
 rc=$?
 check "wrong -np: clear error naming the counts" sh -c "[ $rc != 0 ] && grep -q \"started 3 ranks but the config's roles add up to 1 (job.trainers 1\" $T/np.log"
 
-$BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=ma --set data.train=$T/d/train.tsv \
+# one worker per trainer: Hogwild's interleaving would add noise to the NE comparison
+$BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=ma --set trainer.worker_threads=1 \
+    --set data.train=$T/d/train.tsv \
     --set data.eval=$T/d/eval.tsv --set output.dir=$T/embedded --set output.quiet=true > /dev/null 2>&1
 REF=$(json eval_ne $T/embedded/metrics.json)
 
@@ -30,6 +32,7 @@ cluster() { # cluster NAME [section.key=value ...]
     sets=""; for s in "$@"; do sets="$sets --set $s"; done
     timeout 300 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 \
         --set job.embedding_ps=2 --set job.sync_ps=1 --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 \
         --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
         --set output.dir=$T/$dir $sets > $T/$dir.log 2>&1
 }
@@ -49,6 +52,11 @@ for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=e
     check "cluster $name: eval NE $NE within 0.01 of the embedded default's $REF" near "$NE" "$REF" 0.01
     check "cluster $name: syncs happened" sh -c "[ \"$(json syncs $M)\" -gt 0 ]"
 done
+
+cluster two-workers sync.algo=ma trainer.worker_threads=2
+rc=$?
+check "cluster with 2 workers per trainer (a Thrift client each): exits 0" test $rc = 0
+check "cluster with 2 workers per trainer: every example counted once" test "$(json examples $T/two-workers/metrics.json)" = $N
 
 # tools/submit counts the ranks and runs the job
 tools/submit configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 --set job.bind=127.0.0.1 \
