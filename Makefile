@@ -19,7 +19,7 @@ GEN_OBJ := $(GEN_SRC:%.c=%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests/mpi_*.c))
 
 .PHONY: all test demo deps clean asan tsan bench
-all: $(BUILD)/shadowsync $(TESTS)
+all: $(BUILD)/shadowsync $(TESTS) $(BUILD)/rpc_bench
 
 # Thrift code is generated at build time, never committed (DESIGN layout).
 $(GEN_SRC) &: src/rpc/shadowsync.thrift tools/thrift-fixup
@@ -45,6 +45,10 @@ $(BUILD)/shadowsync: $(BUILD)/src/main.o $(BUILD)/libshadowsync.a
 $(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libshadowsync.a
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
+	@$(CC) $(CFLAGS) $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
+
+$(BUILD)/rpc_bench: tools/rpc_bench.c $(BUILD)/libshadowsync.a
+	@echo "  LINK    $@"
 	@$(CC) $(CFLAGS) $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
 
 deps:
