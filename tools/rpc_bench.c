@@ -1,7 +1,8 @@
 /* tools/rpc_bench: round trips per second of the embedding PS over Thrift
  * on loopback (lookup and push, one request covering 26 tables of dim 16,
  * single-hot bags, at batch 128 and 1024), and the process's RSS after
- * 100k and after 1M lookups (a per-RPC leak would show as growth).
+ * 100k and after 1M lookups of 8 examples (a per-RPC leak would show as
+ * growth).
  * Built by `make` as build/rpc_bench; run by tools/bench --cluster.
  *   rpc_bench [--long N]    N lookups for the RSS check (default 1000000) */
 #include "shadowsync/rpc.h"
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
-    fill(&b, 128, &rng);
+    fill(&b, 8, &rng); /* small requests: many calls, where a per-call leak would show */
     double rss_100k = 0;
     for (long long i = 1; i <= long_n; i++) {
         if (c->ops->lookup(c, &b, out, &e) < 0)
