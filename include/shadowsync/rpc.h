@@ -73,6 +73,14 @@ void rpc_conn_close(struct rpc_conn *c);
  * in *refused (atomically) and returns FALSE. */
 gboolean rpc_refuse(int64_t *refused, ssRpcError **err, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* A handler's binary answer of bytes bytes (allocated when the processor
+ * handed it in NULL, TOOLCHAIN.md pitfall 4). */
+GByteArray *rpc_answer(GByteArray **ret, size_t bytes);
+/* A processor of processor_type over handler (the processor takes it). */
+ThriftProcessor *rpc_processor_new(GType processor_type, gpointer handler);
+/* rpc_connect, with errors that start with name (e.g. "embedding_ps 1 (rank 3 on node7)"). */
+int rpc_connect_named(const char *name, const char *host, int port, int timeout_ms,
+                      struct rpc_conn **out, struct ss_err *e);
 /* The request's token is the job's (same bytes, same length). */
 int rpc_token_ok(const GByteArray *given, const char *token);
 

@@ -76,10 +76,7 @@ static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags
     if (!check_bags(s, bags, &view, err))
         return FALSE;
     guint bytes = (guint)view.n * s->k * s->dim * 4;
-    if (!*ret)
-        *ret = g_byte_array_sized_new(bytes);
-    g_byte_array_set_size(*ret, bytes);
-    embps_pool(s->t, &view, (float *)(*ret)->data);
+    embps_pool(s->t, &view, (float *)rpc_answer(ret, bytes)->data);
     __atomic_add_fetch(&s->st.lookups, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_in, bags->ids->len + bags->offsets->len, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_out, bytes, __ATOMIC_RELAXED);
@@ -129,8 +126,7 @@ struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *
     snprintf(s->token, sizeof s->token, "%s", token);
     PsHandler *h = g_object_new(ps_handler_get_type(), NULL);
     h->svc = s;
-    s->proc = g_object_new(SS_TYPE_EMBEDDING_P_S_PROCESSOR, "handler", h, NULL);
-    g_object_unref(h);
+    s->proc = rpc_processor_new(SS_TYPE_EMBEDDING_P_S_PROCESSOR, h);
     return s;
 }
 

@@ -228,6 +228,33 @@ gboolean rpc_refuse(int64_t *refused, ssRpcError **err, int code, const char *fm
     return FALSE;
 }
 
+GByteArray *rpc_answer(GByteArray **ret, size_t bytes)
+{
+    if (!*ret)
+        *ret = g_byte_array_sized_new((guint)bytes);
+    g_byte_array_set_size(*ret, (guint)bytes);
+    return *ret;
+}
+
+ThriftProcessor *rpc_processor_new(GType processor_type, gpointer handler)
+{
+    ThriftProcessor *p = g_object_new(processor_type, "handler", handler, NULL);
+    g_object_unref(handler);
+    return p;
+}
+
+int rpc_connect_named(const char *name, const char *host, int port, int timeout_ms,
+                      struct rpc_conn **out, struct ss_err *e)
+{
+    int rc = rpc_connect(host, port, timeout_ms, out, e);
+    if (rc < 0) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        ss_fail(e, rc, "%s: %s", name, why);
+    }
+    return rc;
+}
+
 int rpc_token_ok(const GByteArray *given, const char *token)
 {
     return given && given->len == strlen(token) && memcmp(given->data, token, given->len) == 0;

@@ -105,12 +105,10 @@ int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, si
         p->port = ps[i].port;
         syncps_partition(n, P, i, &p->lo, &p->hi);
         p->w = g_byte_array_new();
-        int rc = rpc_connect(p->host, p->port, timeout_ms, &p->conn, e);
+        int rc = rpc_connect_named(p->name, p->host, p->port, timeout_ms, &p->conn, e);
         if (rc < 0) {
-            char why[sizeof e->msg];
-            snprintf(why, sizeof why, "%s", e->msg);
             thrift_center_free(c);
-            return ss_fail(e, rc, "%s: %s", p->name, why);
+            return rc;
         }
         ThriftProtocol *proto = rpc_conn_protocol(p->conn);
         p->client = g_object_new(SS_TYPE_SYNC_P_S_CLIENT, "input_protocol", proto,

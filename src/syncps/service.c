@@ -55,11 +55,8 @@ static gboolean sync_elastic(ssSyncPSIf *iface, GByteArray **ret, const GByteArr
                       w ? w->len : 0, len * 4);
     if (!(alpha >= 0 && alpha <= 1))
         return refuse(s, err, SS_EINVAL, "bad request: alpha %g is not in [0, 1]", alpha);
-    if (!*ret)
-        *ret = g_byte_array_sized_new((guint)(len * 4));
-    g_byte_array_set_size(*ret, (guint)(len * 4));
     const float *wi = (const float *)w->data;
-    float *out = (float *)(*ret)->data, a = (float)alpha;
+    float *out = (float *)rpc_answer(ret, len * 4)->data, a = (float)alpha;
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < len; i++) {
         float v = (1.0f - a) * s->center[i] + a * wi[i];
@@ -93,8 +90,7 @@ struct syncps_service *syncps_service_create(const float *init, size_t lo, size_
     snprintf(s->token, sizeof s->token, "%s", token);
     SyncHandler *h = g_object_new(sync_handler_get_type(), NULL);
     h->svc = s;
-    s->proc = g_object_new(SS_TYPE_SYNC_P_S_PROCESSOR, "handler", h, NULL);
-    g_object_unref(h);
+    s->proc = rpc_processor_new(SS_TYPE_SYNC_P_S_PROCESSOR, h);
     return s;
 }
 

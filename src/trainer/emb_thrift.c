@@ -171,12 +171,10 @@ int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
         p->k = ps[s].k;
         p->tables = ss_xmalloc((size_t)p->k * sizeof(int32_t));
         memcpy(p->tables, ps[s].tables, (size_t)p->k * sizeof(int32_t));
-        int rc = rpc_connect(p->host, p->port, timeout_ms, &p->conn, e);
+        int rc = rpc_connect_named(p->name, p->host, p->port, timeout_ms, &p->conn, e);
         if (rc < 0) {
-            char why[sizeof e->msg];
-            snprintf(why, sizeof why, "%s", e->msg);
             thrift_free(c);
-            return ss_fail(e, rc, "%s: %s", p->name, why);
+            return rc;
         }
         ThriftProtocol *proto = rpc_conn_protocol(p->conn);
         p->client = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", proto,
