@@ -176,6 +176,7 @@ static int cluster_train(struct ss_config *c)
         if (rc < 0)
             fprintf(stderr, "shadowsync: rank %d (%s %d on %s): %s\n", p.rank,
                     rpc_role_name(p.role), p.role_index, p.hosts[p.rank], e.msg);
+        rpc_report_roles(&p, c->output.dir); /* every role ran to the job's end */
     } else if (p.rank == 0) {
         fprintf(stderr, "shadowsync: %s\n", e.msg);
     }

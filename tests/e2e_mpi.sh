@@ -41,8 +41,9 @@ cluster easgd sync.algo=easgd
 rc=$?
 check "cluster easgd/shadow: exits 0" test $rc = 0
 check "roles by rank, trainers first" sh -c "grep -q 'rank 1: trainer 1' $T/easgd.log && grep -q 'rank 3: embedding_ps 1' $T/easgd.log && grep -q 'rank 4: sync_ps 0' $T/easgd.log"
-check "per-role figures: lookups served by each embedding PS" grep -q 'embedding_ps 1 (rank 3, 127.0.0.1:[0-9]*): lookups [1-9]' $T/easgd.log
-check "per-role figures: syncs served by the sync PS" grep -q 'sync_ps 0 (rank 4, 127.0.0.1:[0-9]*): syncs served [1-9]' $T/easgd.log
+check "per-role figures: lookups served by each embedding PS" grep -q 'embedding_ps 1 (rank 3 on .*): lookups [1-9]' $T/easgd.log
+check "per-role figures: syncs served by the sync PS" grep -q 'sync_ps 0 (rank 4 on .*): syncs served [1-9]' $T/easgd.log
+check "per-role figures in the run directory (roles.json)" grep -q '"role": "embedding_ps", "index": 1.*"lookups_per_s"' $T/easgd/roles.json
 for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=easgd sync.mode=foreground sync.gap=5"; do
     name=${run%% *}
     [ "$name" != easgd ] && { cluster $run; rc=$?; check "cluster $name: exits 0" test $rc = 0; }

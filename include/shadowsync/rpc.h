@@ -24,6 +24,7 @@ struct job_plan {
     MPI_Comm trainers;          /* the trainers' communicator; MPI_COMM_NULL elsewhere */
     char token[33];             /* 32 hex digits; never logged */
     char (*hosts)[64];          /* [size] host of every rank */
+    double figures[8];          /* this rank's role figures at the end (rpc_report_roles) */
 };
 
 const char *rpc_role_name(int role);
@@ -50,6 +51,11 @@ void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine,
                             struct endpoint *all);
 /* Waits (polling, no spinning) until every rank of the job has called it. */
 void rpc_wait_job_end(struct job_plan *p);
+/* Collective, after the roles have run: rank 0 gathers every rank's
+ * p->figures, prints a line per service and writes DIR/roles.json.
+ *   embedding_ps: lookups, pushes, refused, bytes in, bytes out, seconds
+ *   sync_ps:      syncs served, refused, seconds */
+void rpc_report_roles(struct job_plan *p, const char *dir);
 
 /* Thrift (server.c). Call rpc_types_init() in main before any thread. */
 void rpc_types_init(void);

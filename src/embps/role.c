@@ -5,6 +5,7 @@
 #include "shadowsync/rpc.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int embps_round_robin(int n_tables, int n_ps, int ps, int32_t *tables)
 {
@@ -44,15 +45,14 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
         }
     }
     rpc_exchange_endpoints(p, &me, all); /* every rank, even after a failure */
+    double t0 = ss_now();
     rpc_wait_job_end(p);
     if (svc) {
         struct embps_stats st;
         embps_service_stats(svc, &st);
-        printf("# embedding_ps %d (rank %d, %s:%d): lookups %lld pushes %lld refused %lld "
-               "in %.1f MB out %.1f MB\n", p->role_index, p->rank, me.host, me.port,
-               (long long)st.lookups, (long long)st.pushes, (long long)st.refused,
-               st.bytes_in / 1e6, st.bytes_out / 1e6);
-        fflush(stdout);
+        double fig[8] = {(double)st.lookups, (double)st.pushes, (double)st.refused,
+                         (double)st.bytes_in, (double)st.bytes_out, ss_now() - t0};
+        memcpy(p->figures, fig, sizeof fig);
     }
     if (srv)
         rpc_server_stop(srv);

@@ -154,3 +154,46 @@ void rpc_wait_job_end(struct job_plan *p)
             nanosleep(&pause, NULL);
     }
 }
+
+void rpc_report_roles(struct job_plan *p, const char *dir)
+{
+    double *all = p->rank == 0 ? ss_xcalloc((size_t)p->size * 8, sizeof(double)) : NULL;
+    MPI_Gather(p->figures, 8, MPI_DOUBLE, all, 8, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (p->rank != 0)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/roles.json", dir);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fprintf(f, "{\"ranks\": [\n");
+    for (int r = 0; r < p->size; r++) {
+        int role, idx;
+        rpc_assign_role(p->count, r, &role, &idx);
+        const double *v = all + (size_t)r * 8;
+        char extra[512] = "";
+        if (role == ROLE_EMBEDDING_PS) {
+            double s = v[5] > 0 ? v[5] : 1;
+            printf("# embedding_ps %d (rank %d on %s): lookups %.0f (%.0f/s) pushes %.0f "
+                   "refused %.0f in %.1f MB out %.1f MB\n", idx, r, p->hosts[r], v[0], v[0] / s,
+                   v[1], v[2], v[3] / 1e6, v[4] / 1e6);
+            snprintf(extra, sizeof extra, ", \"lookups\": %.0f, \"lookups_per_s\": %.1f, "
+                     "\"pushes\": %.0f, \"refused\": %.0f, \"bytes_in\": %.0f, "
+                     "\"bytes_out\": %.0f", v[0], v[0] / s, v[1], v[2], v[3], v[4]);
+        } else if (role == ROLE_SYNC_PS) {
+            double s = v[2] > 0 ? v[2] : 1;
+            printf("# sync_ps %d (rank %d on %s): syncs served %.0f (%.1f/s) refused %.0f\n", idx,
+                   r, p->hosts[r], v[0], v[0] / s, v[1]);
+            snprintf(extra, sizeof extra, ", \"syncs_served\": %.0f, \"syncs_per_s\": %.2f, "
+                     "\"refused\": %.0f", v[0], v[0] / s, v[1]);
+        }
+        if (f)
+            fprintf(f, "  {\"rank\": %d, \"role\": \"%s\", \"index\": %d, \"host\": \"%s\"%s}%s\n",
+                    r, rpc_role_name(role), idx, p->hosts[r], extra, r + 1 < p->size ? "," : "");
+    }
+    if (f) {
+        fprintf(f, "]}\n");
+        fclose(f);
+    }
+    fflush(stdout);
+    free(all);
+}

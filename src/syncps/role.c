@@ -26,13 +26,14 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
             me.port = rpc_server_port(srv);
     }
     rpc_exchange_endpoints(p, &me, all);
+    double t0 = ss_now();
     rpc_wait_job_end(p);
     if (svc) {
         struct syncps_stats st;
         syncps_service_stats(svc, &st);
-        printf("# sync_ps %d (rank %d, %s:%d): syncs served %lld refused %lld\n", p->role_index,
-               p->rank, me.host, me.port, (long long)st.syncs, (long long)st.refused);
-        fflush(stdout);
+        p->figures[0] = (double)st.syncs;
+        p->figures[1] = (double)st.refused;
+        p->figures[2] = ss_now() - t0;
     }
     if (srv)
         rpc_server_stop(srv);
