@@ -47,7 +47,12 @@ enum sync_output { OUT_TRAINER0, OUT_AVERAGE };
 enum device_kind { DEV_CPU, DEV_CUDA, DEV_AUTO };
 
 struct ss_config {
-    struct { int trainers, embedding_ps, sync_ps, readers; int64_t seed; char *bind; } job;
+    struct {
+        int trainers, embedding_ps, sync_ps, readers;
+        int64_t seed;
+        char *bind;
+        double rpc_timeout_s;
+    } job;
     struct {
         char *train, *eval;
         int format;                  /* enum data_format */

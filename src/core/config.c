@@ -80,6 +80,8 @@ static const struct key_desc keys[] = {
     INT(job, readers, "0", 0, 4096, "reader services (cluster job only; 0 = read in-process)"),
     I64(job, seed, "1", 0, P62, "seed of every random choice (init, data generation)"),
     STR(job, bind, "", "address services bind to (empty = the host's address)"),
+    DBL(job, rpc_timeout_s, "30", 0, 3600, OPEN_MIN,
+        "seconds a call to a service may take before the job ends naming the service"),
 
     STR(data, train, "", "training data: a file, a directory of shards, or a glob"),
     STR(data, eval, "", "evaluation data (empty = no eval figures)"),

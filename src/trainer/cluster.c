@@ -12,11 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RPC_TIMEOUT_MS 30000
-
 struct wiring {
     struct job_plan *p;
-    int n_tables, dim, n_ps;
+    int n_tables, dim, n_ps, timeout_ms;
     struct emb_endpoint *ps;
     int32_t *tables;            /* [n_ps][n_tables] */
     char (*names)[128];         /* [size]: every rank, by role, rank and host */
@@ -26,7 +24,7 @@ static int make_emb(void *arg, struct emb_client **out, struct ss_err *e)
 {
     struct wiring *w = arg;
     return emb_client_thrift(out, w->n_tables, w->dim, w->ps, w->n_ps, w->p->token,
-                             RPC_TIMEOUT_MS, e);
+                             w->timeout_ms, e);
 }
 
 static void sum(void *arg, double *v, int n)
@@ -47,7 +45,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     rpc_exchange_endpoints(p, &me, all);
     struct model_layout l;
     int rc = model_layout_init(&l, c, e);
-    struct wiring w = {p, 0, 0, p->count[ROLE_EMBEDDING_PS], NULL, NULL, NULL};
+    struct wiring w = {p, 0, 0, p->count[ROLE_EMBEDDING_PS], (int)(c->job.rpc_timeout_s * 1000),
+                       NULL, NULL, NULL};
     w.names = ss_xcalloc(p->size, sizeof *w.names);
     for (int r = 0; r < p->size; r++) {
         int role, idx;
@@ -79,7 +78,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             for (int s = 0; s < S; s++)
                 sps[s] = (struct sync_endpoint){w.names[s0 + s], all[s0 + s].host,
                                                 all[s0 + s].port};
-            rc = center_thrift(&env.center, sps, S, l.n_params, p->token, RPC_TIMEOUT_MS, e);
+            rc = center_thrift(&env.center, sps, S, l.n_params, p->token, w.timeout_ms, e);
         }
     }
     if (rc == 0)
