@@ -173,9 +173,14 @@ static int cluster_train(struct ss_config *c)
         case ROLE_SYNC_PS: rc = syncps_role_run(c, &p, &e); break;
         default: rc = ss_fail(&e, SS_ESTATE, "rank %d has no role", p.rank);
         }
-        if (rc < 0)
+        if (rc < 0) {
+            /* A rank that fails ends the whole job at once: the others may be
+             * inside a collective that now never completes. */
             fprintf(stderr, "shadowsync: rank %d (%s %d on %s): %s\n", p.rank,
                     rpc_role_name(p.role), p.role_index, p.hosts[p.rank], e.msg);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
         rpc_report_roles(&p, c->output.dir); /* every role ran to the job's end */
     } else if (p.rank == 0) {
         fprintf(stderr, "shadowsync: %s\n", e.msg);
