@@ -71,7 +71,7 @@ static int print_version(void)
     printf("  blas:   OpenBLAS, %s kernel\n", openblas_get_corename());
     printf("  mpi:    %s\n", mpi);
     printf("  thrift: c_glib, binary protocol (%s)\n", g_type_name(THRIFT_TYPE_BINARY_PROTOCOL));
-    printf("  gpu:    not built (no nvcc/NCCL found at build time)\n");
+    printf("  gpu:    none in this build (the CUDA trainer of src/gpu/ is not written yet)\n");
     return 0;
 }
 

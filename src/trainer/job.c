@@ -520,7 +520,7 @@ int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, st
     }
     if (c->trainer.device == DEV_CUDA) {
         rc = ss_fail(e, SS_EINVAL, "trainer.device = cuda: this build has no GPU support "
-                                   "(nvcc/NCCL were not found at build time)");
+                                   "(the CUDA trainer is not written yet); use cpu or auto");
         goto out;
     }
     if (c->trainer.device == DEV_AUTO && !c->output.quiet)
