@@ -14,7 +14,7 @@ LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
 SRC     := $(filter-out src/main.c,$(wildcard src/*/*.c))
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
-GEN_SRC := $(GEN_DIR)/ss_shadowsync_types.c $(GEN_DIR)/ss_embedding_p_s.c $(GEN_DIR)/ss_sync_p_s.c
+GEN_SRC := $(GEN_DIR)/ss_shadowsync_types.c $(GEN_DIR)/ss_embedding_p_s.c $(GEN_DIR)/ss_sync_p_s.c $(GEN_DIR)/ss_reader.c
 GEN_OBJ := $(GEN_SRC:%.c=%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests/mpi_*.c))
 

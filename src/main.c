@@ -146,10 +146,6 @@ static int cluster_train(struct ss_config *c)
     struct job_plan p;
     struct ss_err e = {0};
     int rc = rpc_bootstrap(&p, c, &e);
-    if (rc == 0 && c->job.readers > 0)
-        rc = ss_fail(&e, SS_EINVAL, "job.readers = %d: the reader service is not built yet; "
-                     "set job.readers = 0 (each trainer reads its share of data.train)",
-                     c->job.readers);
     if (rc == 0 && c->job.embedding_ps < 1)
         rc = ss_fail(&e, SS_EINVAL, "a cluster job needs job.embedding_ps >= 1 (the tables "
                                     "live on the embedding PSs)");
@@ -171,6 +167,7 @@ static int cluster_train(struct ss_config *c)
         case ROLE_TRAINER: rc = trainer_role_run(c, &p, &e); break;
         case ROLE_EMBEDDING_PS: rc = embps_role_run(c, &p, &e); break;
         case ROLE_SYNC_PS: rc = syncps_role_run(c, &p, &e); break;
+        case ROLE_READER: rc = reader_role_run(c, &p, &e); break;
         default: rc = ss_fail(&e, SS_ESTATE, "rank %d has no role", p.rank);
         }
         if (rc < 0) {

@@ -54,6 +54,18 @@ for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=e
     check "cluster $name: syncs happened" sh -c "[ \"$(json syncs $M)\" -gt 0 ]"
 done
 
+# reader services: 2 trainers + 2 embedding PS + 1 sync PS + 2 readers
+timeout 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
+    --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
+    --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+    --set output.dir=$T/readers > $T/readers.log 2>&1
+rc=$?
+check "cluster with 2 reader services: exits 0" test $rc = 0
+check "reader services: every example counted once" test "$(json examples $T/readers/metrics.json)" = $N
+NE=$(json eval_ne $T/readers/metrics.json)
+check "reader services: eval NE $NE within 0.01 of the embedded default's $REF" near "$NE" "$REF" 0.01
+check "reader services: batches served per reader reported" grep -q 'reader 1 (rank 6 on .*): batches served [1-9]' $T/readers.log
+
 cluster two-workers sync.algo=ma trainer.worker_threads=2
 rc=$?
 check "cluster with 2 workers per trainer (a Thrift client each): exits 0" test $rc = 0

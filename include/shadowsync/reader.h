@@ -76,6 +76,12 @@ void reader_close(struct reader *r);
  * Returns 0, or SS_EFORMAT with a reason in e. Exposed for tests. */
 int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, struct ss_err *e);
 
+/* The reader role of a cluster job (service.c, DESIGN §5): serves batches
+ * of its share of data.train (share role_index of job.readers) over Thrift
+ * until the job ends. */
+struct job_plan;
+int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+
 /* `shadowsync convert`: text to binary shards of up to shard_examples each
  * (0 = one file), streaming in constant memory. */
 int reader_convert(const char *in, const char *out_dir, const struct schema *s,

@@ -13,6 +13,7 @@
 #include <thrift/c_glib/protocol/thrift_protocol.h>
 
 #include "ss_embedding_p_s.h"   /* generated from src/rpc/shadowsync.thrift */
+#include "ss_reader.h"
 #include "ss_sync_p_s.h"
 
 enum role { ROLE_TRAINER, ROLE_EMBEDDING_PS, ROLE_SYNC_PS, ROLE_READER, N_ROLES };
@@ -54,7 +55,8 @@ void rpc_wait_job_end(struct job_plan *p);
 /* Collective, after the roles have run: rank 0 gathers every rank's
  * p->figures, prints a line per service and writes DIR/roles.json.
  *   embedding_ps: lookups, pushes, refused, bytes in, bytes out, seconds
- *   sync_ps:      syncs served, refused, seconds */
+ *   sync_ps:      syncs served, refused, seconds
+ *   reader:       batches served, examples, bad lines, refused, seconds */
 void rpc_report_roles(struct job_plan *p, const char *dir);
 
 /* Thrift (server.c). Call rpc_types_init() in main before any thread. */

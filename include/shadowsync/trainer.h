@@ -41,6 +41,20 @@ int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
                       const struct emb_endpoint *ps, int n_ps, const char *token, int timeout_ms,
                       struct ss_err *e);
 
+/* The trainer's bounded prefetch queue over the reader services (feed.c):
+ * one thread pulls batches from every reader in turn while the workers
+ * train, so they wait on I/O only when the readers cannot keep up. */
+struct reader_endpoint {
+    const char *name, *host;
+    int port;
+};
+struct batch_feed;
+int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, int n_readers,
+               const char *token, int batch_size, int depth, int timeout_ms, struct ss_err *e);
+/* Thread-safe: the next batch into b (b->n = 0 at the end of every share). */
+int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e);
+void feed_free(struct batch_feed *f);
+
 struct eval_result {
     int64_t examples;
     double logloss, ne, auc, ctr, mean_p, calibration; /* calibration = mean_p / ctr */
@@ -61,6 +75,7 @@ struct trainer_env {
     int is_master;              /* writes the progress lines and the run directory */
     struct collective *coll;    /* ma, bmuf: the trainers' all-reduce */
     struct center *center;      /* easgd: the center on the sync PSs */
+    struct batch_feed *feed;    /* the reader services; NULL: read a share of data.train */
     /* A new emb_client to the embedding PSs (one per worker, one for eval). */
     int (*make_emb)(void *arg, struct emb_client **out, struct ss_err *e);
     /* In place, over the trainers: v[i] <- sum of v[i]. */

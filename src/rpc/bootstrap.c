@@ -171,7 +171,15 @@ void rpc_report_roles(struct job_plan *p, const char *dir)
         rpc_assign_role(p->count, r, &role, &idx);
         const double *v = all + (size_t)r * 8;
         char extra[512] = "";
-        if (role == ROLE_EMBEDDING_PS) {
+        if (role == ROLE_READER) {
+            double s = v[4] > 0 ? v[4] : 1;
+            printf("# reader %d (rank %d on %s): batches served %.0f (%.0f/s) examples %.0f "
+                   "bad lines %.0f refused %.0f\n", idx, r, p->hosts[r], v[0], v[0] / s, v[1],
+                   v[2], v[3]);
+            snprintf(extra, sizeof extra, ", \"batches_served\": %.0f, \"batches_per_s\": %.1f, "
+                     "\"examples\": %.0f, \"bad_lines\": %.0f, \"refused\": %.0f", v[0], v[0] / s,
+                     v[1], v[2], v[3]);
+        } else if (role == ROLE_EMBEDDING_PS) {
             double s = v[5] > 0 ? v[5] : 1;
             printf("# embedding_ps %d (rank %d on %s): lookups %.0f (%.0f/s) pushes %.0f "
                    "refused %.0f in %.1f MB out %.1f MB\n", idx, r, p->hosts[r], v[0], v[0] / s,

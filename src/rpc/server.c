@@ -278,6 +278,12 @@ void rpc_types_init(void)
                      SS_TYPE_SYNC_P_S_CLIENT,
                      SS_TYPE_SYNC_P_S_PROCESSOR,
                      SS_TYPE_SYNC_P_S_HANDLER,
+                     SS_TYPE_BATCH_REPLY,
+                     SS_TYPE_READER_NEXT_BATCH_ARGS,
+                     SS_TYPE_READER_NEXT_BATCH_RESULT,
+                     SS_TYPE_READER_CLIENT,
+                     SS_TYPE_READER_PROCESSOR,
+                     SS_TYPE_READER_HANDLER,
                      THRIFT_TYPE_SOCKET,
                      THRIFT_TYPE_BUFFERED_TRANSPORT,
                      THRIFT_TYPE_BINARY_PROTOCOL};
@@ -289,7 +295,8 @@ void rpc_types_init(void)
                      SS_TYPE_EMBEDDING_P_S_LOOKUP_RESULT, SS_TYPE_EMBEDDING_P_S_PUSH_ARGS,
                      SS_TYPE_EMBEDDING_P_S_PUSH_RESULT, SS_TYPE_EMBEDDING_P_S_CLIENT,
                      SS_TYPE_SYNC_P_S_ELASTIC_ARGS, SS_TYPE_SYNC_P_S_ELASTIC_RESULT,
-                     SS_TYPE_SYNC_P_S_CLIENT};
+                     SS_TYPE_SYNC_P_S_CLIENT, SS_TYPE_BATCH_REPLY, SS_TYPE_READER_NEXT_BATCH_ARGS,
+                     SS_TYPE_READER_NEXT_BATCH_RESULT, SS_TYPE_READER_CLIENT};
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
         g_object_unref(g_object_new(plain[i], NULL));
     rpc_conn_close(rpc_conn_on_fd(-1));

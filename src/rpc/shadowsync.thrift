@@ -34,3 +34,21 @@ service SyncPS {
   binary elastic(1: binary token, 2: i64 offset, 3: binary w, 4: double alpha)
     throws (1: RpcError err)
 }
+
+/* Up to max examples of one reader's share; n = 0: its data has ended.
+ * label float32 [n], dense float32 [n*n_dense], offsets int32 [n*T+1],
+ * ids uint64 [offsets[n*T]], example_ids uint64 [n]. */
+struct BatchReply {
+  1: i32 n,
+  2: i32 n_dense,
+  3: i32 n_tables,
+  4: binary label,
+  5: binary dense,
+  6: binary offsets,
+  7: binary ids,
+  8: binary example_ids
+}
+
+service Reader {
+  BatchReply next_batch(1: binary token, 2: i32 max) throws (1: RpcError err)
+}

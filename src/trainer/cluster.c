@@ -56,7 +56,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     }
     struct sync_endpoint *sps = NULL;
     struct trainer_env env = {p->role_index, p->count[ROLE_TRAINER], p->rank == 0, NULL, NULL,
-                              make_emb, sum, sum_floats, &w};
+                              NULL, make_emb, sum, sum_floats, &w};
+    struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.n_tables = l.n_tables;
         w.dim = l.dim;
@@ -80,6 +81,15 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                                                 all[s0 + s].port};
             rc = center_thrift(&env.center, sps, S, l.n_params, p->token, w.timeout_ms, e);
         }
+        int R = p->count[ROLE_READER], r0 = first + w.n_ps + p->count[ROLE_SYNC_PS];
+        if (rc == 0 && R > 0) {
+            rds = ss_xcalloc(R, sizeof *rds);
+            for (int r = 0; r < R; r++)
+                rds[r] = (struct reader_endpoint){w.names[r0 + r], all[r0 + r].host,
+                                                  all[r0 + r].port};
+            rc = feed_start(&env.feed, rds, R, p->token, c->trainer.batch_size,
+                            4 * c->trainer.worker_threads, w.timeout_ms, e);
+        }
     }
     if (rc == 0)
         rc = trainer_run_env(c, &env, e);
@@ -88,6 +98,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         env.coll->ops->free(env.coll);
     if (env.center)
         env.center->ops->free(env.center);
+    feed_free(env.feed);
+    free(rds);
     free(sps);
     free(w.ps);
     free(w.tables);

@@ -84,7 +84,9 @@ static void *worker_main(void *arg)
     float lr = (float)c->optim.dense_lr, eps = (float)c->optim.eps;
     int rc = 0;
     for (int64_t it = 1; !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
-        if ((rc = reader_next(j->reader, &b, &wk->err)) < 0 || b.n == 0)
+        if ((rc = j->env && j->env->feed ? feed_next(j->env->feed, &b, &wk->err)
+                                         : reader_next(j->reader, &b, &wk->err)) < 0 ||
+            b.n == 0)
             break;
         if ((rc = wk->emb->ops->lookup(wk->emb, &b, s.emb, &wk->err)) < 0)
             break;
@@ -532,10 +534,11 @@ int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, st
         goto out;
     if (j.is_master && (rc = open_run_dir(&j, e)) < 0)
         goto out;
-    if ((rc = reader_open(&j.reader, c->data.train, &j.schema, c->data.max_examples,
+    if (!(env && env->feed) &&
+        (rc = reader_open(&j.reader, c->data.train, &j.schema, c->data.max_examples,
                           c->data.report_bad_lines, e)) < 0)
         goto out;
-    if (env)
+    if (env && !env->feed)
         reader_set_share(j.reader, env->index, env->count);
     blas_note(c);
     if (!c->output.quiet && j.is_master)
@@ -548,7 +551,8 @@ int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, st
     wait_workers(&j);
     rc = finish_trainers(&j, e);
     collect(&j, &f);
-    reader_stats(j.reader, &rs);
+    if (j.reader)
+        reader_stats(j.reader, &rs);
     progress(&j);
     if (env)
         sum_over_trainers(&j, &f, &rs);

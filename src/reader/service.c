@@ -1,0 +1,134 @@
+/* The reader service (DESIGN §2, §5): a reader role owns its share of the
+ * training data (every example k with k mod job.readers = its index) and
+ * answers next_batch with up to `max` examples, already parsed, as binary
+ * blobs; n = 0 once its share has ended. Requests are validated (token,
+ * max) and a bad one is refused while the service serves on. */
+#include "internal.h"
+#include "shadowsync/rpc.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BATCH 65536
+
+struct reader_service {
+    pthread_mutex_t mu;         /* one batch buffer, filled under the lock */
+    struct reader *r;
+    struct batch b;
+    char token[64];
+    int64_t served, examples, refused;
+};
+
+typedef struct {
+    ssReaderHandler parent;
+    struct reader_service *svc;
+} RdHandler;
+typedef struct {
+    ssReaderHandlerClass parent;
+} RdHandlerClass;
+
+G_DEFINE_TYPE(RdHandler, rd_handler, SS_TYPE_READER_HANDLER)
+
+static GByteArray *blob(const void *p, size_t bytes)
+{
+    GByteArray *a = g_byte_array_sized_new((guint)bytes);
+    g_byte_array_append(a, p, (guint)bytes);
+    return a;
+}
+
+static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray *token,
+                        const gint32 max, ssRpcError **err, GError **error)
+{
+    (void)error;
+    struct reader_service *s = ((RdHandler *)iface)->svc;
+    if (!rpc_token_ok(token, s->token))
+        return rpc_refuse(&s->refused, err, SS_EINVAL, "request refused: missing or wrong job token");
+    if (max < 1 || max > MAX_BATCH)
+        return rpc_refuse(&s->refused, err, SS_EINVAL, "bad request: max = %d (1..%d)", max,
+                          MAX_BATCH);
+    struct ss_err e = {0};
+    pthread_mutex_lock(&s->mu);
+    struct batch *b = &s->b;
+    batch_clear(b);
+    int cap = b->cap;
+    b->cap = max < cap ? max : cap;
+    int rc = reader_next(s->r, b, &e);
+    b->cap = cap;
+    if (rc < 0) {
+        pthread_mutex_unlock(&s->mu);
+        return rpc_refuse(&s->refused, err, rc, "reader failed: %s", e.msg);
+    }
+    ssBatchReply *r = *ret;
+    int n = b->n, T = b->n_tables, nd = b->n_dense;
+    r->n = n;
+    r->n_dense = nd;
+    r->n_tables = T;
+    r->label = blob(b->label, (size_t)n * 4);
+    r->dense = blob(b->dense, (size_t)n * nd * 4);
+    r->offsets = blob(b->off, ((size_t)n * T + 1) * 4);
+    r->ids = blob(b->ids, (size_t)b->off[(size_t)n * T] * 8);
+    r->example_ids = blob(b->example_id, (size_t)n * 8);
+    r->__isset_n = r->__isset_n_dense = r->__isset_n_tables = r->__isset_label = TRUE;
+    r->__isset_dense = r->__isset_offsets = r->__isset_ids = r->__isset_example_ids = TRUE;
+    s->served++;
+    s->examples += n;
+    pthread_mutex_unlock(&s->mu);
+    return TRUE;
+}
+
+static void rd_handler_init(RdHandler *h)
+{
+    h->svc = NULL;
+}
+
+static void rd_handler_class_init(RdHandlerClass *cls)
+{
+    SS_READER_HANDLER_CLASS(cls)->next_batch = rd_next;
+}
+
+int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+{
+    struct endpoint me = {{0}, 0}, *all = ss_xcalloc(p->size, sizeof *all);
+    struct reader_service svc = {0};
+    struct rpc_server *srv = NULL;
+    ThriftProcessor *proc = NULL;
+    struct schema s;
+    pthread_mutex_init(&svc.mu, NULL);
+    snprintf(svc.token, sizeof svc.token, "%s", p->token);
+    int rc = schema_from_config(&s, c, c->data.train, e);
+    if (rc == 0)
+        rc = reader_open(&svc.r, c->data.train, &s, c->data.max_examples,
+                         c->data.report_bad_lines, e);
+    if (rc == 0) {
+        reader_set_share(svc.r, p->role_index, p->count[ROLE_READER]);
+        batch_init(&svc.b, MAX_BATCH < 4096 ? MAX_BATCH : 4096, s.n_dense, s.n_cat);
+        RdHandler *h = g_object_new(rd_handler_get_type(), NULL);
+        h->svc = &svc;
+        proc = rpc_processor_new(SS_TYPE_READER_PROCESSOR, h);
+        rpc_bind_address(c, me.host);
+        rc = rpc_server_start(&srv, me.host, 0, proc, e);
+        if (rc == 0)
+            me.port = rpc_server_port(srv);
+    }
+    rpc_exchange_endpoints(p, &me, all);
+    double t0 = ss_now();
+    rpc_wait_job_end(p);
+    if (srv)
+        rpc_server_stop(srv);
+    struct reader_stats st = {0};
+    if (svc.r)
+        reader_stats(svc.r, &st);
+    double fig[8] = {(double)svc.served, (double)svc.examples, (double)st.bad_lines,
+                     (double)svc.refused, ss_now() - t0};
+    memcpy(p->figures, fig, sizeof fig);
+    if (proc)
+        g_object_unref(proc);
+    if (svc.r) {
+        batch_free(&svc.b);
+        reader_close(svc.r);
+    }
+    pthread_mutex_destroy(&svc.mu);
+    free(all);
+    return rc;
+}

@@ -1,0 +1,209 @@
+/* The prefetch queue of a trainer in a cluster job (DESIGN §5): a thread
+ * asks the reader services for batches, in turn, and keeps up to `depth`
+ * of them ready; workers take them in order. A reader answering n = 0 has
+ * ended its share; the feed ends when every reader has. Answers are
+ * checked (sizes, counts) before a worker sees them. */
+#include "shadowsync/rpc.h"
+#include "shadowsync/trainer.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rd {
+    char name[128], host[64];
+    int port, active;
+    struct rpc_conn *conn;
+    ssReaderIf *client;
+};
+
+struct batch_feed {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t not_empty, not_full;
+    ssBatchReply **q;
+    int depth, head, count, done, stop, rc;
+    struct ss_err err;
+    struct rd *rd;
+    int n_rd, batch_size;
+    GByteArray *token;
+};
+
+static int pull(struct batch_feed *f, struct rd *r, ssBatchReply **out)
+{
+    ssBatchReply *reply = g_object_new(SS_TYPE_BATCH_REPLY, NULL);
+    ssRpcError *rerr = NULL;
+    GError *gerr = NULL;
+    if (!ss_reader_client_next_batch(r->client, &reply, f->token, f->batch_size, &rerr, &gerr) ||
+        rerr) {
+        ss_fail(&f->err, SS_EIO, "%s at %s:%d: next_batch failed: %s", r->name, r->host, r->port,
+                rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer");
+        if (rerr)
+            g_object_unref(rerr);
+        if (gerr)
+            g_error_free(gerr);
+        g_object_unref(reply);
+        return SS_EIO;
+    }
+    *out = reply;
+    return 0;
+}
+
+static void *feed_main(void *arg)
+{
+    struct batch_feed *f = arg;
+    int rc = 0, left = f->n_rd;
+    for (int i = 0; left > 0 && rc == 0; i = (i + 1) % f->n_rd) {
+        struct rd *r = &f->rd[i];
+        if (!r->active)
+            continue;
+        ssBatchReply *reply;
+        if ((rc = pull(f, r, &reply)) < 0)
+            break;
+        if (reply->n <= 0) {
+            r->active = 0;
+            left--;
+            g_object_unref(reply);
+            continue;
+        }
+        pthread_mutex_lock(&f->mu);
+        while (f->count == f->depth && !f->stop)
+            pthread_cond_wait(&f->not_full, &f->mu);
+        if (f->stop) {
+            pthread_mutex_unlock(&f->mu);
+            g_object_unref(reply);
+            break;
+        }
+        f->q[(f->head + f->count++) % f->depth] = reply;
+        pthread_cond_signal(&f->not_empty);
+        pthread_mutex_unlock(&f->mu);
+    }
+    pthread_mutex_lock(&f->mu);
+    f->done = 1;
+    f->rc = rc;
+    pthread_cond_broadcast(&f->not_empty);
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+#define BLOB_OK(a, bytes) ((a) && (size_t)(a)->len == (size_t)(bytes))
+
+/* Copies a checked answer into b. */
+static int take(const ssBatchReply *r, struct batch *b, struct ss_err *e)
+{
+    int n = r->n, T = b->n_tables, nd = b->n_dense;
+    if (n > b->cap || r->n_tables != T || r->n_dense != nd || !BLOB_OK(r->label, n * 4) ||
+        !BLOB_OK(r->dense, (size_t)n * nd * 4) || !BLOB_OK(r->offsets, ((size_t)n * T + 1) * 4) ||
+        !BLOB_OK(r->example_ids, (size_t)n * 8))
+        return ss_fail(e, SS_EFORMAT, "a reader sent a malformed batch (n %d, %d dense, %d "
+                       "tables; the model has %d and %d)", n, r->n_dense, r->n_tables, nd, T);
+    const int32_t *off = (const int32_t *)r->offsets->data;
+    size_t n_ids = (size_t)off[(size_t)n * T];
+    if (off[0] != 0 || !BLOB_OK(r->ids, n_ids * 8))
+        return ss_fail(e, SS_EFORMAT, "a reader sent a batch whose ids do not match its offsets");
+    for (size_t i = 1; i <= (size_t)n * T; i++)
+        if (off[i] < off[i - 1])
+            return ss_fail(e, SS_EFORMAT, "a reader sent offsets out of order");
+    batch_reserve_ids(b, n_ids);
+    memcpy(b->label, r->label->data, r->label->len);
+    memcpy(b->dense, r->dense->data, r->dense->len);
+    memcpy(b->off, off, r->offsets->len);
+    memcpy(b->ids, r->ids->data, r->ids->len);
+    memcpy(b->example_id, r->example_ids->data, r->example_ids->len);
+    b->n = n;
+    return 0;
+}
+
+int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
+{
+    pthread_mutex_lock(&f->mu);
+    while (f->count == 0 && !f->done)
+        pthread_cond_wait(&f->not_empty, &f->mu);
+    if (f->count == 0) {
+        int rc = f->rc;
+        if (rc < 0 && e)
+            *e = f->err;
+        pthread_mutex_unlock(&f->mu);
+        b->n = 0;
+        return rc;
+    }
+    ssBatchReply *r = f->q[f->head];
+    f->head = (f->head + 1) % f->depth;
+    f->count--;
+    pthread_cond_signal(&f->not_full);
+    pthread_mutex_unlock(&f->mu);
+    int rc = take(r, b, e);
+    g_object_unref(r);
+    return rc;
+}
+
+void feed_free(struct batch_feed *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = 1;
+    pthread_cond_broadcast(&f->not_full);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->th, NULL);
+    for (int i = 0; i < f->count; i++)
+        g_object_unref(f->q[(f->head + i) % f->depth]);
+    for (int i = 0; i < f->n_rd; i++) {
+        if (f->rd[i].client)
+            g_object_unref(f->rd[i].client);
+        rpc_conn_close(f->rd[i].conn);
+    }
+    g_byte_array_unref(f->token);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->not_empty);
+    pthread_cond_destroy(&f->not_full);
+    free(f->q);
+    free(f->rd);
+    free(f);
+}
+
+int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, int n_readers,
+               const char *token, int batch_size, int depth, int timeout_ms, struct ss_err *e)
+{
+    struct batch_feed *f = ss_xcalloc(1, sizeof *f);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->not_empty, NULL);
+    pthread_cond_init(&f->not_full, NULL);
+    f->depth = depth > 0 ? depth : 1;
+    f->q = ss_xcalloc(f->depth, sizeof *f->q);
+    f->n_rd = n_readers;
+    f->batch_size = batch_size;
+    f->token = g_byte_array_new();
+    g_byte_array_append(f->token, (const guint8 *)token, (guint)strlen(token));
+    f->rd = ss_xcalloc(n_readers, sizeof *f->rd);
+    for (int i = 0; i < n_readers; i++) {
+        struct rd *r = &f->rd[i];
+        snprintf(r->name, sizeof r->name, "%s", readers[i].name ? readers[i].name : "reader");
+        snprintf(r->host, sizeof r->host, "%s", readers[i].host);
+        r->port = readers[i].port;
+        r->active = 1;
+        int rc = rpc_connect_named(r->name, r->host, r->port, timeout_ms, &r->conn, e);
+        if (rc < 0) {
+            f->done = 1; /* no thread yet: feed_free must not join */
+            for (int k = 0; k <= i; k++)
+                rpc_conn_close(f->rd[k].conn), f->rd[k].conn = NULL;
+            for (int k = 0; k < i; k++)
+                g_object_unref(f->rd[k].client), f->rd[k].client = NULL;
+            f->n_rd = 0;
+            g_byte_array_unref(f->token);
+            free(f->q);
+            free(f->rd);
+            free(f);
+            return rc;
+        }
+        ThriftProtocol *p = rpc_conn_protocol(r->conn);
+        r->client = g_object_new(SS_TYPE_READER_CLIENT, "input_protocol", p, "output_protocol", p,
+                                 NULL);
+    }
+    if (pthread_create(&f->th, NULL, feed_main, f) != 0) {
+        f->stop = 1;
+        return ss_fail(e, SS_ESTATE, "cannot start the prefetch thread");
+    }
+    *out = f;
+    return 0;
+}
