@@ -81,6 +81,15 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
  * until the job ends. */
 struct job_plan;
 int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+/* The service alone, over an open reader (borrowed); batches up to 4096. */
+typedef struct _ThriftProcessor ThriftProcessor;
+struct reader_service;
+struct reader_service *reader_service_create(struct reader *r, int n_dense, int n_cat,
+                                             const char *token);
+ThriftProcessor *reader_service_processor(struct reader_service *s);
+void reader_service_counts(struct reader_service *s, int64_t *served, int64_t *examples,
+                           int64_t *refused);
+void reader_service_free(struct reader_service *s);
 
 /* `shadowsync convert`: text to binary shards of up to shard_examples each
  * (0 = one file), streaming in constant memory. */

@@ -10,13 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_BATCH 65536
-
 struct reader_service {
     pthread_mutex_t mu;         /* one batch buffer, filled under the lock */
     struct reader *r;
     struct batch b;
     char token[64];
+    ThriftProcessor *proc;
     int64_t served, examples, refused;
 };
 
@@ -44,9 +43,9 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     struct reader_service *s = ((RdHandler *)iface)->svc;
     if (!rpc_token_ok(token, s->token))
         return rpc_refuse(&s->refused, err, SS_EINVAL, "request refused: missing or wrong job token");
-    if (max < 1 || max > MAX_BATCH)
+    if (max < 1 || max > s->b.cap)
         return rpc_refuse(&s->refused, err, SS_EINVAL, "bad request: max = %d (1..%d)", max,
-                          MAX_BATCH);
+                          s->b.cap);
     struct ss_err e = {0};
     pthread_mutex_lock(&s->mu);
     struct batch *b = &s->b;
@@ -87,27 +86,61 @@ static void rd_handler_class_init(RdHandlerClass *cls)
     SS_READER_HANDLER_CLASS(cls)->next_batch = rd_next;
 }
 
+struct reader_service *reader_service_create(struct reader *r, int n_dense, int n_cat,
+                                             const char *token)
+{
+    struct reader_service *s = ss_xcalloc(1, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    s->r = r;
+    snprintf(s->token, sizeof s->token, "%s", token);
+    batch_init(&s->b, 4096, n_dense, n_cat);
+    RdHandler *h = g_object_new(rd_handler_get_type(), NULL);
+    h->svc = s;
+    s->proc = rpc_processor_new(SS_TYPE_READER_PROCESSOR, h);
+    return s;
+}
+
+ThriftProcessor *reader_service_processor(struct reader_service *s)
+{
+    return s->proc;
+}
+
+void reader_service_counts(struct reader_service *s, int64_t *served, int64_t *examples,
+                           int64_t *refused)
+{
+    pthread_mutex_lock(&s->mu);
+    *served = s->served;
+    *examples = s->examples;
+    pthread_mutex_unlock(&s->mu);
+    *refused = __atomic_load_n(&s->refused, __ATOMIC_RELAXED);
+}
+
+void reader_service_free(struct reader_service *s)
+{
+    if (!s)
+        return;
+    g_object_unref(s->proc);
+    batch_free(&s->b);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
 int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
 {
     struct endpoint me = {{0}, 0}, *all = ss_xcalloc(p->size, sizeof *all);
-    struct reader_service svc = {0};
+    struct reader *r = NULL;
+    struct reader_service *svc = NULL;
     struct rpc_server *srv = NULL;
-    ThriftProcessor *proc = NULL;
     struct schema s;
-    pthread_mutex_init(&svc.mu, NULL);
-    snprintf(svc.token, sizeof svc.token, "%s", p->token);
     int rc = schema_from_config(&s, c, c->data.train, e);
     if (rc == 0)
-        rc = reader_open(&svc.r, c->data.train, &s, c->data.max_examples,
-                         c->data.report_bad_lines, e);
+        rc = reader_open(&r, c->data.train, &s, c->data.max_examples, c->data.report_bad_lines,
+                         e);
     if (rc == 0) {
-        reader_set_share(svc.r, p->role_index, p->count[ROLE_READER]);
-        batch_init(&svc.b, MAX_BATCH < 4096 ? MAX_BATCH : 4096, s.n_dense, s.n_cat);
-        RdHandler *h = g_object_new(rd_handler_get_type(), NULL);
-        h->svc = &svc;
-        proc = rpc_processor_new(SS_TYPE_READER_PROCESSOR, h);
+        reader_set_share(r, p->role_index, p->count[ROLE_READER]);
+        svc = reader_service_create(r, s.n_dense, s.n_cat, p->token);
         rpc_bind_address(c, me.host);
-        rc = rpc_server_start(&srv, me.host, 0, proc, e);
+        rc = rpc_server_start(&srv, me.host, 0, reader_service_processor(svc), e);
         if (rc == 0)
             me.port = rpc_server_port(srv);
     }
@@ -116,19 +149,18 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
     rpc_wait_job_end(p);
     if (srv)
         rpc_server_stop(srv);
-    struct reader_stats st = {0};
-    if (svc.r)
-        reader_stats(svc.r, &st);
-    double fig[8] = {(double)svc.served, (double)svc.examples, (double)st.bad_lines,
-                     (double)svc.refused, ss_now() - t0};
-    memcpy(p->figures, fig, sizeof fig);
-    if (proc)
-        g_object_unref(proc);
-    if (svc.r) {
-        batch_free(&svc.b);
-        reader_close(svc.r);
+    if (svc) {
+        struct reader_stats st = {0};
+        int64_t served, examples, refused;
+        reader_stats(r, &st);
+        reader_service_counts(svc, &served, &examples, &refused);
+        double fig[8] = {(double)served, (double)examples, (double)st.bad_lines, (double)refused,
+                         ss_now() - t0};
+        memcpy(p->figures, fig, sizeof fig);
     }
-    pthread_mutex_destroy(&svc.mu);
+    reader_service_free(svc);
+    if (r)
+        reader_close(r);
     free(all);
     return rc;
 }

@@ -1,0 +1,151 @@
+/* The reader service and the trainer's prefetch queue on loopback: two
+ * readers, each with its share of one generated file, feed every example
+ * exactly once to several worker threads; a wrong token and a bad max are
+ * refused while the service serves on. */
+#include "check.h"
+#include "shadowsync/reader.h"
+#include "shadowsync/rpc.h"
+#include "shadowsync/trainer.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N 3000
+static const char *token = "aaaabbbbccccddddaaaabbbbccccdddd";
+static struct batch_feed *feed;
+static uint64_t seen[N + 64];
+static int n_seen, bad;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    struct batch b;
+    batch_init(&b, 100, 13, 26);
+    struct ss_err e;
+    for (;;) {
+        batch_clear(&b);
+        if (feed_next(feed, &b, &e) < 0) {
+            __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+            break;
+        }
+        if (b.n == 0)
+            break;
+        pthread_mutex_lock(&mu);
+        for (int i = 0; i < b.n && n_seen < N + 64; i++)
+            seen[n_seen++] = b.example_id[i];
+        pthread_mutex_unlock(&mu);
+    }
+    batch_free(&b);
+    return NULL;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int raw_next(int port, const char *tok, int max, char *why)
+{
+    struct rpc_conn *conn;
+    struct ss_err e;
+    if (rpc_connect("127.0.0.1", port, 2000, &conn, &e) < 0)
+        return -1;
+    ThriftProtocol *p = rpc_conn_protocol(conn);
+    ssReaderIf *cl = g_object_new(SS_TYPE_READER_CLIENT, "input_protocol", p,
+                                  "output_protocol", p, NULL);
+    GByteArray *t = g_byte_array_new();
+    g_byte_array_append(t, (const guint8 *)tok, (guint)strlen(tok));
+    ssBatchReply *reply = g_object_new(SS_TYPE_BATCH_REPLY, NULL);
+    ssRpcError *rerr = NULL;
+    GError *gerr = NULL;
+    gboolean ok = ss_reader_client_next_batch(cl, &reply, t, max, &rerr, &gerr);
+    int rc = ok && !rerr ? 0 : 1;
+    snprintf(why, 256, "%s", rerr ? rerr->message : gerr ? gerr->message : "");
+    if (rerr)
+        g_object_unref(rerr);
+    if (gerr)
+        g_error_free(gerr);
+    g_object_unref(reply);
+    g_byte_array_unref(t);
+    g_object_unref(cl);
+    rpc_conn_close(conn);
+    return rc;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    rpc_types_init();
+    char dir[] = "/tmp/ss_test_feed.XXXXXX";
+    if (!mkdtemp(dir))
+        return 2;
+    int64_t card[26];
+    for (int t = 0; t < 26; t++)
+        card[t] = 100;
+    struct gen_opts g = {dir, N, 10, 3, 13, 26, card};
+    double bayes;
+    struct ss_err e = {0};
+    CHECK(gen_write(&g, &bayes, &e) == 0, "data generated", "%s", e.msg);
+    char path[256];
+    snprintf(path, sizeof path, "%s/train.tsv", dir);
+    struct ss_config c;
+    ss_config_load(&c, NULL, NULL, 0, &e);
+    struct schema s;
+    schema_from_config(&s, &c, path, &e);
+    struct reader *r[2];
+    struct reader_service *svc[2];
+    struct rpc_server *srv[2];
+    struct reader_endpoint ep[2];
+    int rc = 0;
+    for (int k = 0; k < 2; k++) {
+        rc |= reader_open(&r[k], path, &s, 0, 0, &e);
+        reader_set_share(r[k], k, 2);
+        svc[k] = reader_service_create(r[k], s.n_dense, s.n_cat, token);
+        rc |= rpc_server_start(&srv[k], "127.0.0.1", 0, reader_service_processor(svc[k]), &e);
+        ep[k] = (struct reader_endpoint){k ? "reader 1" : "reader 0", "127.0.0.1",
+                                         rpc_server_port(srv[k])};
+    }
+    CHECK(rc == 0, "two reader services listen", "%s", e.msg);
+
+    char why[256];
+    CHECK(raw_next(ep[0].port, "nope", 10, why) == 1 && strstr(why, "token"),
+          "a wrong token is refused", "%s", why);
+    CHECK(raw_next(ep[0].port, token, 0, why) == 1 && strstr(why, "max = 0"),
+          "a bad max is refused", "%s", why);
+
+    rc = feed_start(&feed, ep, 2, token, 100, 3, 2000, &e);
+    CHECK(rc == 0, "the prefetch queue connects to both readers", "%s", e.msg);
+    pthread_t th[3];
+    for (int k = 0; k < 3; k++)
+        pthread_create(&th[k], NULL, worker, NULL);
+    for (int k = 0; k < 3; k++)
+        pthread_join(th[k], NULL);
+    qsort(seen, (size_t)n_seen, sizeof *seen, cmp);
+    int dup = 0;
+    for (int i = 1; i < n_seen; i++)
+        dup += seen[i] == seen[i - 1];
+    CHECK(!bad && n_seen == N && dup == 0,
+          "3 workers over the queue get every example of the 2 shares once",
+          "seen %d of %d, %d repeated, failed %d", n_seen, N, dup, bad);
+    int64_t served, examples, refused;
+    reader_service_counts(svc[0], &served, &examples, &refused);
+    CHECK(refused == 2 && examples > 0 && examples < N, "each reader served its share, refusals counted",
+          "served %lld examples %lld refused %lld", (long long)served, (long long)examples,
+          (long long)refused);
+    feed_free(feed);
+    for (int k = 0; k < 2; k++) {
+        rpc_server_stop(srv[k]);
+        reader_service_free(svc[k]);
+        reader_close(r[k]);
+    }
+    ss_config_free(&c);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        return 2;
+    CHECK_DONE();
+}
