@@ -89,6 +89,11 @@ ThriftProcessor *rpc_processor_new(GType processor_type, gpointer handler);
 /* rpc_connect, with errors that start with name (e.g. "embedding_ps 1 (rank 3 on node7)"). */
 int rpc_connect_named(const char *name, const char *host, int port, int timeout_ms,
                       struct rpc_conn **out, struct ss_err *e);
+/* For clients: fills e with "NAME at HOST:PORT: WHAT failed: why" from the
+ * service's RpcError or the transport's GError (either may be NULL; both
+ * are freed) and returns SS_EIO. */
+int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int port,
+                    const char *what, ssRpcError *rerr, GError *gerr);
 /* The request's token is the job's (same bytes, same length). */
 int rpc_token_ok(const GByteArray *given, const char *token);
 

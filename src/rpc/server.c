@@ -255,6 +255,18 @@ int rpc_connect_named(const char *name, const char *host, int port, int timeout_
     return rc;
 }
 
+int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int port,
+                    const char *what, ssRpcError *rerr, GError *gerr)
+{
+    int rc = ss_fail(e, SS_EIO, "%s at %s:%d: %s failed: %s", name, host, port, what,
+                     rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer");
+    if (rerr)
+        g_object_unref(rerr);
+    if (gerr)
+        g_error_free(gerr);
+    return rc;
+}
+
 int rpc_token_ok(const GByteArray *given, const char *token)
 {
     return given && given->len == strlen(token) && memcmp(given->data, token, given->len) == 0;

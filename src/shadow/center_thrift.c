@@ -26,13 +26,7 @@ struct thrift_center {
 
 static int part_failed(const struct part *p, ssRpcError *rerr, GError *gerr, struct ss_err *e)
 {
-    int rc = ss_fail(e, SS_EIO, "%s at %s:%d: elastic sync failed: %s", p->name, p->host, p->port,
-                     rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer");
-    if (rerr)
-        g_object_unref(rerr);
-    if (gerr)
-        g_error_free(gerr);
-    return rc;
+    return rpc_call_failed(e, p->name, p->host, p->port, "elastic sync", rerr, gerr);
 }
 
 static int thrift_elastic(struct center *c, const float *w, float *out, size_t n, float alpha,

@@ -54,14 +54,7 @@ static void gather(struct ps_conn *p, const struct batch *b)
 static int call_failed(const struct ps_conn *p, const char *what, ssRpcError *rerr, GError *gerr,
                        struct ss_err *e)
 {
-    int rc = ss_fail(e, SS_EIO, "%s at %s:%d: %s failed: %s", p->name, p->host, p->port, what,
-                     rerr && rerr->message ? rerr->message
-                                           : gerr ? gerr->message : "no answer");
-    if (rerr)
-        g_object_unref(rerr);
-    if (gerr)
-        g_error_free(gerr);
-    return rc;
+    return rpc_call_failed(e, p->name, p->host, p->port, what, rerr, gerr);
 }
 
 static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)

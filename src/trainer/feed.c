@@ -36,14 +36,8 @@ static int pull(struct batch_feed *f, struct rd *r, ssBatchReply **out)
     GError *gerr = NULL;
     if (!ss_reader_client_next_batch(r->client, &reply, f->token, f->batch_size, &rerr, &gerr) ||
         rerr) {
-        ss_fail(&f->err, SS_EIO, "%s at %s:%d: next_batch failed: %s", r->name, r->host, r->port,
-                rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer");
-        if (rerr)
-            g_object_unref(rerr);
-        if (gerr)
-            g_error_free(gerr);
         g_object_unref(reply);
-        return SS_EIO;
+        return rpc_call_failed(&f->err, r->name, r->host, r->port, "next_batch", rerr, gerr);
     }
     *out = reply;
     return 0;
@@ -57,7 +51,7 @@ static void *feed_main(void *arg)
         struct rd *r = &f->rd[i];
         if (!r->active)
             continue;
-        ssBatchReply *reply;
+        ssBatchReply *reply = NULL;
         if ((rc = pull(f, r, &reply)) < 0)
             break;
         if (reply->n <= 0) {
