@@ -3,6 +3,7 @@
  * exactly once to several worker threads; a wrong token and a bad max are
  * refused while the service serves on. */
 #include "check.h"
+#include "rpc_check.h"
 #include "shadowsync/reader.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
@@ -62,13 +63,8 @@ static int raw_next(int port, const char *tok, int max, char *why)
     ssBatchReply *reply = g_object_new(SS_TYPE_BATCH_REPLY, NULL);
     ssRpcError *rerr = NULL;
     GError *gerr = NULL;
-    gboolean ok = ss_reader_client_next_batch(cl, &reply, t, max, &rerr, &gerr);
-    int rc = ok && !rerr ? 0 : 1;
-    snprintf(why, 256, "%s", rerr ? rerr->message : gerr ? gerr->message : "");
-    if (rerr)
-        g_object_unref(rerr);
-    if (gerr)
-        g_error_free(gerr);
+    int rc = call_outcome(ss_reader_client_next_batch(cl, &reply, t, max, &rerr, &gerr),
+                          &rerr, &gerr, why);
     g_object_unref(reply);
     g_byte_array_unref(t);
     g_object_unref(cl);

@@ -4,6 +4,7 @@
  * gradients) get an error and the service goes on; a stopped PS is named
  * in the client's error, not a hang. */
 #include "check.h"
+#include "rpc_check.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
 
@@ -79,15 +80,8 @@ static int raw_lookup(int port, const char *tok, const int32_t *tables, int k, i
     GByteArray *ret = NULL;
     ssRpcError *rerr = NULL;
     GError *gerr = NULL;
-    gboolean ok = ss_embedding_p_s_client_lookup(cl, &ret, b, &rerr, &gerr);
-    int rc = ok && !rerr ? 0 : 1;
-    snprintf(why, 256, "%s", rerr ? rerr->message : gerr ? gerr->message : "");
-    if (ret)
-        g_byte_array_unref(ret);
-    if (rerr)
-        g_object_unref(rerr);
-    if (gerr)
-        g_error_free(gerr);
+    int rc = call_outcome(ss_embedding_p_s_client_lookup(cl, &ret, b, &rerr, &gerr),
+                          &rerr, &gerr, why);
     g_object_unref(b);
     g_object_unref(cl);
     rpc_conn_close(conn);

@@ -3,6 +3,7 @@
  * (token, offset, length, alpha) are refused while the service serves on;
  * the partitions are balanced. */
 #include "check.h"
+#include "rpc_check.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/shadow.h"
 #include "shadowsync/syncps.h"
@@ -29,15 +30,8 @@ static int raw_elastic(int port, const char *tok, gint64 offset, int n, double a
     memset(w->data, 0, w->len);
     ssRpcError *rerr = NULL;
     GError *gerr = NULL;
-    gboolean ok = ss_sync_p_s_client_elastic(cl, &ret, t, offset, w, alpha, &rerr, &gerr);
-    int rc = ok && !rerr ? 0 : 1;
-    snprintf(why, 256, "%s", rerr ? rerr->message : gerr ? gerr->message : "");
-    if (ret)
-        g_byte_array_unref(ret);
-    if (rerr)
-        g_object_unref(rerr);
-    if (gerr)
-        g_error_free(gerr);
+    int rc = call_outcome(ss_sync_p_s_client_elastic(cl, &ret, t, offset, w, alpha, &rerr, &gerr),
+                          &rerr, &gerr, why);
     g_byte_array_unref(t);
     g_byte_array_unref(w);
     g_object_unref(cl);
