@@ -82,6 +82,8 @@ static int raw_lookup(int port, const char *tok, const int32_t *tables, int k, i
     GError *gerr = NULL;
     int rc = call_outcome(ss_embedding_p_s_client_lookup(cl, &ret, b, &rerr, &gerr),
                           &rerr, &gerr, why);
+    if (ret)
+        g_byte_array_unref(ret);
     g_object_unref(b);
     g_object_unref(cl);
     rpc_conn_close(conn);

@@ -32,6 +32,8 @@ static int raw_elastic(int port, const char *tok, gint64 offset, int n, double a
     GError *gerr = NULL;
     int rc = call_outcome(ss_sync_p_s_client_elastic(cl, &ret, t, offset, w, alpha, &rerr, &gerr),
                           &rerr, &gerr, why);
+    if (ret)
+        g_byte_array_unref(ret);
     g_byte_array_unref(t);
     g_byte_array_unref(w);
     g_object_unref(cl);
