@@ -29,6 +29,8 @@ static const char usage[] =
     "                                               synthetic Criteo-shaped data + Bayes NE\n"
     "  convert CONFIG --in PATH --out DIR [--shard-examples N] [--set ...]\n"
     "                                               text data to binary shards\n"
+    "  plan CONFIG [--set ...]                      the embedding tables' placement on\n"
+    "                                               job.embedding_ps PSs, for every strategy\n"
     "  --version                                    version and build features\n";
 
 static int die(const struct ss_err *e)
@@ -162,7 +164,11 @@ static int cluster_train(struct ss_config *c)
     }
     if (rc == 0 && p.rank != 0)
         c->output.quiet = 1; /* the master prints the job's figures */
-    if (rc == 0) {
+    struct placement pl = {0};
+    if (rc == 0 && (rc = placement_for_job(c, &p, &pl, &e)) < 0 && p.rank != 0)
+        rc = 0, p.role = -1; /* the master names the failure; the others leave quietly */
+    p.placement = &pl;
+    if (rc == 0 && p.role >= 0) {
         switch (p.role) {
         case ROLE_TRAINER: rc = trainer_role_run(c, &p, &e); break;
         case ROLE_EMBEDDING_PS: rc = embps_role_run(c, &p, &e); break;
@@ -181,7 +187,9 @@ static int cluster_train(struct ss_config *c)
         rpc_report_roles(&p, c->output.dir); /* every role ran to the job's end */
     } else if (p.rank == 0) {
         fprintf(stderr, "shadowsync: %s\n", e.msg);
+        rc = rc < 0 ? rc : SS_EINVAL;
     }
+    placement_free(&pl);
     rpc_finalize(&p);
     return rc < 0 ? 1 : 0;
 }
@@ -328,6 +336,40 @@ static int cmd_convert(int argc, char **argv)
     return rc < 0 ? die(&e) : 0;
 }
 
+/* `shadowsync plan`: profiles data.train and prints the plan of the
+ * config's strategy and the figures of all three (DESIGN §4). */
+static int cmd_plan(int argc, char **argv)
+{
+    static const char *const allowed[] = {NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (!a.config)
+        return bad_usage("plan needs a CONFIG file");
+    struct ss_config c;
+    if ((rc = load_config(&c, &a)))
+        return rc;
+    struct ss_err e = {0};
+    struct model_layout l = {0};
+    struct placement pl = {0};
+    if (c.job.embedding_ps < 1)
+        rc = ss_fail(&e, SS_EINVAL, "plan: job.embedding_ps = 0 (the embedded default keeps its "
+                                    "tables in-process): set job.embedding_ps");
+    if (rc == 0)
+        rc = model_layout_init(&l, &c, &e);
+    double t0 = ss_now();
+    if (rc == 0)
+        rc = placement_for_config(&c, &l, c.job.embedding_ps, 1, &pl, stdout, &e);
+    if (rc == 0 && c.output.dir[0])
+        printf("# plan written to %s/placement.txt and placement.json (%.2f s)\n", c.output.dir,
+               ss_now() - t0);
+    placement_free(&pl);
+    model_layout_free(&l);
+    ss_config_free(&c);
+    return rc < 0 ? die(&e) : 0;
+}
+
 int main(int argc, char **argv)
 {
     pick_blas_kernel(argv);
@@ -352,6 +394,8 @@ int main(int argc, char **argv)
         return cmd_gen(argc - 2, argv + 2);
     if (!strcmp(verb, "convert"))
         return cmd_convert(argc - 2, argv + 2);
+    if (!strcmp(verb, "plan"))
+        return cmd_plan(argc - 2, argv + 2);
     char msg[256];
     snprintf(msg, sizeof msg, "unknown verb \"%s\"", verb);
     return bad_usage(msg);

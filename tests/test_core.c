@@ -48,7 +48,7 @@ static void test_metrics(void)
 static void test_tables(void)
 {
     int64_t rows[2] = {5, 7};
-    struct emb_opts o = {2, 2, rows, OPT_SGD, 0.5f, 0, 0, 3, NULL};
+    struct emb_opts o = {.n_tables = 2, .dim = 2, .rows = rows, .opt = OPT_SGD, .lr = 0.5f, .seed = 3};
     struct emb_tables *t;
     struct ss_err e;
     CHECK(embps_create(&t, &o, &e) == 0, "tables created", "%s", e.msg);

@@ -1,8 +1,9 @@
-/* The embedding PS over Thrift on loopback: two PSs holding tables {0,2}
- * and {1,3} answer lookups and apply pushes exactly as in-process tables
- * would; bad requests (wrong token, wrong tables, bad offsets, short
- * gradients) get an error and the service goes on; a stopped PS is named
- * in the client's error, not a hang. */
+/* The embedding PS over Thrift on loopback: two PSs holding table 0, table
+ * 1 and row ranges of tables 2 and 3 (each split over both, by pins) answer
+ * lookups (partial sums added by the client) and apply pushes exactly as
+ * in-process tables would; bad requests (wrong token, wrong shards, bad
+ * offsets, a row outside its shard) get an error and the service goes on;
+ * a stopped PS is named in the client's error, not a hang. */
 #include "check.h"
 #include "rpc_check.h"
 #include "shadowsync/rpc.h"
@@ -17,17 +18,12 @@
 #define N 16
 static const char *token = "0123456789abcdef0123456789abcdef";
 
-static struct emb_tables *make_tables(int k, const int32_t *gids)
+static const int64_t rows[T] = {50, 70, 90, 110};
+
+static struct emb_opts opts(void)
 {
-    int64_t rows[T] = {50, 70, 90, 110}, sub[T];
-    for (int j = 0; j < k; j++)
-        sub[j] = rows[gids[j]];
-    struct emb_opts o = {k, DIM, sub, OPT_ROWWISE_ADAGRAD, 0.1f, 1e-8f, 0, 11, gids};
-    struct emb_tables *t;
-    struct ss_err e;
-    if (embps_create(&t, &o, &e) < 0)
-        abort();
-    return t;
+    return (struct emb_opts){.n_tables = T, .dim = DIM, .rows = rows,
+                             .opt = OPT_ROWWISE_ADAGRAD, .lr = 0.1f, .eps = 1e-8f, .seed = 11};
 }
 
 static void make_batch(struct batch *b, uint64_t seed)
@@ -56,8 +52,8 @@ static double max_diff(const float *a, const float *b, size_t n)
 }
 
 /* A raw lookup with hand-made fields, for the refusal checks. */
-static int raw_lookup(int port, const char *tok, const int32_t *tables, int k, int n,
-                      const int32_t *off, int n_off, char *why)
+static int raw_lookup(int port, const char *tok, const int32_t *shards, int k, int n,
+                      const int32_t *off, int n_off, const uint64_t *ids, char *why)
 {
     struct rpc_conn *conn;
     struct ss_err e;
@@ -69,13 +65,15 @@ static int raw_lookup(int port, const char *tok, const int32_t *tables, int k, i
     ssBags *b = g_object_new(SS_TYPE_BAGS, NULL);
     b->token = g_byte_array_new();
     g_byte_array_append(b->token, (const guint8 *)tok, (guint)strlen(tok));
-    b->tables = g_byte_array_new();
-    g_byte_array_append(b->tables, (const guint8 *)tables, (guint)k * 4);
+    b->shards = g_byte_array_new();
+    g_byte_array_append(b->shards, (const guint8 *)shards, (guint)k * 4);
     b->offsets = g_byte_array_new();
     g_byte_array_append(b->offsets, (const guint8 *)off, (guint)n_off * 4);
     b->ids = g_byte_array_new();
+    if (n_off > 0 && off[n_off - 1] > 0)
+        g_byte_array_append(b->ids, (const guint8 *)ids, (guint)off[n_off - 1] * 8);
     b->n = n;
-    b->__isset_token = b->__isset_n = b->__isset_tables = b->__isset_offsets = TRUE;
+    b->__isset_token = b->__isset_n = b->__isset_shards = b->__isset_offsets = TRUE;
     b->__isset_ids = TRUE;
     GByteArray *ret = NULL;
     ssRpcError *rerr = NULL;
@@ -94,20 +92,33 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     rpc_types_init();
-    int32_t all[T] = {0, 1, 2, 3}, ids0[2] = {0, 2}, ids1[2] = {1, 3};
-    struct emb_tables *local = make_tables(T, all);
-    struct emb_tables *t0 = make_tables(2, ids0), *t1 = make_tables(2, ids1);
-    struct embps_service *s0 = embps_service_create(t0, ids0, 2, token);
-    struct embps_service *s1 = embps_service_create(t1, ids1, 2, token);
-    struct rpc_server *v0, *v1;
     struct ss_err e = {0};
-    int rc = rpc_server_start(&v0, "127.0.0.1", 0, embps_service_processor(s0), &e);
+    struct table_profile tp[T];
+    for (int t = 0; t < T; t++)
+        placement_uniform(&tp[t], rows[t], DIM, 1);
+    struct placement pl;
+    int rc = placement_make(&pl, PLACE_ROUND_ROBIN, tp, T, 2, 1024,
+                            "0:0, 2@0-45:0, 3@55-110:0, 1:1, 2@45-90:1, 3@0-55:1", &e);
+    CHECK(rc == 0 && pl.n_shards == 6, "a plan pinned by row ranges: 6 shards", "rc %d: %s", rc,
+          e.msg);
+    struct emb_opts base = opts();
+    struct emb_tables *local, *t0, *t1;
+    int32_t *ids0, *ids1;
+    int k0, k1;
+    rc = embps_create(&local, &base, &e);
+    rc |= embps_create_for_ps(&base, &pl, 0, &t0, &ids0, &k0, &e);
+    rc |= embps_create_for_ps(&base, &pl, 1, &t1, &ids1, &k1, &e);
+    CHECK(rc == 0 && k0 == 3 && k1 == 3, "each PS builds its 3 shards", "%s", e.msg);
+    struct embps_service *s0 = embps_service_create(t0, ids0, k0, token);
+    struct embps_service *s1 = embps_service_create(t1, ids1, k1, token);
+    struct rpc_server *v0, *v1;
+    rc = rpc_server_start(&v0, "127.0.0.1", 0, embps_service_processor(s0), &e);
     rc |= rpc_server_start(&v1, "127.0.0.1", 0, embps_service_processor(s1), &e);
     CHECK(rc == 0 && rpc_server_port(v0) > 0, "two PS servers listen on free ports", "%s", e.msg);
-    struct emb_endpoint ep[2] = {{"embedding_ps 0", "127.0.0.1", rpc_server_port(v0), 2, ids0},
-                                 {"embedding_ps 1", "127.0.0.1", rpc_server_port(v1), 2, ids1}};
+    struct emb_endpoint ep[2] = {{"embedding_ps 0", "127.0.0.1", rpc_server_port(v0)},
+                                 {"embedding_ps 1", "127.0.0.1", rpc_server_port(v1)}};
     struct emb_client *cl;
-    rc = emb_client_thrift(&cl, T, DIM, ep, 2, token, 2000, &e);
+    rc = emb_client_thrift(&cl, &pl, DIM, ep, token, 2000, &e);
     CHECK(rc == 0, "the trainer's client connects to both", "%s", e.msg);
 
     struct batch b;
@@ -120,7 +131,7 @@ int main(void)
         rc = cl->ops->lookup(cl, &b, got, &e);
         embps_pool(local, &b, want);
         CHECK(rc == 0 && max_diff(got, want, N * T * DIM) < 1e-6,
-              "lookup over two PSs = in-process pooling (split tables, empty bags)",
+              "lookup over two PSs = in-process pooling (split tables, partial sums, empty bags)",
               "rc %d diff %g: %s", rc, max_diff(got, want, N * T * DIM), e.msg);
         rc = cl->ops->push(cl, &b, g, &e);
         embps_push(local, &b, g);
@@ -128,21 +139,32 @@ int main(void)
     }
 
     char why[256];
-    int32_t off_ok[2 * 1 + 1] = {0, 0, 0};
-    rc = raw_lookup(rpc_server_port(v0), "not-the-token", ids0, 2, 1, off_ok, 3, why);
+    int32_t off_ok[3 * 1 + 1] = {0, 0, 0, 0};
+    uint64_t none[1] = {0};
+    rc = raw_lookup(ep[0].port, "not-the-token", ids0, 3, 1, off_ok, 4, none, why);
     CHECK(rc == 1 && strstr(why, "token"), "a wrong token is refused", "rc %d: %s", rc, why);
-    rc = raw_lookup(rpc_server_port(v0), token, ids1, 2, 1, off_ok, 3, why);
-    CHECK(rc == 1 && strstr(why, "tables"), "tables this PS does not hold are refused", "%s", why);
-    int32_t off_bad[3] = {0, 5, 2};
-    rc = raw_lookup(rpc_server_port(v0), token, ids0, 2, 1, off_bad, 3, why);
+    rc = raw_lookup(ep[0].port, token, ids1, 3, 1, off_ok, 4, none, why);
+    CHECK(rc == 1 && strstr(why, "shards"), "shards this PS does not hold are refused", "%s", why);
+    int32_t off_bad[4] = {0, 5, 2, 2};
+    rc = raw_lookup(ep[0].port, token, ids0, 3, 1, off_bad, 4, none, why);
     CHECK(rc == 1 && strstr(why, "offsets"), "offsets out of order are refused", "%s", why);
-    rc = raw_lookup(rpc_server_port(v0), token, ids0, 2, -3, off_ok, 3, why);
+    rc = raw_lookup(ep[0].port, token, ids0, 3, -3, off_ok, 4, none, why);
     CHECK(rc == 1 && strstr(why, "n = -3"), "a negative example count is refused", "%s", why);
-    rc = raw_lookup(rpc_server_port(v0), token, ids0, 2, 1, off_ok, 3, why);
+    /* PS 0's shards: table 0 [0,50), table 2 [0,45), table 3 [55,110) */
+    int32_t off_one[4] = {0, 0, 1, 1};
+    uint64_t row_out[1] = {45}, row_in[1] = {44}, row_far[1] = {1ull << 40};
+    rc = raw_lookup(ep[0].port, token, ids0, 3, 1, off_one, 4, row_out, why);
+    CHECK(rc == 1 && strstr(why, "row 45") && strstr(why, "[0, 45)"),
+          "a row outside its shard is refused, naming it and the range", "%s", why);
+    rc = raw_lookup(ep[0].port, token, ids0, 3, 1, off_one, 4, row_far, why);
+    CHECK(rc == 1 && strstr(why, "out of shard"), "a row past the whole table is refused", "%s",
+          why);
+    rc = raw_lookup(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, why);
     CHECK(rc == 0, "the service goes on serving after bad requests", "%s", why);
     struct embps_stats st;
     embps_service_stats(s0, &st);
-    CHECK(st.refused == 4 && st.lookups == 4 && st.pushes == 3, "refusals and calls are counted",
+    CHECK(st.refused == 6 && st.lookups == 4 && st.pushes == 3 && st.busy_s > 0,
+          "refusals, calls and busy time are counted",
           "refused %lld lookups %lld pushes %lld", (long long)st.refused, (long long)st.lookups,
           (long long)st.pushes);
 
@@ -163,6 +185,9 @@ int main(void)
     embps_free(t0);
     embps_free(t1);
     embps_free(local);
+    free(ids0);
+    free(ids1);
+    placement_free(&pl);
     batch_free(&b);
     CHECK_DONE();
 }

@@ -45,21 +45,29 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     rpc_types_init();
     int64_t rows[T];
-    int32_t ids[T];
-    for (int t = 0; t < T; t++)
-        rows[t] = 200000, ids[t] = t;
-    struct emb_opts o = {T, DIM, rows, OPT_SGD, 0.1f, 0, 0, 1, ids};
-    struct emb_tables *tab;
+    struct table_profile tp[T];
+    for (int t = 0; t < T; t++) {
+        rows[t] = 200000;
+        placement_uniform(&tp[t], rows[t], DIM, 0);
+    }
     struct ss_err e = {0};
-    if (embps_create(&tab, &o, &e) < 0)
+    struct placement pl;
+    if (placement_make(&pl, PLACE_ROUND_ROBIN, tp, T, 1, 1 << 20, "", &e) < 0)
         return fprintf(stderr, "%s\n", e.msg), 1;
-    struct embps_service *svc = embps_service_create(tab, ids, T, token);
+    struct emb_opts o = {.n_tables = T, .dim = DIM, .rows = rows, .opt = OPT_SGD, .lr = 0.1f,
+                         .seed = 1};
+    struct emb_tables *tab;
+    int32_t *ids;
+    int k;
+    if (embps_create_for_ps(&o, &pl, 0, &tab, &ids, &k, &e) < 0)
+        return fprintf(stderr, "%s\n", e.msg), 1;
+    struct embps_service *svc = embps_service_create(tab, ids, k, token);
     struct rpc_server *srv;
     if (rpc_server_start(&srv, "127.0.0.1", 0, embps_service_processor(svc), &e) < 0)
         return fprintf(stderr, "%s\n", e.msg), 1;
-    struct emb_endpoint ep = {"embedding_ps 0", "127.0.0.1", rpc_server_port(srv), T, ids};
+    struct emb_endpoint ep = {"embedding_ps 0", "127.0.0.1", rpc_server_port(srv)};
     struct emb_client *c;
-    if (emb_client_thrift(&c, T, DIM, &ep, 1, token, 10000, &e) < 0)
+    if (emb_client_thrift(&c, &pl, DIM, &ep, token, 10000, &e) < 0)
         return fprintf(stderr, "%s\n", e.msg), 1;
     struct batch b;
     batch_init(&b, 1024, 1, T);
@@ -100,6 +108,8 @@ int main(int argc, char **argv)
     rpc_server_stop(srv);
     embps_service_free(svc);
     embps_free(tab);
+    free(ids);
+    placement_free(&pl);
     batch_free(&b);
     free(out);
     return 0;

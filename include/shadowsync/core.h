@@ -32,6 +32,7 @@ double ss_now(void);                   /* monotonic seconds */
 uint64_t ss_splitmix(uint64_t *state); /* deterministic PRNG */
 double ss_uniform(uint64_t *state);    /* in [0,1) */
 double ss_normal(uint64_t *state);
+int ss_mkdir_p(const char *dir, struct ss_err *e); /* mkdir -p, naming the part that fails */
 void ss_log(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* stderr, with a prefix */
 
 /* ---- config (DESIGN §7) ---------------------------------------------- */

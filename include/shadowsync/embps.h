@@ -12,16 +12,24 @@
 struct emb_tables;
 
 struct emb_opts {
-    int n_tables, dim;
-    const int64_t *rows;        /* [n_tables] */
+    int n_tables, dim;          /* tables held: whole tables, or shards of them */
+    const int64_t *rows;        /* [n_tables] rows held */
     int opt;                    /* OPT_SGD or OPT_ROWWISE_ADAGRAD */
     float lr, eps, init_acc;
     uint64_t seed;              /* rows start uniform in +-sqrt(1/rows), like the peer */
-    const int32_t *global_ids;  /* [n_tables] job-wide table ids (NULL: 0..n-1); a table's
-                                   initial rows depend on seed and its global id only, so
-                                   any placement of tables on PSs starts from the same model */
+    const int32_t *global_ids;  /* [n_tables] job-wide table ids (NULL: 0..n-1) */
+    const int64_t *table_rows;  /* [n_tables] rows of the whole table (NULL: = rows) */
+    const int64_t *row_lo;      /* [n_tables] the first row held (NULL: 0) */
 };
+/* A row's initial values depend on the seed, its table's global id and its
+ * row number only, so any placement or split of the tables on PSs starts
+ * from the same model. An id maps to row id mod table_rows; a shard holds
+ * rows [row_lo, row_lo + rows) and is only asked for those (the service
+ * checks; the in-process tables are whole). */
 
+/* The optimizer and seed of the config for n whole tables of rows[]. */
+struct emb_opts emb_opts_from_config(const struct ss_config *c, int n, int dim,
+                                     const int64_t *rows);
 int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_err *e);
 void embps_free(struct emb_tables *t);
 size_t embps_bytes(const struct emb_tables *t);
@@ -31,34 +39,121 @@ void embps_pool(struct emb_tables *t, const struct batch *b, float *out);
 /* Applies d_pooled (same layout as embps_pool's out) to every row of each bag. */
 void embps_push(struct emb_tables *t, const struct batch *b, const float *d_pooled);
 
-/* Model files: rows and optimizer state, with a header checked on load. */
+/* Model files: a header, each held table's (global id, table rows, first
+ * row, rows), then the rows with their optimizer state. Loading fills the
+ * held rows from any set of files that covers them (a model saved by some
+ * number of PSs loads into any other split), and fails naming the first
+ * table whose rows are not all found. */
 int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e);
-int embps_load(struct emb_tables *t, const char *path, struct ss_err *e);
+int embps_load_files(struct emb_tables *t, char *const *paths, int n, struct ss_err *e);
+/* Every DIR/tables*.bin. */
+int embps_load_dir(struct emb_tables *t, const char *dir, struct ss_err *e);
+/* The rows table k holds: [*lo, *lo + rows). */
+void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
+                int64_t *table_rows);
 
 /* The embedding PS role's service (service.c): lookup and push over
- * Thrift for the k tables this PS holds (global ids table_ids[0..k), held
- * in t in that order). Every request is checked (token, sizes, table ids,
- * offsets, id counts, a size cap) and a bad one gets an RpcError while the
- * service goes on serving. */
+ * Thrift for the k shards this PS holds (the plan's shard_ids[0..k), held
+ * in t in that order). Every request is checked (token, sizes, shard ids,
+ * offsets, id counts, rows within their shard, a size cap) and a bad one
+ * gets an RpcError while the service goes on serving. */
 typedef struct _ThriftProcessor ThriftProcessor;
 struct embps_stats {
     int64_t lookups, pushes, refused, bytes_in, bytes_out;
+    double busy_s, load_s;      /* in pool and push; rows served x cost (ns_per_row) */
 };
 struct embps_service;
-struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *table_ids, int k,
+struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *shard_ids, int k,
                                            const char *token);
+/* The cost of a row served by each shard, ns (the profile's), for load_s. */
+void embps_service_costs(struct embps_service *s, const double *ns_per_row);
 ThriftProcessor *embps_service_processor(struct embps_service *s);
 void embps_service_stats(struct embps_service *s, struct embps_stats *st);
 void embps_service_free(struct embps_service *s);
 int embps_dim(const struct emb_tables *t);
 
-/* Placement until the placement pass lands: table t on PS t mod n_ps.
- * Fills tables[] with PS ps's global table ids; returns how many. */
-int embps_round_robin(int n_tables, int n_ps, int ps, int32_t *tables);
+/* ---- placement (placement.c, DESIGN §4) ---------------------------------
+ * A plan is a list of shards, each rows [lo, hi) of one table on one PS,
+ * sorted by PS, table, lo; a shard's id is its index in the list. Loads are
+ * predicted nanoseconds of pooled lookup + push per training example. */
+#define PLACE_BUCKETS 64
+enum place_strategy { PLACE_PROFILE, PLACE_ROUND_ROBIN, PLACE_HASH };
 
-/* The embedding PS role of a cluster job (role.c): builds its tables,
- * serves them until the job ends, prints its figures. */
+struct table_profile {
+    int64_t rows;
+    int dim, state;                 /* floats per row: dim + optimizer state */
+    double lookups_per_ex, mean_bag;
+    double ns_per_ex, ns_per_lookup; /* measured pool + push time on this machine */
+    double bucket[PLACE_BUCKETS];   /* share of the lookups in each 1/64 of the rows */
+};
+
+struct shard {
+    int32_t table, ps;
+    int64_t lo, hi;
+    double load, bytes;
+    double ns_per_row;          /* measured cost of one row looked up and pushed */
+};
+
+struct placement {
+    int strategy, n_tables, n_ps, n_shards;
+    struct shard *shards;
+    int64_t *table_rows;            /* [n_tables] */
+    double *load, *bytes;           /* [n_ps] predicted load; memory with the process */
+    double capacity;                /* bytes per PS (embedding_ps.memory_mb) */
+    double mean, max, lower_bound, imbalance;
+    int over_memory;                /* PSs whose memory exceeds capacity */
+};
+
+const char *placement_strategy_name(int s);
+int placement_strategy(const char *name); /* -1 when unknown */
+/* One table's uniform figures: one lookup per example, cost = dim, the
+ * lookups spread evenly over the rows. */
+void placement_uniform(struct table_profile *tp, int64_t rows, int dim, int state);
+/* Every table's uniform figures, no data read. */
+void placement_assume(const struct model_layout *l, const struct ss_config *c,
+                      struct table_profile *tp);
+/* Profiles placement.profile_batches batches of data.train (0: assume). */
+int placement_profile(const struct ss_config *c, const struct model_layout *l,
+                      struct table_profile *tp, struct ss_err *e);
+/* The plan of strategy over T tables and P PSs of capacity_mb each, around
+ * the pins "T:PS,T@LO-HI:PS". Fails (naming need and capacity) only when
+ * profile cannot fit the tables; round_robin and hash report over_memory. */
+int placement_make(struct placement *pl, int strategy, const struct table_profile *tp, int T,
+                   int P, double capacity_mb, const char *pins, struct ss_err *e);
+/* Fails naming the first PS whose memory need exceeds its capacity. */
+int placement_check_memory(const struct placement *pl, struct ss_err *e);
+void placement_free(struct placement *pl);
+/* Shard ids of PS ps in its order; returns how many. */
+int placement_ps_shards(const struct placement *pl, int ps, int32_t *ids);
+void placement_print(const struct placement *pl, FILE *f);
+void placement_json(const struct placement *pl, FILE *f);
+/* The plan of the config's placement.strategy over n_ps PSs, profiling
+ * data.train when that strategy is profile or compare is set; the plans of
+ * all three strategies go to f (NULL: quiet) and to output.dir as
+ * placement.txt and placement.json. Fails when the chosen plan does not fit
+ * embedding_ps.memory_mb, naming the need and the capacity. */
+int placement_for_config(const struct ss_config *c, const struct model_layout *l, int n_ps,
+                         int compare, struct placement *pl, FILE *f, struct ss_err *e);
+/* The chosen plan in full, then one line per strategy. */
+void placement_summary(const struct placement *plans, int chosen, int profiled, FILE *f);
+/* The packer alone: n items into P bins of cap bytes, fixed[i] >= 0 pins
+ * item i (fixed may be NULL); bin[i] out. -1 when memory does not fit. */
+int place_pack(const double *load, const double *bytes, int n, int P, double cap,
+               const int *fixed, int *bin);
+
+/* The tables of PS ps's shards of pl (ids[0..k) its shard ids; k = 0 and
+ * *t = NULL when it holds none), with base's optimizer, dim and seed. */
+int embps_create_for_ps(const struct emb_opts *base, const struct placement *pl, int ps,
+                        struct emb_tables **t, int32_t **ids, int *k, struct ss_err *e);
+/* The embedding PS role of a cluster job (role.c): builds its shards of
+ * p->placement, serves them until the job ends, saves them (model/
+ * tables-psK.bin) and leaves its figures in p. */
 struct job_plan;
 int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+/* Collective: the master makes the plan (placement_for_config, printed and
+ * written to the run directory) and every rank gets it; a failure on the
+ * master fails every rank with its message. */
+int placement_for_job(const struct ss_config *c, struct job_plan *p, struct placement *pl,
+                      struct ss_err *e);
 
 #endif

@@ -26,6 +26,7 @@ struct job_plan {
     char token[33];             /* 32 hex digits; never logged */
     char (*hosts)[64];          /* [size] host of every rank */
     double figures[8];          /* this rank's role figures at the end (rpc_report_roles) */
+    struct placement *placement; /* the tables' plan, the same on every rank */
 };
 
 const char *rpc_role_name(int role);
@@ -54,7 +55,9 @@ void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine,
 void rpc_wait_job_end(struct job_plan *p);
 /* Collective, after the roles have run: rank 0 gathers every rank's
  * p->figures, prints a line per service and writes DIR/roles.json.
- *   embedding_ps: lookups, pushes, refused, bytes in, bytes out, seconds
+ *   embedding_ps: lookups, pushes, refused, bytes in, bytes out, seconds,
+ *                 busy seconds (in pool and push), load seconds (rows served
+ *                 x the profiled cost per row of their table)
  *   sync_ps:      syncs served, refused, seconds
  *   reader:       batches served, examples, bad lines, refused, seconds */
 void rpc_report_roles(struct job_plan *p, const char *dir);

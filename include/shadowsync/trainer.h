@@ -25,20 +25,18 @@ struct emb_client {
 };
 struct emb_client *emb_client_local(struct emb_tables *t);
 
-/* An embedding PS as a trainer's client sees it: where it listens and which
- * tables (global ids) it holds, in its order. */
+/* An embedding PS as a trainer's client sees it: where it listens. */
 struct emb_endpoint {
     const char *name;           /* for errors, e.g. "embedding_ps 1 (rank 3 on node7)" */
     const char *host;
     int port;
-    int k;
-    const int32_t *tables;
 };
-/* The Thrift emb_client: one connection per PS, one request per PS per
- * batch (all its tables), sent to every PS before any answer is read.
- * Not thread-safe: one client per worker thread. Fails naming the PS. */
-int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
-                      const struct emb_endpoint *ps, int n_ps, const char *token, int timeout_ms,
+/* The Thrift emb_client over the pl->n_ps PSs of a placement plan: one
+ * connection per PS that holds a shard, one request per PS per batch (all
+ * its shards), sent to every PS before any answer is read. Not
+ * thread-safe: one client per worker thread. Fails naming the PS. */
+int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim,
+                      const struct emb_endpoint *ps, const char *token, int timeout_ms,
                       struct ss_err *e);
 
 /* The trainer's bounded prefetch queue over the reader services (feed.c):

@@ -4,8 +4,10 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 int ss_fail(struct ss_err *e, int code, const char *fmt, ...)
@@ -88,4 +90,28 @@ void ss_log(const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     fprintf(stderr, "shadowsync: %s\n", buf);
+}
+
+int ss_mkdir_p(const char *dir, struct ss_err *e)
+{
+    size_t n = strlen(dir);
+    char *p = ss_xmalloc(n + 1);
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0777) && errno != EEXIST) {
+            int rc = ss_fail(e, SS_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+            free(p);
+            return rc;
+        }
+        p[i] = c;
+    }
+    free(p);
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+        return ss_fail(e, SS_EIO, "%s: not a directory", dir);
+    return 0;
 }

@@ -1,18 +1,86 @@
-/* The embedding PS role (DESIGN §2): its tables by the placement (round
- * robin by table for now), a Thrift server on the job's address, its
- * endpoint announced to every rank, serving until the job ends. */
+/* The embedding PS role (DESIGN §2, §4): the master's placement plan,
+ * shared with every rank; this PS's shards of it, a Thrift server on the
+ * job's address, its endpoint announced to every rank, serving until the
+ * job ends; at the end its shards saved beside the trainers' dense model. */
 #include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int embps_round_robin(int n_tables, int n_ps, int ps, int32_t *tables)
+int placement_for_job(const struct ss_config *c, struct job_plan *p, struct placement *pl,
+                      struct ss_err *e)
 {
-    int k = 0;
-    for (int t = ps; t < n_tables; t += n_ps)
-        tables[k++] = t;
-    return k;
+    struct model_layout l;
+    int rc = model_layout_init(&l, c, e);
+    memset(pl, 0, sizeof *pl);
+    if (rc == 0 && p->rank == 0)
+        rc = placement_for_config(c, &l, p->count[ROLE_EMBEDDING_PS], 0, pl,
+                                  c->output.quiet ? NULL : stdout, e);
+    if (p->rank == 0)
+        fflush(stdout);
+    /* every rank learns the master's outcome, then the plan */
+    struct ss_err shared = {0};
+    if (p->rank == 0 && rc < 0)
+        shared = *e;
+    int head[4] = {rc, pl->strategy, pl->n_shards, l.n_tables};
+    MPI_Bcast(head, 4, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (head[0] < 0) {
+        if (rc == 0)
+            model_layout_free(&l);
+        placement_free(pl);
+        return ss_fail(e, head[0], "placement (on the master): %s", shared.msg);
+    }
+    if (p->rank != 0) {
+        pl->strategy = head[1];
+        pl->n_shards = head[2];
+        pl->n_tables = head[3];
+        pl->n_ps = p->count[ROLE_EMBEDDING_PS];
+        pl->shards = ss_xcalloc(pl->n_shards, sizeof *pl->shards);
+        pl->table_rows = ss_xcalloc(pl->n_tables, sizeof(int64_t));
+        pl->load = ss_xcalloc(pl->n_ps, sizeof(double));
+        pl->bytes = ss_xcalloc(pl->n_ps, sizeof(double));
+    }
+    MPI_Bcast(pl->shards, (int)(pl->n_shards * sizeof *pl->shards), MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(pl->table_rows, pl->n_tables, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(pl->load, pl->n_ps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(pl->bytes, pl->n_ps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    model_layout_free(&l);
+    return 0;
+}
+
+int embps_create_for_ps(const struct emb_opts *base, const struct placement *pl, int ps,
+                        struct emb_tables **t, int32_t **ids, int *k, struct ss_err *e)
+{
+    *ids = ss_xmalloc(((size_t)pl->n_shards + 1) * sizeof(int32_t));
+    *k = placement_ps_shards(pl, ps, *ids);
+    *t = NULL;
+    if (*k == 0)
+        return 0;
+    int64_t *rows = ss_xmalloc((size_t)*k * sizeof(int64_t));
+    int64_t *lo = ss_xmalloc((size_t)*k * sizeof(int64_t));
+    int64_t *trows = ss_xmalloc((size_t)*k * sizeof(int64_t));
+    int32_t *gid = ss_xmalloc((size_t)*k * sizeof(int32_t));
+    for (int j = 0; j < *k; j++) {
+        const struct shard *s = &pl->shards[(*ids)[j]];
+        rows[j] = s->hi - s->lo;
+        lo[j] = s->lo;
+        trows[j] = pl->table_rows[s->table];
+        gid[j] = s->table;
+    }
+    struct emb_opts o = *base;
+    o.n_tables = *k;
+    o.rows = rows;
+    o.global_ids = gid;
+    o.table_rows = trows;
+    o.row_lo = lo;
+    int rc = embps_create(t, &o, e);
+    free(rows);
+    free(lo);
+    free(trows);
+    free(gid);
+    return rc;
 }
 
 int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
@@ -23,26 +91,22 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
     struct embps_service *svc = NULL;
     struct rpc_server *srv = NULL;
     int32_t *ids = NULL;
-    int rc = model_layout_init(&l, c, e);
+    int k = 0, rc = model_layout_init(&l, c, e);
     if (rc == 0) {
-        ids = ss_xmalloc((size_t)l.n_tables * sizeof(int32_t));
-        int64_t *rows = ss_xmalloc((size_t)l.n_tables * sizeof(int64_t));
-        int k = embps_round_robin(l.n_tables, p->count[ROLE_EMBEDDING_PS], p->role_index, ids);
+        struct emb_opts base = emb_opts_from_config(c, 0, l.dim, NULL);
+        rc = embps_create_for_ps(&base, p->placement, p->role_index, &t, &ids, &k, e);
+    }
+    if (rc == 0 && k > 0) {
+        svc = embps_service_create(t, ids, k, p->token);
+        double *cost = ss_xmalloc((size_t)k * sizeof(double));
         for (int j = 0; j < k; j++)
-            rows[j] = l.rows[ids[j]];
-        struct emb_opts o = {k, l.dim, rows,
-                             c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
-                             (float)c->optim.emb_lr, (float)c->optim.eps,
-                             (float)c->optim.init_acc, (uint64_t)c->job.seed, ids};
-        rc = k > 0 ? embps_create(&t, &o, e) : 0;
-        free(rows);
-        if (rc == 0 && k > 0) {
-            svc = embps_service_create(t, ids, k, p->token);
-            rpc_bind_address(c, me.host);
-            rc = rpc_server_start(&srv, me.host, 0, embps_service_processor(svc), e);
-            if (rc == 0)
-                me.port = rpc_server_port(srv);
-        }
+            cost[j] = p->placement->shards[ids[j]].ns_per_row;
+        embps_service_costs(svc, cost);
+        free(cost);
+        rpc_bind_address(c, me.host);
+        rc = rpc_server_start(&srv, me.host, 0, embps_service_processor(svc), e);
+        if (rc == 0)
+            me.port = rpc_server_port(srv);
     }
     rpc_exchange_endpoints(p, &me, all); /* every rank, even after a failure */
     double t0 = ss_now();
@@ -51,16 +115,25 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
         struct embps_stats st;
         embps_service_stats(svc, &st);
         double fig[8] = {(double)st.lookups, (double)st.pushes, (double)st.refused,
-                         (double)st.bytes_in, (double)st.bytes_out, ss_now() - t0};
+                         (double)st.bytes_in, (double)st.bytes_out, ss_now() - t0,
+                         st.busy_s, st.load_s};
         memcpy(p->figures, fig, sizeof fig);
     }
     if (srv)
         rpc_server_stop(srv);
+    if (rc == 0 && t && c->output.save_model && c->output.dir[0]) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/model", c->output.dir);
+        rc = ss_mkdir_p(path, e);
+        snprintf(path, sizeof path, "%s/model/tables-ps%d.bin", c->output.dir, p->role_index);
+        if (rc == 0)
+            rc = embps_save(t, path, e);
+    }
     embps_service_free(svc);
     embps_free(t);
     free(ids);
     free(all);
-    if (rc == 0)
+    if (l.rows)
         model_layout_free(&l);
     return rc;
 }

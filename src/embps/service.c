@@ -1,6 +1,8 @@
 /* The embedding PS service over Thrift (DESIGN §2, §3, §8): a GObject
  * handler for the generated EmbeddingPS interface. A request covers every
- * table this PS holds, in order; lookup answers the pooled bags, push
+ * shard this PS holds, in order, with rows (not raw ids), each checked to
+ * lie in its shard; lookup answers the pooled bags (partial sums of a split
+ * table's bags), push
  * applies the gradients to the rows (Hogwild, as in-process). Every field
  * is validated; a bad request gets an RpcError naming what is wrong, is
  * counted, and the connection and the service go on. */
@@ -15,7 +17,11 @@
 
 struct embps_service {
     struct emb_tables *t;
-    int32_t *table_ids;
+    int32_t *shard_ids;         /* the plan's ids of the k shards held, in order */
+    int64_t *lo, *hi;           /* [k] the rows each holds */
+    int64_t *served;            /* [k] rows looked up and pushed (atomics) */
+    double *cost;               /* [k] ns per row served */
+    int64_t busy_ns;            /* atomics */
     int k, dim;
     char token[64];
     ThriftProcessor *proc;
@@ -43,10 +49,10 @@ static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct b
     int n = bags->n, k = s->k;
     if (n < 1 || n > MAX_EXAMPLES)
         return refuse(s, err, SS_EINVAL, "bad request: n = %d examples (1..%d)", n, MAX_EXAMPLES);
-    if (!bags->tables || bags->tables->len != (guint)k * 4 ||
-        memcmp(bags->tables->data, s->table_ids, (size_t)k * 4) != 0)
+    if (!bags->shards || bags->shards->len != (guint)k * 4 ||
+        memcmp(bags->shards->data, s->shard_ids, (size_t)k * 4) != 0)
         return refuse(s, err, SS_EINVAL,
-                      "bad request: the tables must be this PS's %d tables in its order", k);
+                      "bad request: the shards must be this PS's %d shards in its order", k);
     size_t n_off = (size_t)n * k + 1;
     if (!bags->offsets || bags->offsets->len != n_off * 4)
         return refuse(s, err, SS_EINVAL, "bad request: offsets hold %u bytes, %zu expected",
@@ -62,9 +68,29 @@ static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct b
     if (!bags->ids || bags->ids->len != n_ids * 8)
         return refuse(s, err, SS_EINVAL, "bad request: ids hold %u bytes, %zu expected",
                       bags->ids ? bags->ids->len : 0, n_ids * 8);
+    const uint64_t *ids = (const uint64_t *)bags->ids->data;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < k; j++)
+            for (int32_t q = off[i * k + j]; q < off[i * k + j + 1]; q++)
+                if (ids[q] < (uint64_t)s->lo[j] || ids[q] >= (uint64_t)s->hi[j])
+                    return refuse(s, err, SS_EINVAL,
+                                  "bad request: row %llu of example %d is out of shard %d's rows "
+                                  "[%lld, %lld)", (unsigned long long)ids[q], i, s->shard_ids[j],
+                                  (long long)s->lo[j], (long long)s->hi[j]);
     *view = (struct batch){.n = n, .cap = n, .n_tables = k, .id_cap = n_ids,
                            .off = (int32_t *)off, .ids = (uint64_t *)bags->ids->data};
     return TRUE;
+}
+
+static void count_work(struct embps_service *s, const struct batch *v, double t0)
+{
+    __atomic_add_fetch(&s->busy_ns, (int64_t)((ss_now() - t0) * 1e9), __ATOMIC_RELAXED);
+    for (int j = 0; j < s->k; j++) {
+        int64_t rows = 0;
+        for (int i = 0; i < v->n; i++)
+            rows += v->off[i * s->k + j + 1] - v->off[i * s->k + j];
+        __atomic_add_fetch(&s->served[j], rows, __ATOMIC_RELAXED);
+    }
 }
 
 static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags *bags,
@@ -76,7 +102,9 @@ static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags
     if (!check_bags(s, bags, &view, err))
         return FALSE;
     guint bytes = (guint)view.n * s->k * s->dim * 4;
+    double t0 = ss_now();
     embps_pool(s->t, &view, (float *)rpc_answer(ret, bytes)->data);
+    count_work(s, &view, t0);
     __atomic_add_fetch(&s->st.lookups, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_in, bags->ids->len + bags->offsets->len, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_out, bytes, __ATOMIC_RELAXED);
@@ -95,7 +123,9 @@ static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteA
     if (!grads || grads->len != want)
         return refuse(s, err, SS_EINVAL, "bad request: grads hold %u bytes, %zu expected",
                       grads ? grads->len : 0, want);
+    double t0 = ss_now();
     embps_push(s->t, &view, (const float *)grads->data);
+    count_work(s, &view, t0);
     __atomic_add_fetch(&s->st.pushes, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_in, want + bags->ids->len + bags->offsets->len,
                        __ATOMIC_RELAXED);
@@ -114,15 +144,24 @@ static void ps_handler_class_init(PsHandlerClass *cls)
     base->push = ps_push;
 }
 
-struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *table_ids, int k,
+struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *shard_ids, int k,
                                            const char *token)
 {
     struct embps_service *s = ss_xcalloc(1, sizeof *s);
     s->t = t;
     s->k = k;
     s->dim = embps_dim(t);
-    s->table_ids = ss_xmalloc((size_t)k * sizeof(int32_t));
-    memcpy(s->table_ids, table_ids, (size_t)k * sizeof(int32_t));
+    s->shard_ids = ss_xmalloc((size_t)k * sizeof(int32_t));
+    memcpy(s->shard_ids, shard_ids, (size_t)k * sizeof(int32_t));
+    s->lo = ss_xmalloc((size_t)k * sizeof(int64_t));
+    s->hi = ss_xmalloc((size_t)k * sizeof(int64_t));
+    s->served = ss_xcalloc(k, sizeof(int64_t));
+    s->cost = ss_xcalloc(k, sizeof(double));
+    for (int j = 0; j < k; j++) {
+        int64_t rows, table_rows;
+        embps_held(t, j, &s->lo[j], &rows, &table_rows);
+        s->hi[j] = s->lo[j] + rows;
+    }
     snprintf(s->token, sizeof s->token, "%s", token);
     PsHandler *h = g_object_new(ps_handler_get_type(), NULL);
     h->svc = s;
@@ -142,6 +181,15 @@ void embps_service_stats(struct embps_service *s, struct embps_stats *st)
     st->refused = __atomic_load_n(&s->st.refused, __ATOMIC_RELAXED);
     st->bytes_in = __atomic_load_n(&s->st.bytes_in, __ATOMIC_RELAXED);
     st->bytes_out = __atomic_load_n(&s->st.bytes_out, __ATOMIC_RELAXED);
+    st->busy_s = __atomic_load_n(&s->busy_ns, __ATOMIC_RELAXED) * 1e-9;
+    st->load_s = 0;
+    for (int j = 0; j < s->k; j++)
+        st->load_s += __atomic_load_n(&s->served[j], __ATOMIC_RELAXED) * s->cost[j] * 1e-9;
+}
+
+void embps_service_costs(struct embps_service *s, const double *ns_per_row)
+{
+    memcpy(s->cost, ns_per_row, (size_t)s->k * sizeof(double));
 }
 
 void embps_service_free(struct embps_service *s)
@@ -149,6 +197,10 @@ void embps_service_free(struct embps_service *s)
     if (!s)
         return;
     g_object_unref(s->proc);
-    free(s->table_ids);
+    free(s->shard_ids);
+    free(s->lo);
+    free(s->hi);
+    free(s->served);
+    free(s->cost);
     free(s);
 }

@@ -1,52 +1,91 @@
 /* Embedding tables: storage, pooled lookup, push with the row optimizer,
  * save/load. Row r of table t sits at data[t] + r*stride, stride = dim plus
  * one float of row-wise Adagrad state when that optimizer is on. An id maps
- * to row id mod rows (DESIGN §1). Lock-free by design (Hogwild, DESIGN §3):
+ * to row id mod table_rows (DESIGN §1); a shard holds rows [lo, lo+rows). Lock-free by design (Hogwild, DESIGN §3):
  * concurrent pushes to one row may lose an update, never corrupt memory. */
 #include "shadowsync/embps.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define EMB_MAGIC "SSEMB\0\0\0"
-#define EMB_VERSION 1
+#define EMB_VERSION 2
 
 struct emb_tables {
     struct emb_opts o;
     int stride;
-    int64_t *rows;
+    int64_t *rows, *table_rows, *lo;
+    int32_t *gid;
     float **data;
 };
+
+static int64_t *copy_i64(const int64_t *src, const int64_t *fallback, int n, int64_t zero)
+{
+    int64_t *d = ss_xmalloc((size_t)n * sizeof(int64_t));
+    for (int k = 0; k < n; k++)
+        d[k] = src ? src[k] : fallback ? fallback[k] : zero;
+    return d;
+}
+
+/* Row r of table gid: uniform in +-bound from a generator seeded by (seed, gid, r). */
+static void init_row(float *row, const struct emb_opts *o, int32_t gid, int64_t r, float bound)
+{
+    uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 101 + (uint64_t)gid * 0xD1B54A32D192ED03ull +
+                   (uint64_t)r * 0xA24BAED4963EE407ull;
+    for (int d = 0; d < o->dim; d++)
+        row[d] = (float)(2.0 * ss_uniform(&rng) - 1.0) * bound;
+}
+
+struct emb_opts emb_opts_from_config(const struct ss_config *c, int n, int dim,
+                                     const int64_t *rows)
+{
+    return (struct emb_opts){
+        .n_tables = n, .dim = dim, .rows = rows,
+        .opt = c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
+        .lr = (float)c->optim.emb_lr, .eps = (float)c->optim.eps,
+        .init_acc = (float)c->optim.init_acc, .seed = (uint64_t)c->job.seed};
+}
 
 int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_err *e)
 {
     if (o->n_tables <= 0 || o->dim <= 0)
         return ss_fail(e, SS_EINVAL, "embedding tables: %d tables of dim %d", o->n_tables, o->dim);
     struct emb_tables *t = ss_xcalloc(1, sizeof *t);
+    int n = o->n_tables;
     t->o = *o;
     t->stride = o->dim + (o->opt == OPT_ROWWISE_ADAGRAD);
-    t->rows = ss_xmalloc(o->n_tables * sizeof(int64_t));
-    memcpy(t->rows, o->rows, o->n_tables * sizeof(int64_t));
+    t->rows = copy_i64(o->rows, NULL, n, 0);
+    t->table_rows = copy_i64(o->table_rows, o->rows, n, 0);
+    t->lo = copy_i64(o->row_lo, NULL, n, 0);
+    t->gid = ss_xmalloc((size_t)n * sizeof(int32_t));
+    for (int k = 0; k < n; k++)
+        t->gid[k] = o->global_ids ? o->global_ids[k] : k;
     t->o.rows = t->rows;
-    t->o.global_ids = NULL; /* borrowed: used only here */
-    t->data = ss_xcalloc(o->n_tables, sizeof(float *));
-    for (int k = 0; k < o->n_tables; k++) {
-        uint64_t gid = o->global_ids ? (uint64_t)o->global_ids[k] : (uint64_t)k;
-        uint64_t rng = o->seed * 0x9E3779B97F4A7C15ull + 101 + gid * 0xD1B54A32D192ED03ull;
-        size_t n = (size_t)t->rows[k] * t->stride;
-        t->data[k] = malloc(n * sizeof(float));
+    t->o.table_rows = t->table_rows;
+    t->o.row_lo = t->lo;
+    t->o.global_ids = t->gid;
+    t->data = ss_xcalloc(n, sizeof(float *));
+    for (int k = 0; k < n; k++) {
+        if (t->rows[k] < 1 || t->lo[k] < 0 || t->lo[k] + t->rows[k] > t->table_rows[k]) {
+            embps_free(t);
+            return ss_fail(e, SS_EINVAL, "embedding table %d: rows [%lld, %lld) of %lld", k,
+                           (long long)o->row_lo[k], (long long)(o->row_lo[k] + o->rows[k]),
+                           (long long)o->table_rows[k]);
+        }
+        size_t cnt = (size_t)t->rows[k] * t->stride;
+        t->data[k] = malloc(cnt * sizeof(float));
         if (!t->data[k]) {
             embps_free(t);
             return ss_fail(e, SS_ENOMEM, "embedding table %d: cannot allocate %zu MB", k,
-                           n * sizeof(float) >> 20);
+                           cnt * sizeof(float) >> 20);
         }
-        float bound = (float)sqrt(1.0 / (double)t->rows[k]);
+        float bound = (float)sqrt(1.0 / (double)t->table_rows[k]);
         for (int64_t r = 0; r < t->rows[k]; r++) {
             float *row = t->data[k] + (size_t)r * t->stride;
-            for (int d = 0; d < o->dim; d++)
-                row[d] = (float)(2.0 * ss_uniform(&rng) - 1.0) * bound;
+            init_row(row, o, t->gid[k], t->lo[k] + r, bound);
             if (t->stride > o->dim)
                 row[o->dim] = o->init_acc;
         }
@@ -63,6 +102,9 @@ void embps_free(struct emb_tables *t)
         free(t->data[k]);
     free(t->data);
     free(t->rows);
+    free(t->table_rows);
+    free(t->lo);
+    free(t->gid);
     free(t);
 }
 
@@ -79,9 +121,17 @@ size_t embps_bytes(const struct emb_tables *t)
     return b;
 }
 
+void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
+                int64_t *table_rows)
+{
+    *lo = t->lo[k];
+    *rows = t->rows[k];
+    *table_rows = t->table_rows[k];
+}
+
 static inline float *row_of(struct emb_tables *t, int k, uint64_t id)
 {
-    return t->data[k] + (size_t)(id % (uint64_t)t->rows[k]) * t->stride;
+    return t->data[k] + (size_t)(id % (uint64_t)t->table_rows[k] - (uint64_t)t->lo[k]) * t->stride;
 }
 
 void embps_pool(struct emb_tables *t, const struct batch *b, float *out)
@@ -122,6 +172,10 @@ struct emb_header {
     char magic[8];
     uint32_t version, n_tables, dim, stride;
 };
+struct emb_held {               /* one per table in the file, after the header */
+    int32_t gid, pad;
+    int64_t table_rows, lo, rows;
+};
 
 int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e)
 {
@@ -129,8 +183,11 @@ int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e)
     if (!f)
         return ss_fail(e, SS_EIO, "%s: cannot write: %s", path, strerror(errno));
     struct emb_header h = {EMB_MAGIC, EMB_VERSION, t->o.n_tables, t->o.dim, t->stride};
-    int ok = fwrite(&h, sizeof h, 1, f) == 1 &&
-             fwrite(t->rows, sizeof(int64_t), t->o.n_tables, f) == (size_t)t->o.n_tables;
+    int ok = fwrite(&h, sizeof h, 1, f) == 1;
+    for (int k = 0; ok && k < t->o.n_tables; k++) {
+        struct emb_held hk = {t->gid[k], 0, t->table_rows[k], t->lo[k], t->rows[k]};
+        ok = fwrite(&hk, sizeof hk, 1, f) == 1;
+    }
     for (int k = 0; ok && k < t->o.n_tables; k++) {
         size_t n = (size_t)t->rows[k] * t->stride;
         ok = fwrite(t->data[k], sizeof(float), n, f) == n;
@@ -140,32 +197,93 @@ int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e)
     return 0;
 }
 
-int embps_load(struct emb_tables *t, const char *path, struct ss_err *e)
+/* Copies the rows of file f's tables that t holds; counts them in got[]. */
+static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct ss_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return ss_fail(e, SS_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct emb_header h;
+    struct emb_held *held = NULL;
     int rc = 0;
     if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, EMB_MAGIC, 8) != 0)
         rc = ss_fail(e, SS_EFORMAT, "%s: not a shadowsync embedding file", path);
-    else if (h.version != EMB_VERSION || h.n_tables != (uint32_t)t->o.n_tables ||
-             h.dim != (uint32_t)t->o.dim || h.stride != (uint32_t)t->stride)
-        rc = ss_fail(e, SS_EFORMAT,
-                     "%s: tables of %u x dim %u (stride %u) do not match the config's %d x dim %d "
-                     "(stride %d)", path, h.n_tables, h.dim, h.stride, t->o.n_tables, t->o.dim,
-                     t->stride);
-    for (int k = 0; rc == 0 && k < t->o.n_tables; k++) {
-        int64_t rows;
-        if (fread(&rows, sizeof rows, 1, f) != 1 || rows != t->rows[k])
-            rc = ss_fail(e, SS_EFORMAT, "%s: table %d rows do not match the config's %lld", path,
-                         k, (long long)t->rows[k]);
+    else if (h.version != EMB_VERSION)
+        rc = ss_fail(e, SS_EFORMAT, "%s: version %u, this build reads version %d", path,
+                     h.version, EMB_VERSION);
+    else if (h.dim != (uint32_t)t->o.dim || h.stride != (uint32_t)t->stride ||
+             h.n_tables > SS_MAX_TABLES * 64)
+        rc = ss_fail(e, SS_EFORMAT, "%s: rows of dim %u (stride %u) do not match the config's "
+                     "dim %d (stride %d)", path, h.dim, h.stride, t->o.dim, t->stride);
+    if (rc == 0) {
+        held = ss_xcalloc(h.n_tables ? h.n_tables : 1, sizeof *held);
+        if (fread(held, sizeof *held, h.n_tables, f) != h.n_tables)
+            rc = ss_fail(e, SS_EFORMAT, "%s: truncated header", path);
     }
-    for (int k = 0; rc == 0 && k < t->o.n_tables; k++) {
-        size_t n = (size_t)t->rows[k] * t->stride;
-        if (fread(t->data[k], sizeof(float), n, f) != n)
-            rc = ss_fail(e, SS_EFORMAT, "%s: truncated at table %d", path, k);
+    float *buf = ss_xmalloc(4096 * (size_t)t->stride * sizeof(float));
+    for (uint32_t j = 0; rc == 0 && j < h.n_tables; j++) {
+        const struct emb_held *hj = &held[j];
+        if (hj->rows < 0 || hj->lo < 0 || hj->lo + hj->rows > hj->table_rows) {
+            rc = ss_fail(e, SS_EFORMAT, "%s: table %d holds a bad row range", path, hj->gid);
+            break;
+        }
+        for (int64_t r = 0; rc == 0 && r < hj->rows; r += 4096) {
+            size_t cnt = (size_t)(hj->rows - r < 4096 ? hj->rows - r : 4096);
+            if (fread(buf, sizeof(float) * t->stride, cnt, f) != cnt) {
+                rc = ss_fail(e, SS_EFORMAT, "%s: truncated in table %d", path, hj->gid);
+                break;
+            }
+            int64_t a = hj->lo + r, b = a + (int64_t)cnt; /* rows [a, b) of table gid */
+            for (int k = 0; k < t->o.n_tables; k++) {
+                if (t->gid[k] != hj->gid)
+                    continue;
+                if (t->table_rows[k] != hj->table_rows) {
+                    rc = ss_fail(e, SS_EFORMAT, "%s: table %d has %lld rows, the config's %lld",
+                                 path, hj->gid, (long long)hj->table_rows,
+                                 (long long)t->table_rows[k]);
+                    break;
+                }
+                int64_t from = a > t->lo[k] ? a : t->lo[k];
+                int64_t to = b < t->lo[k] + t->rows[k] ? b : t->lo[k] + t->rows[k];
+                if (from >= to)
+                    continue;
+                memcpy(t->data[k] + (size_t)(from - t->lo[k]) * t->stride,
+                       buf + (size_t)(from - a) * t->stride,
+                       (size_t)(to - from) * t->stride * sizeof(float));
+                got[k] += to - from;
+            }
+        }
     }
+    free(buf);
+    free(held);
     fclose(f);
+    return rc;
+}
+
+int embps_load_files(struct emb_tables *t, char *const *paths, int n, struct ss_err *e)
+{
+    int64_t *got = ss_xcalloc(t->o.n_tables, sizeof *got);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = load_one(t, paths[i], got, e);
+    for (int k = 0; rc == 0 && k < t->o.n_tables; k++)
+        if (got[k] != t->rows[k])
+            rc = ss_fail(e, SS_EFORMAT, "%s%s: %lld of table %d's %lld rows [%lld, %lld) found",
+                         n ? paths[0] : "(no files)", n > 1 ? " and the other files" : "",
+                         (long long)got[k], t->gid[k], (long long)t->rows[k], (long long)t->lo[k],
+                         (long long)(t->lo[k] + t->rows[k]));
+    free(got);
+    return rc;
+}
+
+int embps_load_dir(struct emb_tables *t, const char *dir, struct ss_err *e)
+{
+    char pat[4096];
+    snprintf(pat, sizeof pat, "%s/tables*.bin", dir);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0)
+        return ss_fail(e, SS_EIO, "%s: no embedding files (tables*.bin)", dir);
+    int rc = embps_load_files(t, g.gl_pathv, (int)g.gl_pathc, e);
+    globfree(&g);
     return rc;
 }

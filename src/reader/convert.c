@@ -131,7 +131,7 @@ int reader_convert(const char *in, const char *out_dir, const struct schema *s,
     if (shard_examples < 0)
         return ss_fail(e, SS_EINVAL, "convert: shard size %lld is negative",
                        (long long)shard_examples);
-    int rc = reader_mkdir_p(out_dir, e);
+    int rc = ss_mkdir_p(out_dir, e);
     if (rc)
         return rc;
     struct reader *r;

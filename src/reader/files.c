@@ -150,26 +150,3 @@ void reader_free_files(char **files, int n)
     free(files);
 }
 
-int reader_mkdir_p(const char *dir, struct ss_err *e)
-{
-    size_t n = strlen(dir);
-    char *p = ss_xmalloc(n + 1);
-    memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != '\0')
-            continue;
-        char c = p[i];
-        p[i] = '\0';
-        if (mkdir(p, 0777) && errno != EEXIST) {
-            int rc = ss_fail(e, SS_EIO, "%s: cannot create directory: %s", p, strerror(errno));
-            free(p);
-            return rc;
-        }
-        p[i] = c;
-    }
-    free(p);
-    struct stat st;
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode))
-        return ss_fail(e, SS_EIO, "%s: not a directory", dir);
-    return 0;
-}

@@ -386,7 +386,7 @@ int gen_write(const struct gen_opts *o, double *bayes_ne, struct ss_err *e)
     for (int t = 0; t < o->n_tables; t++)
         if (!o->cardinality || o->cardinality[t] < 1)
             return ss_fail(e, SS_EINVAL, "gen: feature %d needs a cardinality of at least 1", t);
-    int rc = reader_mkdir_p(o->out_dir, e);
+    int rc = ss_mkdir_p(o->out_dir, e);
     if (rc)
         return rc;
     struct teacher tc;

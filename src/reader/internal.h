@@ -19,8 +19,6 @@ enum file_pick {
 int reader_list_files(const char *path, int pick, char ***files, int *n, struct ss_err *e);
 void reader_free_files(char **files, int n);
 int reader_has_suffix(const char *name, const char *suffix);
-/* mkdir -p. */
-int reader_mkdir_p(const char *dir, struct ss_err *e);
 
 #define SHARD_FLAG_MULTIHOT 1u
 

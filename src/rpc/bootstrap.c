@@ -182,11 +182,12 @@ void rpc_report_roles(struct job_plan *p, const char *dir)
         } else if (role == ROLE_EMBEDDING_PS) {
             double s = v[5] > 0 ? v[5] : 1;
             printf("# embedding_ps %d (rank %d on %s): lookups %.0f (%.0f/s) pushes %.0f "
-                   "refused %.0f in %.1f MB out %.1f MB\n", idx, r, p->hosts[r], v[0], v[0] / s,
-                   v[1], v[2], v[3] / 1e6, v[4] / 1e6);
+                   "refused %.0f in %.1f MB out %.1f MB busy %.2f s load %.2f s\n", idx, r,
+                   p->hosts[r], v[0], v[0] / s, v[1], v[2], v[3] / 1e6, v[4] / 1e6, v[6], v[7]);
             snprintf(extra, sizeof extra, ", \"lookups\": %.0f, \"lookups_per_s\": %.1f, "
                      "\"pushes\": %.0f, \"refused\": %.0f, \"bytes_in\": %.0f, "
-                     "\"bytes_out\": %.0f", v[0], v[0] / s, v[1], v[2], v[3], v[4]);
+                     "\"bytes_out\": %.0f, \"busy_s\": %.4f, \"load_s\": %.4f", v[0], v[0] / s,
+                     v[1], v[2], v[3], v[4], v[6], v[7]);
         } else if (role == ROLE_SYNC_PS) {
             double s = v[2] > 0 ? v[2] : 1;
             printf("# sync_ps %d (rank %d on %s): syncs served %.0f (%.1f/s) refused %.0f\n", idx,

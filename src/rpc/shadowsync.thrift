@@ -9,12 +9,14 @@ exception RpcError {
   2: string message
 }
 
-/* A batch's bags for the k tables one PS holds: offsets is int32 [n*k+1]
- * (example-major: example i, table j at i*k+j), ids is uint64 [offsets[n*k]]. */
+/* A batch's bags for the k shards one PS holds (a shard: rows [lo, hi) of
+ * one table, by the job's placement plan): offsets is int32 [n*k+1]
+ * (example-major: example i, shard j at i*k+j), ids is uint64 [offsets[n*k]],
+ * each a row (id mod the table's rows) inside its shard's range. */
 struct Bags {
   1: binary token,
   2: i32 n,
-  3: binary tables,     /* int32 [k]: global table ids, the PS's tables in order */
+  3: binary shards,     /* int32 [k]: the plan's shard ids, the PS's shards in order */
   4: binary offsets,
   5: binary ids
 }

@@ -14,17 +14,15 @@
 
 struct wiring {
     struct job_plan *p;
-    int n_tables, dim, n_ps, timeout_ms;
+    int dim, n_ps, timeout_ms;
     struct emb_endpoint *ps;
-    int32_t *tables;            /* [n_ps][n_tables] */
     char (*names)[128];         /* [size]: every rank, by role, rank and host */
 };
 
 static int make_emb(void *arg, struct emb_client **out, struct ss_err *e)
 {
     struct wiring *w = arg;
-    return emb_client_thrift(out, w->n_tables, w->dim, w->ps, w->n_ps, w->p->token,
-                             w->timeout_ms, e);
+    return emb_client_thrift(out, w->p->placement, w->dim, w->ps, w->p->token, w->timeout_ms, e);
 }
 
 static void sum(void *arg, double *v, int n)
@@ -45,8 +43,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     rpc_exchange_endpoints(p, &me, all);
     struct model_layout l;
     int rc = model_layout_init(&l, c, e);
-    struct wiring w = {p, 0, 0, p->count[ROLE_EMBEDDING_PS], (int)(c->job.rpc_timeout_s * 1000),
-                       NULL, NULL, NULL};
+    struct wiring w = {p, 0, p->count[ROLE_EMBEDDING_PS], (int)(c->job.rpc_timeout_s * 1000),
+                       NULL, NULL};
     w.names = ss_xcalloc(p->size, sizeof *w.names);
     for (int r = 0; r < p->size; r++) {
         int role, idx;
@@ -59,17 +57,12 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                               NULL, make_emb, sum, sum_floats, &w};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
-        w.n_tables = l.n_tables;
         w.dim = l.dim;
         w.ps = ss_xcalloc(w.n_ps, sizeof *w.ps);
-        w.tables = ss_xcalloc((size_t)w.n_ps * l.n_tables, sizeof(int32_t));
         int first = p->count[ROLE_TRAINER];
-        for (int s = 0; s < w.n_ps; s++) {
-            int32_t *t = w.tables + (size_t)s * l.n_tables;
+        for (int s = 0; s < w.n_ps; s++)
             w.ps[s] = (struct emb_endpoint){w.names[first + s], all[first + s].host,
-                                            all[first + s].port,
-                                            embps_round_robin(l.n_tables, w.n_ps, s, t), t};
-        }
+                                            all[first + s].port};
         const char *algo = c->sync.algo;
         if (!strcmp(algo, "ma") || !strcmp(algo, "bmuf"))
             env.coll = collective_mpi(p->trainers);
@@ -102,7 +95,6 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     free(rds);
     free(sps);
     free(w.ps);
-    free(w.tables);
     free(w.names);
     free(all);
     if (l.rows)

@@ -1,9 +1,11 @@
-/* The trainer's emb_client over Thrift (DESIGN §2, §3): a batch's bags are
- * split by PS (each PS gets the bags of the tables it holds, in its order),
- * all requests go out before any answer is read, and the pooled answers are
- * scattered back into the [n x T x dim] layout the model reads. Buffers are
- * kept between batches, so the steady state allocates only what the Thrift
- * library does per call. */
+/* The trainer's emb_client over Thrift (DESIGN §2, §3, §4): each id becomes
+ * its row (id mod the table's rows) and goes to the shard of the placement
+ * plan that holds that row; each PS gets one request with the bags of its
+ * shards, in its order. All requests go out before any answer is read; the
+ * pooled answers are summed into the [n x T x dim] layout the model reads
+ * (a split table's partial sums add up to its bag), and a bag's gradient
+ * goes to every shard of its table. Buffers are kept between batches, so
+ * the steady state allocates only what the Thrift library does per call. */
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
 
@@ -13,7 +15,8 @@
 struct ps_conn {
     char name[128], host[64];
     int port, k;
-    int32_t *tables;
+    int32_t *shards, *tables;   /* [k] the plan's shard ids, and their tables */
+    int64_t *lo, *hi;           /* [k] the shards' rows */
     struct rpc_conn *conn;
     ssEmbeddingPSIf *client;
     ssBags *bags;               /* reused request: token, tables, offsets, ids */
@@ -22,11 +25,12 @@ struct ps_conn {
 
 struct thrift_emb {
     int n_tables, dim, n_ps;
-    struct ps_conn *ps;
+    int64_t *table_rows;
+    struct ps_conn *ps;         /* [n_ps]; a PS that holds nothing has k = 0 */
 };
 
-/* Fills p's request with the bags of its tables. */
-static void gather(struct ps_conn *p, const struct batch *b)
+/* Fills p's request with the rows of its shards' bags. */
+static void gather(const struct thrift_emb *te, struct ps_conn *p, const struct batch *b)
 {
     int T = b->n_tables, k = p->k;
     g_byte_array_set_size(p->bags->offsets, (guint)((size_t)b->n * k + 1) * 4);
@@ -37,17 +41,23 @@ static void gather(struct ps_conn *p, const struct batch *b)
             int t = p->tables[j];
             n_ids += (size_t)(b->off[i * T + t + 1] - b->off[i * T + t]);
         }
-    g_byte_array_set_size(p->bags->ids, (guint)(n_ids * 8));
+    g_byte_array_set_size(p->bags->ids, (guint)(n_ids * 8)); /* at most; trimmed below */
     uint64_t *ids = (uint64_t *)p->bags->ids->data;
     size_t at = 0;
     off[0] = 0;
     for (int i = 0; i < b->n; i++)
         for (int j = 0; j < k; j++) {
             int t = p->tables[j];
-            for (int32_t q = b->off[i * T + t]; q < b->off[i * T + t + 1]; q++)
-                ids[at++] = b->ids[q];
+            uint64_t rows = (uint64_t)te->table_rows[t], lo = (uint64_t)p->lo[j];
+            uint64_t hi = (uint64_t)p->hi[j];
+            for (int32_t q = b->off[i * T + t]; q < b->off[i * T + t + 1]; q++) {
+                uint64_t r = b->ids[q] % rows;
+                if (r >= lo && r < hi)
+                    ids[at++] = r;
+            }
             off[i * k + j + 1] = (int32_t)at;
         }
+    g_byte_array_set_size(p->bags->ids, (guint)(at * 8));
     p->bags->n = b->n;
 }
 
@@ -63,13 +73,18 @@ static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out
     for (int s = 0; s < te->n_ps; s++) {
         struct ps_conn *p = &te->ps[s];
         GError *gerr = NULL;
-        gather(p, b);
+        if (!p->k)
+            continue;
+        gather(te, p, b);
         if (!ss_embedding_p_s_client_send_lookup(p->client, p->bags, &gerr))
             return call_failed(p, "lookup", NULL, gerr, e);
     }
     int T = te->n_tables, d = te->dim;
+    memset(out, 0, (size_t)b->n * T * d * sizeof(float));
     for (int s = 0; s < te->n_ps; s++) {
         struct ps_conn *p = &te->ps[s];
+        if (!p->k)
+            continue;
         GByteArray *ret = NULL;
         ssRpcError *rerr = NULL;
         GError *gerr = NULL;
@@ -85,9 +100,12 @@ static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out
         }
         const float *r = (const float *)ret->data;
         for (int i = 0; i < b->n; i++)
-            for (int j = 0; j < p->k; j++)
-                memcpy(out + ((size_t)i * T + p->tables[j]) * d,
-                       r + ((size_t)i * p->k + j) * d, d * sizeof(float));
+            for (int j = 0; j < p->k; j++) {
+                float *o = out + ((size_t)i * T + p->tables[j]) * d;
+                const float *a = r + ((size_t)i * p->k + j) * d;
+                for (int q = 0; q < d; q++)
+                    o[q] += a[q];
+            }
         g_byte_array_unref(ret);
     }
     return 0;
@@ -100,7 +118,9 @@ static int thrift_push(struct emb_client *c, const struct batch *b, const float 
     int T = te->n_tables, d = te->dim;
     for (int s = 0; s < te->n_ps; s++) {
         struct ps_conn *p = &te->ps[s];
-        gather(p, b);
+        if (!p->k)
+            continue;
+        gather(te, p, b);
         g_byte_array_set_size(p->grads, (guint)b->n * p->k * d * 4);
         float *pg = (float *)p->grads->data;
         for (int i = 0; i < b->n; i++)
@@ -115,7 +135,7 @@ static int thrift_push(struct emb_client *c, const struct batch *b, const float 
         struct ps_conn *p = &te->ps[s];
         ssRpcError *rerr = NULL;
         GError *gerr = NULL;
-        if (!ss_embedding_p_s_client_recv_push(p->client, &rerr, &gerr) || rerr)
+        if (p->k && (!ss_embedding_p_s_client_recv_push(p->client, &rerr, &gerr) || rerr))
             return call_failed(p, "push", rerr, gerr, e);
     }
     return 0;
@@ -130,7 +150,10 @@ static void close_ps(struct ps_conn *p)
         g_object_unref(p->bags);
     if (p->grads)
         g_byte_array_unref(p->grads);
+    free(p->shards);
     free(p->tables);
+    free(p->lo);
+    free(p->hi);
 }
 
 static void thrift_free(struct emb_client *c)
@@ -139,31 +162,44 @@ static void thrift_free(struct emb_client *c)
     for (int s = 0; s < te->n_ps; s++)
         close_ps(&te->ps[s]);
     free(te->ps);
+    free(te->table_rows);
     free(te);
     free(c);
 }
 
 static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free};
 
-int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
-                      const struct emb_endpoint *ps, int n_ps, const char *token, int timeout_ms,
+int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim,
+                      const struct emb_endpoint *ps, const char *token, int timeout_ms,
                       struct ss_err *e)
 {
     struct thrift_emb *te = ss_xcalloc(1, sizeof *te);
-    te->n_tables = n_tables;
+    te->n_tables = pl->n_tables;
     te->dim = dim;
-    te->n_ps = n_ps;
-    te->ps = ss_xcalloc(n_ps, sizeof *te->ps);
+    te->n_ps = pl->n_ps;
+    te->table_rows = ss_xmalloc((size_t)pl->n_tables * sizeof(int64_t));
+    memcpy(te->table_rows, pl->table_rows, (size_t)pl->n_tables * sizeof(int64_t));
+    te->ps = ss_xcalloc(te->n_ps, sizeof *te->ps);
     struct emb_client *c = ss_xcalloc(1, sizeof *c);
     *c = (struct emb_client){&thrift_ops, te};
-    for (int s = 0; s < n_ps; s++) {
+    for (int s = 0; s < te->n_ps; s++) {
         struct ps_conn *p = &te->ps[s];
         snprintf(p->host, sizeof p->host, "%s", ps[s].host);
         snprintf(p->name, sizeof p->name, "%s", ps[s].name ? ps[s].name : "embedding PS");
         p->port = ps[s].port;
-        p->k = ps[s].k;
-        p->tables = ss_xmalloc((size_t)p->k * sizeof(int32_t));
-        memcpy(p->tables, ps[s].tables, (size_t)p->k * sizeof(int32_t));
+        p->shards = ss_xmalloc(((size_t)pl->n_shards + 1) * sizeof(int32_t));
+        p->k = placement_ps_shards(pl, s, p->shards);
+        p->tables = ss_xmalloc(((size_t)p->k + 1) * sizeof(int32_t));
+        p->lo = ss_xmalloc(((size_t)p->k + 1) * sizeof(int64_t));
+        p->hi = ss_xmalloc(((size_t)p->k + 1) * sizeof(int64_t));
+        for (int j = 0; j < p->k; j++) {
+            const struct shard *sh = &pl->shards[p->shards[j]];
+            p->tables[j] = sh->table;
+            p->lo[j] = sh->lo;
+            p->hi[j] = sh->hi;
+        }
+        if (!p->k)
+            continue;
         int rc = rpc_connect_named(p->name, p->host, p->port, timeout_ms, &p->conn, e);
         if (rc < 0) {
             thrift_free(c);
@@ -175,11 +211,11 @@ int emb_client_thrift(struct emb_client **out, int n_tables, int dim,
         p->bags = g_object_new(SS_TYPE_BAGS, NULL);
         p->bags->token = g_byte_array_new();
         g_byte_array_append(p->bags->token, (const guint8 *)token, (guint)strlen(token));
-        p->bags->tables = g_byte_array_new();
-        g_byte_array_append(p->bags->tables, (const guint8 *)p->tables, (guint)p->k * 4);
+        p->bags->shards = g_byte_array_new();
+        g_byte_array_append(p->bags->shards, (const guint8 *)p->shards, (guint)p->k * 4);
         p->bags->offsets = g_byte_array_new();
         p->bags->ids = g_byte_array_new();
-        p->bags->__isset_token = p->bags->__isset_n = p->bags->__isset_tables = TRUE;
+        p->bags->__isset_token = p->bags->__isset_n = p->bags->__isset_shards = TRUE;
         p->bags->__isset_offsets = p->bags->__isset_ids = TRUE;
         p->grads = g_byte_array_new();
     }

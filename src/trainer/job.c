@@ -217,10 +217,7 @@ static int setup_model(struct job *j, struct ss_err *e)
         return rc;
     if (j->env) /* the tables live on the embedding PSs */
         return j->env->make_emb(j->env->arg, &j->emb, e);
-    struct emb_opts eo = {j->l.n_tables, j->l.dim, j->l.rows,
-                          c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
-                          (float)c->optim.emb_lr, (float)c->optim.eps, (float)c->optim.init_acc,
-                          (uint64_t)c->job.seed, NULL};
+    struct emb_opts eo = emb_opts_from_config(c, j->l.n_tables, j->l.dim, j->l.rows);
     double mb = 0;
     for (int t = 0; t < j->l.n_tables; t++)
         mb += j->l.rows[t] * (j->l.dim + (eo.opt == OPT_ROWWISE_ADAGRAD)) * 4.0 / 1e6;
@@ -606,8 +603,7 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
     snprintf(p, sizeof p, "%s/dense.bin", dir);
     if ((rc = dense_load(w, j.l.n_params, p, e)) < 0)
         goto out;
-    snprintf(p, sizeof p, "%s/tables.bin", dir);
-    if ((rc = embps_load(j.tables, p, e)) < 0)
+    if ((rc = embps_load_dir(j.tables, dir, e)) < 0)
         goto out;
     if ((rc = trainer_eval(&j.l, w, j.emb, c, c->data.eval, &ev, e)) < 0)
         goto out;
