@@ -54,6 +54,40 @@ for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=e
     check "cluster $name: syncs happened" sh -c "[ \"$(json syncs $M)\" -gt 0 ]"
 done
 
+# placement by profile, table 0 split by row range over both PSs (pins):
+# the client sums partial bags; each PS saves its shards; eval reads them all
+cluster profile sync.algo=ma placement.strategy=profile placement.pin=0@0-400:0,0@400-1000:1
+rc=$?
+check "cluster with placement profile and a split table: exits 0" test $rc = 0
+M=$T/profile/metrics.json
+check "placement profile: every example counted once" test "$(json examples $M)" = $N
+NE=$(json eval_ne $M)
+check "placement profile: eval NE $NE within 0.01 of the embedded default's $REF" near "$NE" "$REF" 0.01
+check "placement profile: the plan is printed and written (placement.json, .txt)" sh -c \
+    "grep -q 'placement profile: 26 tables on 2 embedding PSs' $T/profile.log && grep -q '\"strategy\": \"profile\", \"profiled\": true' $T/profile/placement.json && grep -q 'round_robin' $T/profile/placement.txt"
+check "placement profile: the pinned row ranges hold" grep -q '"table": 0, "ps": 1, "lo": 400, "hi": 1000' $T/profile/placement.json
+check "placement profile: PS figures carry busy and load seconds" grep -q '"busy_s": [0-9.]*, "load_s": [0-9.]*[1-9]' $T/profile/roles.json
+check "cluster model: each PS saved its shards" test -s $T/profile/model/tables-ps0.bin -a -s $T/profile/model/tables-ps1.bin
+$BIN eval configs/tiny.ini --model $T/profile/model --set data.eval=$T/d/eval.tsv > $T/eval.log 2>&1
+ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/eval.log)
+check "cluster model: shadowsync eval of the saved shards gives the job's eval NE ($ENE vs $NE)" near "$ENE" "$NE" 0.0005
+
+# shadowsync plan: every strategy's figures; a job beyond the PSs' memory says so up front
+$BIN plan configs/tiny.ini --set job.embedding_ps=3 --set placement.strategy=profile \
+    --set data.train=$T/d/train.tsv --set output.dir=$T/plan > $T/plan.log 2>&1
+rc=$?
+check "plan: prints the plan and the three strategies" sh -c "[ $rc = 0 ] && grep -q '^profile .*<- chosen' $T/plan.log && grep -q '^round_robin ' $T/plan.log && grep -q '^hash ' $T/plan.log && grep -q 'imbalance (max/mean)' $T/plan.log"
+check "plan: written as JSON that parses" python3 -c "import json,sys; d=json.load(open('$T/plan/placement.json')); sys.exit(not (len(d['tables']) == 26 and d['plans']['profile']['imbalance'] <= d['plans']['round_robin']['imbalance'] + 1e-9))"
+$BIN plan configs/criteo_kaggle.ini --set job.embedding_ps=2 --set embedding_ps.memory_mb=1000 \
+    --set placement.strategy=profile --set placement.profile_batches=0 --set output.dir= > $T/oom.log 2>&1
+rc=$?
+check "plan: tables beyond the PSs' memory are refused with need and capacity" sh -c "[ $rc != 0 ] && grep -q 'need 2[0-9]* MiB but 2 embedding PSs hold 2000 MiB' $T/oom.log"
+timeout 120 $MPIRUN -np 3 $BIN train configs/criteo_kaggle.ini --set job.trainers=1 --set job.embedding_ps=2 \
+    --set embedding_ps.memory_mb=1000 --set placement.profile_batches=0 --set data.train=$T/d/train.tsv \
+    --set output.dir=$T/oomjob > $T/oomjob.log 2>&1
+rc=$?
+check "a cluster job beyond the PSs' memory stops before allocating, naming the need" sh -c "[ $rc != 0 ] && grep -q 'placement (on the master).*need' $T/oomjob.log"
+
 # reader services: 2 trainers + 2 embedding PS + 1 sync PS + 2 readers
 timeout 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
     --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \

@@ -86,7 +86,7 @@ static void test_defaults(void)
     CHECK(!strcmp(c.sync.algo, "none") && c.sync.mode == SYNC_SHADOW && c.sync.alpha == 0.5 &&
           c.sync.bmuf_lr == 1.0 && !c.sync.bmuf_nesterov && c.sync.output == OUT_TRAINER0,
           "defaults sync", "algo %s", c.sync.algo);
-    CHECK(!strcmp(c.placement.strategy, "round_robin") && c.embedding_ps.memory_mb == 16384 &&
+    CHECK(!strcmp(c.placement.strategy, "profile") && c.embedding_ps.memory_mb == 16384 &&
           !strcmp(c.output.dir, "runs/latest") && c.output.save_model && !c.output.quiet &&
           c.output.log_interval_s == 5, "defaults output", "dir %s", c.output.dir);
     ss_config_free(&c);

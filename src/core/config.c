@@ -129,10 +129,10 @@ static const struct key_desc keys[] = {
     DBL(sync, shadow_sleep_ms, "10", 0, 60000, 0,
         "pause of the shadow thread between syncs, so it leaves the workers their cores (0: sync back to back)"),
 
-    ONE_OF(placement, strategy, "round_robin", strategies,
+    ONE_OF(placement, strategy, "profile", strategies,
            "how embedding tables are placed on embedding parameter servers"),
-    INT(placement, profile_batches, "100", 0, 1000000, "batches profiled by the profile strategy"),
-    STR(placement, pin, "", "pins table:ps,... that override the strategy"),
+    INT(placement, profile_batches, "100", 0, 1000000, "batches of data.train profiled by the profile strategy (0: assume equal tables)"),
+    STR(placement, pin, "", "pins TABLE:PS or TABLE@LO-HI:PS (rows LO..HI-1), comma separated; the strategy places the rest"),
 
     I64(embedding_ps, memory_mb, "16384", 1, P40, "memory of each embedding parameter server, MiB"),
 

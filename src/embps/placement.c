@@ -769,7 +769,7 @@ int placement_for_config(const struct ss_config *c, const struct model_layout *l
     } else {
         placement_assume(l, c, tp);
     }
-    double cap = (double)c->embedding_ps.memory_mb;
+    double cap = (double)c->embedding_ps.memory_mb, t_pack = ss_now();
     for (int s = 0; rc == 0 && s < 3; s++) {
         struct ss_err ignore;
         int r = placement_make(&plans[s], s, tp, T, n_ps, cap, c->placement.pin,
@@ -779,10 +779,13 @@ int placement_for_config(const struct ss_config *c, const struct model_layout *l
         else if (r < 0) /* only profile fails (on memory): shown as such */
             plans[s].strategy = s;
     }
+    t_pack = ss_now() - t_pack;
     if (rc == 0)
         rc = placement_check_memory(&plans[chosen], e);
-    if (rc == 0 && f)
+    if (rc == 0 && f) {
         placement_summary(plans, chosen, profiled, f);
+        fprintf(f, "# the three plans computed in %.3f s\n", t_pack);
+    }
     if (rc == 0 && c->output.dir[0])
         rc = write_plans(c->output.dir, plans, chosen, tp, profiled, e);
     for (int s = 0; s < 3; s++) {

@@ -174,28 +174,11 @@ static void progress(struct job *j)
     }
 }
 
-static int make_dirs(const char *path, struct ss_err *e)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return ss_fail(e, SS_EIO, "cannot create directory %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return ss_fail(e, SS_EIO, "cannot create directory %s: %s", buf, strerror(errno));
-    return 0;
-}
-
 /* The run directory exists and is writable before any training starts. */
 static int open_run_dir(struct job *j, struct ss_err *e)
 {
     const char *dir = j->c->output.dir;
-    int rc = make_dirs(dir, e);
+    int rc = ss_mkdir_p(dir, e);
     if (rc < 0)
         return rc;
     char p[4096];
@@ -453,14 +436,14 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/model", j->c->output.dir);
-    int rc = make_dirs(p, e);
+    int rc = ss_mkdir_p(p, e);
     if (rc < 0)
         return rc;
     snprintf(p, sizeof p, "%s/model/dense.bin", j->c->output.dir);
     if ((rc = dense_save(w, j->l.n_params, p, e)) < 0)
         return rc;
     if (!j->tables)
-        return 0; /* cluster job: the tables are on the embedding PSs (not saved yet) */
+        return 0; /* cluster job: each embedding PS saves its shards, tables-psK.bin */
     snprintf(p, sizeof p, "%s/model/tables.bin", j->c->output.dir);
     return embps_save(j->tables, p, e);
 }
