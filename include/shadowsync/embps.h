@@ -60,7 +60,7 @@ void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
 typedef struct _ThriftProcessor ThriftProcessor;
 struct embps_stats {
     int64_t lookups, pushes, refused, bytes_in, bytes_out;
-    double busy_s, load_s;      /* in pool and push; rows served x cost (ns_per_row) */
+    double busy_s, load_s;      /* CPU s in pool and push; rows looked up x cost (ns_per_row) */
 };
 struct embps_service;
 struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *shard_ids, int k,
@@ -150,9 +150,11 @@ int embps_create_for_ps(const struct emb_opts *base, const struct placement *pl,
  * tables-psK.bin) and leaves its figures in p. */
 struct job_plan;
 int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
-/* Collective: the master makes the plan (placement_for_config, printed and
- * written to the run directory) and every rank gets it; a failure on the
- * master fails every rank with its message. */
+/* Collective: the master makes the plan (placement_for_config, profiling
+ * whatever the strategy, so every plan's figures and the PSs' load seconds
+ * rest on measured costs; printed and written to the run directory) and
+ * every rank gets it; a failure on the master fails every rank with its
+ * message. */
 int placement_for_job(const struct ss_config *c, struct job_plan *p, struct placement *pl,
                       struct ss_err *e);
 

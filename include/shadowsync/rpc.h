@@ -56,7 +56,7 @@ void rpc_wait_job_end(struct job_plan *p);
 /* Collective, after the roles have run: rank 0 gathers every rank's
  * p->figures, prints a line per service and writes DIR/roles.json.
  *   embedding_ps: lookups, pushes, refused, bytes in, bytes out, seconds,
- *                 busy seconds (in pool and push), load seconds (rows served
+ *                 busy seconds (CPU in pool and push), load seconds (rows looked up
  *                 x the profiled cost per row of their table)
  *   sync_ps:      syncs served, refused, seconds
  *   reader:       batches served, examples, bad lines, refused, seconds */

@@ -51,6 +51,9 @@ int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, i
                const char *token, int batch_size, int depth, int timeout_ms, struct ss_err *e);
 /* Thread-safe: the next batch into b (b->n = 0 at the end of every share). */
 int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e);
+/* The bad lines the readers have reported skipping (all of them once the
+ * feed has ended: every reader's last answer reaches every trainer). */
+int64_t feed_bad_lines(struct batch_feed *f);
 void feed_free(struct batch_feed *f);
 
 struct eval_result {

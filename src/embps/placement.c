@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 
 #define PS_BASE_BYTES (64.0 * 1048576)   /* a PS's process, Thrift buffers, BLAS */
-#define PROFILE_MAX_ROWS (1 << 21)        /* cost table: past the caches either way */
+#define PROFILE_MAX_ROWS (1 << 24)        /* cost table: past the caches either way */
 #define PROFILE_MIN_S 0.05                /* time each table's lookups at least this long */
 #define MAX_SPLIT_ROUNDS 6
 

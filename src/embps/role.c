@@ -15,7 +15,7 @@ int placement_for_job(const struct ss_config *c, struct job_plan *p, struct plac
     int rc = model_layout_init(&l, c, e);
     memset(pl, 0, sizeof *pl);
     if (rc == 0 && p->rank == 0)
-        rc = placement_for_config(c, &l, p->count[ROLE_EMBEDDING_PS], 0, pl,
+        rc = placement_for_config(c, &l, p->count[ROLE_EMBEDDING_PS], 1, pl,
                                   c->output.quiet ? NULL : stdout, e);
     if (p->rank == 0)
         fflush(stdout);

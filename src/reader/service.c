@@ -70,6 +70,10 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     r->example_ids = blob(b->example_id, (size_t)n * 8);
     r->__isset_n = r->__isset_n_dense = r->__isset_n_tables = r->__isset_label = TRUE;
     r->__isset_dense = r->__isset_offsets = r->__isset_ids = r->__isset_example_ids = TRUE;
+    struct reader_stats st;
+    reader_stats(s->r, &st);
+    r->bad_lines = st.bad_lines;
+    r->__isset_bad_lines = TRUE;
     s->served++;
     s->examples += n;
     pthread_mutex_unlock(&s->mu);

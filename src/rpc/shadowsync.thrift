@@ -39,7 +39,8 @@ service SyncPS {
 
 /* Up to max examples of one reader's share; n = 0: its data has ended.
  * label float32 [n], dense float32 [n*n_dense], offsets int32 [n*T+1],
- * ids uint64 [offsets[n*T]], example_ids uint64 [n]. */
+ * ids uint64 [offsets[n*T]], example_ids uint64 [n]; bad_lines: the bad
+ * lines this reader has skipped so far. */
 struct BatchReply {
   1: i32 n,
   2: i32 n_dense,
@@ -48,7 +49,8 @@ struct BatchReply {
   5: binary dense,
   6: binary offsets,
   7: binary ids,
-  8: binary example_ids
+  8: binary example_ids,
+  9: i64 bad_lines
 }
 
 service Reader {

@@ -13,6 +13,7 @@
 struct rd {
     char name[128], host[64];
     int port, active;
+    int64_t bad_lines;          /* the last count it sent (under the feed's mu) */
     struct rpc_conn *conn;
     ssReaderIf *client;
 };
@@ -54,6 +55,10 @@ static void *feed_main(void *arg)
         ssBatchReply *reply = NULL;
         if ((rc = pull(f, r, &reply)) < 0)
             break;
+        pthread_mutex_lock(&f->mu);
+        if (reply->bad_lines > r->bad_lines)
+            r->bad_lines = reply->bad_lines;
+        pthread_mutex_unlock(&f->mu);
         if (reply->n <= 0) {
             r->active = 0;
             left--;
@@ -129,6 +134,16 @@ int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
     int rc = take(r, b, e);
     g_object_unref(r);
     return rc;
+}
+
+int64_t feed_bad_lines(struct batch_feed *f)
+{
+    int64_t sum = 0;
+    pthread_mutex_lock(&f->mu);
+    for (int i = 0; i < f->n_rd; i++)
+        sum += f->rd[i].bad_lines;
+    pthread_mutex_unlock(&f->mu);
+    return sum;
 }
 
 void feed_free(struct batch_feed *f)

@@ -536,6 +536,8 @@ int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, st
     progress(&j);
     if (env)
         sum_over_trainers(&j, &f, &rs);
+    if (env && env->feed) /* the readers' counts, not a sum: every trainer saw them all */
+        rs.bad_lines = feed_bad_lines(env->feed);
     if (rc < 0)
         goto out;
     w = output_model(&j); /* collective for sync.output = average */
