@@ -88,16 +88,19 @@ timeout 120 $MPIRUN -np 3 $BIN train configs/criteo_kaggle.ini --set job.trainer
 rc=$?
 check "a cluster job beyond the PSs' memory stops before allocating, naming the need" sh -c "[ $rc != 0 ] && grep -q 'placement (on the master).*need' $T/oomjob.log"
 
-# reader services: 2 trainers + 2 embedding PS + 1 sync PS + 2 readers
+# reader services: 2 trainers + 2 embedding PS + 1 sync PS + 2 readers, on
+# the data with 3 bad lines added
+{ cat $T/d/train.tsv; printf '1\tnot-a-number\n0\n2\t1\t2\n'; } > $T/d/train_bad.tsv
 timeout 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
     --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
-    --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+    --set trainer.worker_threads=1 --set data.train=$T/d/train_bad.tsv --set data.eval=$T/d/eval.tsv \
     --set output.dir=$T/readers > $T/readers.log 2>&1
 rc=$?
 check "cluster with 2 reader services: exits 0" test $rc = 0
 check "reader services: every example counted once" test "$(json examples $T/readers/metrics.json)" = $N
 NE=$(json eval_ne $T/readers/metrics.json)
 check "reader services: eval NE $NE within 0.01 of the embedded default's $REF" near "$NE" "$REF" 0.01
+check "reader services: the readers' bad lines reach metrics.json" test "$(json bad_lines $T/readers/metrics.json)" = 3
 check "reader services: batches served per reader reported" grep -q 'reader 1 (rank 6 on .*): batches served [1-9]' $T/readers.log
 
 cluster two-workers sync.algo=ma trainer.worker_threads=2

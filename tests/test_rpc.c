@@ -140,7 +140,7 @@ int main(void)
 
     char why[256];
     int32_t off_ok[3 * 1 + 1] = {0, 0, 0, 0};
-    uint64_t none[1] = {0};
+    uint64_t none[8] = {0}; /* ids enough for any offsets below */
     rc = raw_lookup(ep[0].port, "not-the-token", ids0, 3, 1, off_ok, 4, none, why);
     CHECK(rc == 1 && strstr(why, "token"), "a wrong token is refused", "rc %d: %s", rc, why);
     rc = raw_lookup(ep[0].port, token, ids1, 3, 1, off_ok, 4, none, why);

@@ -288,57 +288,52 @@ static void improve(const double *load, const double *bytes, int n, int P, doubl
     }
 }
 
+/* Puts the fixed items in their bins, then each of order[0..m) where its
+ * bytes fit, in the bin of least load (by_bytes: least memory). */
+static int assign(const double *load, const double *bytes, int n, int P, double cap,
+                  const int *fixed, const int *order, int m, int by_bytes, int *bin, double *L,
+                  double *M)
+{
+    memset(L, 0, P * sizeof *L);
+    memset(M, 0, P * sizeof *M);
+    for (int i = 0; i < n; i++)
+        if (fixed && fixed[i] >= 0)
+            bin[i] = fixed[i], L[bin[i]] += load[i], M[bin[i]] += bytes[i];
+    const double *key = by_bytes ? M : L;
+    for (int k = 0; k < m; k++) {
+        int i = order[k], q = -1;
+        for (int p = 0; p < P; p++)
+            if (M[p] + bytes[i] <= cap && (q < 0 || key[p] < key[q]))
+                q = p;
+        if (q < 0)
+            return -1;
+        bin[i] = q, L[q] += load[i], M[q] += bytes[i];
+    }
+    return 0;
+}
+
 int place_pack(const double *load, const double *bytes, int n, int P, double cap,
                const int *fixed, int *bin)
 {
     double *L = ss_xcalloc(P, sizeof *L), *M = ss_xcalloc(P, sizeof *M);
-    int *order = ss_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(int)), m = 0, ok = 1;
-    for (int i = 0; i < n; i++) {
-        bin[i] = -1;
-        if (fixed && fixed[i] >= 0) {
-            bin[i] = fixed[i];
-            L[bin[i]] += load[i];
-            M[bin[i]] += bytes[i];
-        } else {
+    int *order = ss_xmalloc((size_t)(n > 0 ? n : 1) * sizeof(int)), m = 0;
+    for (int i = 0; i < n; i++)
+        if (!fixed || fixed[i] < 0)
             order[m++] = i;
-        }
-    }
+    /* longest processing time first; when memory binds, first fit by bytes
+     * and let the moves work */
     qsort_r(order, m, sizeof(int), by_load_desc, (void *)load);
-    for (int k = 0; k < m && ok; k++) { /* longest processing time first */
-        int i = order[k], q = -1;
-        for (int p = 0; p < P; p++)
-            if (M[p] + bytes[i] <= cap && (q < 0 || L[p] < L[q]))
-                q = p;
-        if (q < 0)
-            ok = 0;
-        else
-            bin[i] = q, L[q] += load[i], M[q] += bytes[i];
-    }
-    if (!ok) { /* memory binds: first fit by bytes, then let the moves work */
-        memset(L, 0, P * sizeof *L);
-        memset(M, 0, P * sizeof *M);
+    int rc = assign(load, bytes, n, P, cap, fixed, order, m, 0, bin, L, M);
+    if (rc < 0) {
         qsort_r(order, m, sizeof(int), by_load_desc, (void *)bytes);
-        ok = 1;
-        for (int i = 0; i < n; i++)
-            if (fixed && fixed[i] >= 0)
-                L[bin[i]] += load[i], M[bin[i]] += bytes[i];
-        for (int k = 0; k < m && ok; k++) {
-            int i = order[k], q = -1;
-            for (int p = 0; p < P; p++)
-                if (M[p] + bytes[i] <= cap && (q < 0 || M[p] < M[q]))
-                    q = p;
-            if (q < 0)
-                ok = 0;
-            else
-                bin[i] = q, L[q] += load[i], M[q] += bytes[i];
-        }
+        rc = assign(load, bytes, n, P, cap, fixed, order, m, 1, bin, L, M);
     }
-    if (ok)
+    if (rc == 0)
         improve(load, bytes, n, P, cap, fixed, bin, L, M);
     free(L);
     free(M);
     free(order);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* ---- pins ---------------------------------------------------------------- */
@@ -572,8 +567,10 @@ int placement_make(struct placement *pl, int strategy, const struct table_profil
         return ss_fail(e, SS_EINVAL, "placement: no embedding PS to place the tables on");
     struct pin *pins;
     int n_pins, cap = 0, rc = parse_pins(pin_spec, tp, T, P, &pins, &n_pins, e);
-    if (rc < 0)
+    if (rc < 0) {
+        placement_free(pl);
         return rc;
+    }
     if (strategy == PLACE_PROFILE) {
         rc = pack_profile(pl, tp, pins, n_pins, &cap, e);
     } else {
