@@ -361,6 +361,12 @@ static int cmd_plan(int argc, char **argv)
     double t0 = ss_now();
     if (rc == 0)
         rc = placement_for_config(&c, &l, c.job.embedding_ps, 1, &pl, stdout, &e);
+    for (int q = 0; rc == 0 && q < c.job.sync_ps; q++) { /* the EASGD center, by bytes */
+        size_t lo, hi;
+        syncps_partition(l.n_params, c.job.sync_ps, q, &lo, &hi);
+        printf("sync_ps %d: dense floats [%zu, %zu), %.2f MiB\n", q, lo, hi,
+               (hi - lo) * 4.0 / 1048576);
+    }
     if (rc == 0 && c.output.dir[0])
         printf("# plan written to %s/placement.txt and placement.json (%.2f s)\n", c.output.dir,
                ss_now() - t0);

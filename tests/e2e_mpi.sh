@@ -73,10 +73,11 @@ ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/eval.log)
 check "cluster model: shadowsync eval of the saved shards gives the job's eval NE ($ENE vs $NE)" near "$ENE" "$NE" 0.0005
 
 # shadowsync plan: every strategy's figures; a job beyond the PSs' memory says so up front
-$BIN plan configs/tiny.ini --set job.embedding_ps=3 --set placement.strategy=profile \
+$BIN plan configs/tiny.ini --set job.embedding_ps=3 --set job.sync_ps=2 --set placement.strategy=profile \
     --set data.train=$T/d/train.tsv --set output.dir=$T/plan > $T/plan.log 2>&1
 rc=$?
 check "plan: prints the plan and the three strategies" sh -c "[ $rc = 0 ] && grep -q '^profile .*<- chosen' $T/plan.log && grep -q '^round_robin ' $T/plan.log && grep -q '^hash ' $T/plan.log && grep -q 'imbalance (max/mean)' $T/plan.log"
+check "plan: the sync PS partitions of the dense vector, by bytes" sh -c "grep -q '^sync_ps 0: dense floats \[0, ' $T/plan.log && grep -q '^sync_ps 1: dense floats' $T/plan.log"
 check "plan: written as JSON that parses" python3 -c "import json,sys; d=json.load(open('$T/plan/placement.json')); sys.exit(not (len(d['tables']) == 26 and d['plans']['profile']['imbalance'] <= d['plans']['round_robin']['imbalance'] + 1e-9))"
 $BIN plan configs/criteo_kaggle.ini --set job.embedding_ps=2 --set embedding_ps.memory_mb=1000 \
     --set placement.strategy=profile --set placement.profile_batches=0 --set output.dir= > $T/oom.log 2>&1
