@@ -3,8 +3,11 @@
 # refused naming the counts; roles go by rank, trainers first; 2 trainers +
 # 2 embedding PS + 1 sync PS train easgd, ma and bmuf in shadow mode and
 # easgd in foreground mode, every example counted once, eval NE within 0.01
-# of the embedded default's on the same data; killing an embedding PS ends
-# the job with a message naming it; the MPI all-reduce (mpi_collective.c).
+# of the embedded default's on the same data; placement by profile with a
+# split table, the cluster model saved and evaluated, `plan`; a wrong token
+# sent to a live job's PS is refused while the job goes on; killing an
+# embedding PS ends the job with a message naming it; the MPI all-reduce
+# (mpi_collective.c).
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -88,6 +91,18 @@ timeout 120 $MPIRUN -np 3 $BIN train configs/criteo_kaggle.ini --set job.trainer
     --set output.dir=$T/oomjob > $T/oomjob.log 2>&1
 rc=$?
 check "a cluster job beyond the PSs' memory stops before allocating, naming the need" sh -c "[ $rc != 0 ] && grep -q 'placement (on the master).*need' $T/oomjob.log"
+
+# a stranger's request (wrong token) to a live job's embedding PS is refused
+# and counted while the job trains on (tests/probe_token.py speaks Thrift)
+(timeout 300 $MPIRUN -np 3 $BIN train configs/tiny.ini --set job.embedding_ps=2 --set job.bind=127.0.0.1 \
+    --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv --set data.eval= \
+    --set output.dir=$T/probe > $T/probe.log 2>&1; echo $? > $T/probe.rc) &
+for i in $(seq 1 240); do grep -q 'embedding_ps 0 .* listens on' $T/probe.log 2>/dev/null && break; sleep 0.5; done
+EP=$(sed -n 's/^# embedding_ps 0 .* listens on \(.*\)$/\1/p' $T/probe.log)
+python3 tests/probe_token.py "${EP%:*}" "${EP#*:}" > $T/probe.out 2>&1
+wait
+check "a live job: a request with a wrong token is refused by the embedding PS" grep -q 'request refused: missing or wrong job token' $T/probe.out
+check "a live job: the PS served on and the job finished, the refusal counted" sh -c "[ \"\$(cat $T/probe.rc)\" = 0 ] && [ \"$(json examples $T/probe/metrics.json 2>/dev/null)\" = $N ] && grep -q '\"embedding_ps\", \"index\": 0.*\"refused\": 1,' $T/probe/roles.json"
 
 # reader services: 2 trainers + 2 embedding PS + 1 sync PS + 2 readers, on
 # the data with 3 bad lines added

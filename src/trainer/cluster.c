@@ -52,6 +52,10 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         snprintf(w.names[r], sizeof w.names[r], "%s %d (rank %d on %s)", rpc_role_name(role), idx,
                  r, p->hosts[r]);
     }
+    for (int r = 0; p->rank == 0 && !c->output.quiet && r < p->size; r++)
+        if (all[r].port > 0)
+            printf("# %s listens on %s:%d\n", w.names[r], all[r].host, all[r].port);
+    fflush(stdout);
     struct sync_endpoint *sps = NULL;
     struct trainer_env env = {p->role_index, p->count[ROLE_TRAINER], p->rank == 0, NULL, NULL,
                               NULL, make_emb, sum, sum_floats, &w};
