@@ -15,7 +15,9 @@ struct emb_client_ops {
     const char *name;
     /* Pooled bags of b into out[n*T*dim]. */
     int (*lookup)(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e);
-    /* Gradients of the pooled bags, same layout; applied on the tables' side. */
+    /* Gradients of the pooled bags, same layout; applied on the tables' side.
+     * A push of the batch just looked up may reuse what the lookup sent:
+     * the batch must not change between the two. */
     int (*push)(struct emb_client *c, const struct batch *b, const float *grad, struct ss_err *e);
     void (*free)(struct emb_client *c);
 };

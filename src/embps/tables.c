@@ -131,7 +131,9 @@ void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
 
 static inline float *row_of(struct emb_tables *t, int k, uint64_t id)
 {
-    return t->data[k] + (size_t)(id % (uint64_t)t->table_rows[k] - (uint64_t)t->lo[k]) * t->stride;
+    uint64_t rows = (uint64_t)t->table_rows[k];
+    uint64_t r = id < rows ? id : id % rows; /* a PS gets rows already: no division */
+    return t->data[k] + (size_t)(r - (uint64_t)t->lo[k]) * t->stride;
 }
 
 void embps_pool(struct emb_tables *t, const struct batch *b, float *out)

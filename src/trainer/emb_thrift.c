@@ -4,7 +4,10 @@
  * shards, in its order. All requests go out before any answer is read; the
  * pooled answers are summed into the [n x T x dim] layout the model reads
  * (a split table's partial sums add up to its bag), and a bag's gradient
- * goes to every shard of its table. Buffers are kept between batches, so
+ * goes to every shard of its table. The push of the batch just looked up
+ * reuses the lookup's requests (rows are routed once per batch; the batch
+ * must not change in between, as in the worker loop). Buffers are kept
+ * between batches, so
  * the steady state allocates only what the Thrift library does per call. */
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
@@ -25,6 +28,7 @@ struct ps_conn {
 
 struct thrift_emb {
     int n_tables, dim, n_ps;
+    const struct batch *looked_up; /* the batch whose requests the PSs hold, for its push */
     int64_t *table_rows;
     struct ps_conn *ps;         /* [n_ps]; a PS that holds nothing has k = 0 */
 };
@@ -70,6 +74,7 @@ static int call_failed(const struct ps_conn *p, const char *what, ssRpcError *re
 static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
 {
     struct thrift_emb *te = c->impl;
+    te->looked_up = NULL;
     for (int s = 0; s < te->n_ps; s++) {
         struct ps_conn *p = &te->ps[s];
         GError *gerr = NULL;
@@ -79,6 +84,7 @@ static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out
         if (!ss_embedding_p_s_client_send_lookup(p->client, p->bags, &gerr))
             return call_failed(p, "lookup", NULL, gerr, e);
     }
+    te->looked_up = b;
     int T = te->n_tables, d = te->dim;
     memset(out, 0, (size_t)b->n * T * d * sizeof(float));
     for (int s = 0; s < te->n_ps; s++) {
@@ -120,7 +126,8 @@ static int thrift_push(struct emb_client *c, const struct batch *b, const float 
         struct ps_conn *p = &te->ps[s];
         if (!p->k)
             continue;
-        gather(te, p, b);
+        if (te->looked_up != b)
+            gather(te, p, b);
         g_byte_array_set_size(p->grads, (guint)b->n * p->k * d * 4);
         float *pg = (float *)p->grads->data;
         for (int i = 0; i < b->n; i++)
@@ -131,6 +138,7 @@ static int thrift_push(struct emb_client *c, const struct batch *b, const float 
         if (!ss_embedding_p_s_client_send_push(p->client, p->bags, p->grads, &gerr))
             return call_failed(p, "push", NULL, gerr, e);
     }
+    te->looked_up = NULL;
     for (int s = 0; s < te->n_ps; s++) {
         struct ps_conn *p = &te->ps[s];
         ssRpcError *rerr = NULL;
