@@ -940,6 +940,89 @@ static void test_gen(void)
     reader_close(r);
 }
 
+/* Reads every remaining batch of r: example ids, labels; returns the count. */
+static int64_t drain(struct reader *r, struct batch *b, uint64_t *ids, float *labels, int64_t cap)
+{
+    struct ss_err e;
+    int64_t n = 0;
+    while (reader_next(r, b, &e) == 0 && b->n > 0)
+        for (int i = 0; i < b->n && n < cap; i++, n++)
+            ids[n] = b->example_id[i], labels[n] = b->label[i];
+    return n;
+}
+
+/* A position taken after k batches: a new reader seeking to it hands out
+ * exactly what the first one would have, for text (with bad lines) and
+ * binary shards; a position over other files is refused. */
+static void test_tell_seek(void)
+{
+    char made[256];
+    path_of(made, sizeof made, "pos");
+    mkdir(made, 0755);
+    write_criteo_file("pos/a.tsv", 1000, 37);
+    write_criteo_file("pos/b.tsv", 500, 0);
+    char dir[256], bin[256];
+    path_of(dir, sizeof dir, "pos");
+    path_of(bin, sizeof bin, "posbin");
+    struct schema s, bs;
+    criteo_schema(&s);
+    struct ss_err e = {0};
+    int rc = reader_convert(dir, bin, &s, 300, &e);
+    bs = s;
+    bs.format = FMT_BINARY;
+    CHECK(rc == 0, "position test data converted to shards", "%s", e.msg);
+    enum { CAP = 2000 };
+    uint64_t *ia = malloc(CAP * 8), *ib = malloc(CAP * 8);
+    float *la = malloc(CAP * 4), *lb = malloc(CAP * 4);
+    for (int kind = 0; kind < 2; kind++) {
+        const struct schema *sc = kind ? &bs : &s;
+        const char *path = kind ? bin : dir;
+        for (int k = 0; k < 30; k += 7) {
+            struct reader *a, *b2;
+            struct batch b;
+            batch_init(&b, 64, sc->n_dense, sc->n_cat);
+            reader_open(&a, path, sc, 0, 0, &e);
+            for (int i = 0; i < k; i++)
+                reader_next(a, &b, &e);
+            struct reader_pos pos;
+            reader_tell(a, &pos);
+            int64_t na = drain(a, &b, ia, la, CAP);
+            reader_open(&b2, path, sc, 0, 0, &e);
+            rc = reader_seek(b2, &pos, &e);
+            int64_t nb = drain(b2, &b, ib, lb, CAP);
+            struct reader_stats sa, sb;
+            reader_stats(a, &sa);
+            reader_stats(b2, &sb);
+            CHECK(rc == 0 && na == nb && !memcmp(ia, ib, na * 8) && !memcmp(la, lb, na * 4) &&
+                      sa.examples == sb.examples && sa.bad_lines == sb.bad_lines,
+                  kind ? "binary: a reader seeking to a position hands out the same rest"
+                       : "text: a reader seeking to a position hands out the same rest",
+                  "after %d batches: rc %d, %lld vs %lld examples, bad %lld vs %lld: %s", k, rc,
+                  (long long)na, (long long)nb, (long long)sa.bad_lines,
+                  (long long)sb.bad_lines, e.msg);
+            reader_close(a);
+            reader_close(b2);
+            batch_free(&b);
+        }
+    }
+    struct reader *a, *other;
+    struct reader_pos pos;
+    reader_open(&a, dir, &s, 0, 0, &e);
+    reader_tell(a, &pos);
+    char one[256];
+    path_of(one, sizeof one, "pos/b.tsv");
+    reader_open(&other, one, &s, 0, 0, &e);
+    rc = reader_seek(other, &pos, &e);
+    CHECK(rc < 0 && strstr(e.msg, "other files"), "a position over other files is refused", "%s",
+          e.msg);
+    reader_close(a);
+    reader_close(other);
+    free(ia);
+    free(ib);
+    free(la);
+    free(lb);
+}
+
 int main(void)
 {
     strcpy(root, "/tmp/ss_test_reader.XXXXXX");
@@ -956,6 +1039,7 @@ int main(void)
     test_dir_and_glob();
     test_convert_and_binary();
     test_gen();
+    test_tell_seek();
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_DONE();
 }

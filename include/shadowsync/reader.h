@@ -72,6 +72,22 @@ void reader_stats(struct reader *r, struct reader_stats *st);
 void reader_set_share(struct reader *r, int index, int count);
 void reader_close(struct reader *r);
 
+/* Where a reader is, for checkpoints (DESIGN §8): the next example to hand
+ * out, and the counts so far. Plain data, written as is. */
+#define READER_POS_MAGIC 0x53534F50u /* "SSPO" */
+struct reader_pos {
+    uint32_t magic;
+    int32_t cur, is_open, skipping;
+    uint64_t files_hash;        /* the file list it applies to */
+    int64_t offset;             /* text: bytes of file cur consumed; binary: record offset */
+    int64_t line_no, rec, ids_left, seen, handed, bad_lines, reported, files_done;
+    uint64_t bytes_done;
+};
+void reader_tell(struct reader *r, struct reader_pos *p);
+/* Before the first next(): continues from p, which must come from a reader
+ * over the same files (same schema, shares and max_examples). */
+int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e);
+
 /* Parses one text line (no newline) into example slot i of b.
  * Returns 0, or SS_EFORMAT with a reason in e. Exposed for tests. */
 int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, struct ss_err *e);

@@ -43,6 +43,7 @@ struct reader {
     size_t pos, end; /* unread bytes buf[pos, end) */
     int eof, skipping;
     int64_t line_no; /* lines of the current file taken so far */
+    uint64_t file_read; /* bytes of the current file read into buf */
 
     /* binary */
     const unsigned char *map;
@@ -82,6 +83,7 @@ static int text_open(struct reader *r, struct ss_err *e)
     r->pos = r->end = 0;
     r->eof = r->skipping = 0;
     r->line_no = 0;
+    r->file_read = 0;
     return 0;
 }
 
@@ -98,6 +100,7 @@ static int text_fill(struct reader *r, struct ss_err *e)
             r->eof = 1;
         r->end += (size_t)k;
         r->bytes_done += (uint64_t)k;
+        r->file_read += (uint64_t)k;
         return 0;
     }
 }
@@ -400,6 +403,86 @@ int reader_next(struct reader *r, struct batch *b, struct ss_err *e)
             b->n = 0;
         }
     }
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+/* The file list's fingerprint: a position applies only to the same files. */
+static uint64_t files_hash(const struct reader *r)
+{
+    uint64_t h = 0x5EEDF11E5ull ^ (uint64_t)r->n_files;
+    for (int i = 0; i < r->n_files; i++)
+        for (const char *c = r->files[i]; *c; c++)
+            h = (h ^ (unsigned char)*c) * 0x100000001B3ull;
+    return h;
+}
+
+void reader_tell(struct reader *r, struct reader_pos *p)
+{
+    pthread_mutex_lock(&r->lock);
+    memset(p, 0, sizeof *p);
+    p->magic = READER_POS_MAGIC;
+    p->files_hash = files_hash(r);
+    p->cur = r->cur;
+    p->is_open = r->is_open;
+    p->skipping = r->skipping;
+    p->offset = r->map ? (int64_t)r->at : (int64_t)(r->file_read - (r->end - r->pos));
+    p->line_no = r->line_no;
+    p->rec = (int64_t)r->rec;
+    p->ids_left = (int64_t)r->ids_left;
+    p->seen = r->seen;
+    p->handed = r->handed;
+    p->bad_lines = r->bad_lines;
+    p->reported = r->reported;
+    p->files_done = r->files_done;
+    p->bytes_done = r->bytes_done;
+    pthread_mutex_unlock(&r->lock);
+}
+
+int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
+{
+    if (p->magic != READER_POS_MAGIC)
+        return ss_fail(e, SS_EFORMAT, "reader position: not one (bad magic)");
+    if (p->files_hash != files_hash(r))
+        return ss_fail(e, SS_EINVAL, "reader position: taken over other files than the %d of "
+                       "this data path (were files added, removed or renamed?)", r->n_files);
+    if (p->cur < 0 || p->cur > r->n_files || r->is_open || r->handed)
+        return ss_fail(e, SS_EINVAL, "reader position: file %d of %d, or the reader has started",
+                       p->cur, r->n_files);
+    pthread_mutex_lock(&r->lock);
+    int rc = 0;
+    r->cur = p->cur;
+    if (p->is_open && p->cur < r->n_files) {
+        if (r->s.format == FMT_BINARY) {
+            rc = shard_open(r, e);
+            if (rc == 0 && (p->offset < SHARD_HEADER_BYTES || (size_t)p->offset > r->map_len ||
+                            (uint64_t)p->rec > r->hdr.examples))
+                rc = ss_fail(e, SS_EFORMAT, "%s: the position is past the shard's end",
+                             r->files[r->cur]);
+            if (rc == 0) {
+                r->at = (size_t)p->offset;
+                r->rec = (uint64_t)p->rec;
+                r->ids_left = (uint64_t)p->ids_left;
+            }
+        } else {
+            rc = text_open(r, e);
+            if (rc == 0 && lseek(r->fd, p->offset, SEEK_SET) != p->offset)
+                rc = ss_fail(e, SS_EIO, "%s: cannot seek to byte %lld: %s", r->files[r->cur],
+                             (long long)p->offset, strerror(errno));
+            if (rc == 0) {
+                r->file_read = (uint64_t)p->offset;
+                r->line_no = p->line_no;
+                r->skipping = p->skipping;
+            }
+        }
+        r->is_open = rc == 0;
+    }
+    r->seen = p->seen;
+    r->handed = p->handed;
+    r->bad_lines = p->bad_lines;
+    r->reported = p->reported;
+    r->files_done = p->files_done;
+    r->bytes_done = p->bytes_done;
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
