@@ -15,6 +15,7 @@
 #include <malloc.h>
 #include <mpi.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
@@ -23,6 +24,8 @@
 static const char usage[] =
     "usage: shadowsync VERB ...\n"
     "  train CONFIG [--set section.key=value ...]   train (the embedded default without mpirun)\n"
+    "  train CONFIG --resume [DIR]                  continue from the newest complete checkpoint\n"
+    "                                               in DIR (default checkpoint.dir)\n"
     "  train --help-config                          every config key with its default\n"
     "  eval CONFIG --model DIR [--set ...]          score data.eval with a saved model\n"
     "  gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]\n"
@@ -194,10 +197,35 @@ static int cluster_train(struct ss_config *c)
     return rc < 0 ? 1 : 0;
 }
 
+/* Takes "--resume [DIR]" out of argv (DIR: the next argument when it is a
+ * directory); *resume = DIR, "" for checkpoint.dir, or NULL. */
+static int take_resume(int *argc, char **argv, const char **resume)
+{
+    *resume = NULL;
+    int out = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9)) {
+            struct stat st;
+            if (argv[i][8] == '=')
+                *resume = argv[i] + 9;
+            else if (i + 1 < *argc && stat(argv[i + 1], &st) == 0 && S_ISDIR(st.st_mode))
+                *resume = argv[++i];
+            else
+                *resume = "";
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    *argc = out;
+    return 0;
+}
+
 static int cmd_train(int argc, char **argv)
 {
     static const char *const allowed[] = {NULL};
     struct args a;
+    const char *resume;
+    take_resume(&argc, argv, &resume);
     int rc = parse_args(argc, argv, &a, allowed);
     if (rc)
         return rc;
@@ -210,7 +238,19 @@ static int cmd_train(int argc, char **argv)
     struct ss_config c;
     if ((rc = load_config(&c, &a)))
         return rc;
+    if (resume && !*resume)
+        resume = c.checkpoint.dir;
+    if (resume && !*resume) {
+        ss_config_free(&c);
+        return bad_usage("--resume needs a checkpoint DIR (or checkpoint.dir in the config)");
+    }
     if (rpc_under_mpirun()) {
+        if (resume) {
+            fprintf(stderr, "shadowsync: --resume of a cluster job is not written yet "
+                            "(the embedded default resumes)\n");
+            ss_config_free(&c);
+            return 2;
+        }
         rc = cluster_train(&c);
         ss_config_free(&c);
         return rc;
@@ -221,7 +261,7 @@ static int cmd_train(int argc, char **argv)
         fflush(stdout);
     }
     struct ss_err e = {0};
-    rc = trainer_run(&c, &e);
+    rc = trainer_run(&c, resume, &e);
     ss_config_free(&c);
     return rc < 0 ? die(&e) : 0;
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Sanitizer builds on a short job (STYLE.md "Tests"): ASan+UBSan and TSan
 # builds of everything, their unit tests, and a 2 trainers x 2 workers run
-# with MA in the shadow thread and EASGD in foreground mode. Any sanitizer
+# with MA in the shadow thread and EASGD in foreground mode, and one taking
+# checkpoints every 20 ms (the workers' pause under foreground MA). Any sanitizer
 # report fails. SKIP_SANITIZE=1 skips (for quick local runs).
 [ -n "$SKIP_SANITIZE" ] && { echo "PASS sanitizers skipped (SKIP_SANITIZE set)"; exit 0; }
 T=$(mktemp -d)
@@ -24,7 +25,8 @@ for kind in asan tsan; do
         fi
     done
     $B/shadowsync gen --out $T/d --examples 6000 --eval-examples 1000 --config configs/tiny.ini > /dev/null 2>&1
-    for run in "sync.algo=ma sync.mode=shadow" "sync.algo=easgd sync.mode=foreground"; do
+    for run in "sync.algo=ma sync.mode=shadow" "sync.algo=easgd sync.mode=foreground" \
+               "sync.algo=ma sync.mode=foreground checkpoint.dir=$T/ck checkpoint.interval_s=0.02"; do
         sets=""; for s in $run; do sets="$sets --set $s"; done
         if $B/shadowsync train configs/tiny.ini --set data.train=$T/d/train.tsv \
                --set data.eval=$T/d/eval.tsv --set output.dir=$T/run --set output.quiet=true \

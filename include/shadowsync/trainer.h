@@ -69,8 +69,11 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
                  struct ss_err *e);
 
 /* `shadowsync train`: the embedded default, job.trainers trainers in this
- * process, each with worker_threads Hogwild workers and a shadow thread. */
-int trainer_run(const struct ss_config *c, struct ss_err *e);
+ * process, each with worker_threads Hogwild workers and a shadow thread;
+ * checkpoints to checkpoint.dir every checkpoint.interval_s and at the end;
+ * resume (a checkpoint directory, or NULL) continues from its newest
+ * complete checkpoint. */
+int trainer_run(const struct ss_config *c, const char *resume, struct ss_err *e);
 
 /* One trainer rank of a cluster job: how it reaches the rest of the job. */
 struct trainer_env {
@@ -92,6 +95,31 @@ struct job_plan;
 int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
 /* `shadowsync eval CONFIG --model DIR`. */
 int trainer_eval_saved(const struct ss_config *c, const char *model_dir, struct ss_err *e);
+
+/* Checkpoint directories (checkpoint.c, DESIGN §8): parts written into
+ * DIR/ckpt-N.tmp, each fsynced and hashed by ckpt_add; ckpt_commit writes
+ * the MANIFEST (parts, sizes, hashes, figures) last, renames the directory
+ * to DIR/ckpt-N and keeps the newest `keep`. */
+#define MAX_META 64
+struct ckpt;
+struct ckpt_meta_set {
+    int n;
+    char key[MAX_META][48];
+    double val[MAX_META];
+};
+int ckpt_begin(struct ckpt **out, const char *dir, struct ss_err *e);
+/* Where part name goes (write it, then ckpt_add it). */
+const char *ckpt_part_path(const struct ckpt *k, const char *name, char *buf, size_t cap);
+int ckpt_add(struct ckpt *k, const char *name, struct ss_err *e);
+void ckpt_meta(struct ckpt *k, const char *key, double value);
+int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e);
+void ckpt_free(struct ckpt *k);             /* removes an uncommitted one */
+/* The newest complete checkpoint of dir into out (its MANIFEST whole and
+ * every part's size and hash matching), with its figures; *skipped counts
+ * newer ones refused (each reported on stderr). */
+int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m, int *skipped,
+                struct ss_err *e);
+double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt);
 
 /* Model directory files: DIR/dense.bin and DIR/tables.bin. */
 int dense_save(const float *w, size_t n, const char *path, struct ss_err *e);

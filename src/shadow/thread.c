@@ -18,6 +18,7 @@ struct shadow {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int data_done, pending, failed;
+    int held;                   /* the workers are paused: run rounds without being asked */
     int64_t started, done;      /* rounds begun, rounds finished */
     int rc;
     struct ss_err err;
@@ -35,7 +36,7 @@ static void pause_ms(double ms)
 static void wait_for_request(struct shadow *s)
 {
     pthread_mutex_lock(&s->mu);
-    while (!s->pending && !s->data_done)
+    while (!s->pending && !s->data_done && !s->held)
         pthread_cond_wait(&s->cv, &s->mu);
     s->pending = 0;
     s->started++;
@@ -69,6 +70,8 @@ static void *shadow_main(void *arg)
             break;
         if (!foreground)
             pause_ms(s->o.cfg->sync.shadow_sleep_ms);
+        else if (__atomic_load_n(&s->held, __ATOMIC_RELAXED))
+            pause_ms(1);
     }
     return NULL;
 }
@@ -119,6 +122,14 @@ void shadow_data_done(struct shadow *s)
 {
     pthread_mutex_lock(&s->mu);
     s->data_done = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void shadow_hold(struct shadow *s, int held)
+{
+    pthread_mutex_lock(&s->mu);
+    __atomic_store_n(&s->held, held, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }

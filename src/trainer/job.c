@@ -63,11 +63,35 @@ struct job {
     struct center *center;
     int stop;                   /* a worker failed: the others leave their loops (atomic) */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv, resume_cv;
     int workers_left;
+    int pause, paused;          /* under mu (pause also atomic): workers wait at a batch's edge */
+    const char *resume;         /* checkpoint directory to resume from (NULL: a fresh run) */
+    char resumed_from[4300];    /* the checkpoint it resumed from */
+    int resumed_trainers;
+    struct {                    /* the figures of the run(s) before a resume */
+        int64_t examples, iterations, syncs;
+        struct ne_acc ne;
+        double elapsed;
+    } base;
+    int64_t checkpoints, checkpoint_failures;
     double t0;
     FILE *csv;
 };
+
+/* A worker at the edge of a batch while a checkpoint is taken. */
+static void wait_while_paused(struct job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->pause) {
+        j->paused++;
+        pthread_cond_broadcast(&j->cv);
+        while (j->pause)
+            pthread_cond_wait(&j->resume_cv, &j->mu);
+        j->paused--;
+    }
+    pthread_mutex_unlock(&j->mu);
+}
 
 static void *worker_main(void *arg)
 {
@@ -84,6 +108,8 @@ static void *worker_main(void *arg)
     float lr = (float)c->optim.dense_lr, eps = (float)c->optim.eps;
     int rc = 0;
     for (int64_t it = 1; !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
+        if (__atomic_load_n(&j->pause, __ATOMIC_ACQUIRE))
+            wait_while_paused(j);
         if ((rc = j->env && j->env->feed ? feed_next(j->env->feed, &b, &wk->err)
                                          : reader_next(j->reader, &b, &wk->err)) < 0 ||
             b.n == 0)
@@ -131,12 +157,16 @@ static void *worker_main(void *arg)
 struct figures {
     double elapsed, eps, train_ne, train_logloss, syncs_per_s, sync_gap;
     int64_t examples, iterations, syncs;
+    struct ne_acc ne;
 };
 
 static void collect(struct job *j, struct figures *f)
 {
     memset(f, 0, sizeof *f);
-    struct ne_acc ne = {0};
+    struct ne_acc ne = j->base.ne;
+    f->examples = j->base.examples;
+    f->iterations = j->base.iterations;
+    f->syncs = j->base.syncs;
     for (int t = 0; t < j->n_tr; t++) {
         struct trainer *tr = &j->tr[t];
         for (int k = 0; k < j->n_wk; k++) {
@@ -155,6 +185,7 @@ static void collect(struct job *j, struct figures *f)
     f->train_logloss = ne_logloss(&ne);
     f->syncs_per_s = f->elapsed > 0 ? f->syncs / f->elapsed : 0;
     f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
+    f->ne = ne;
 }
 
 static void progress(struct job *j)
@@ -257,6 +288,16 @@ static int start_trainers(struct job *j, struct ss_err *e)
         model_init_params(&j->l, tr->w, (uint64_t)c->job.seed); /* one init for every trainer */
         for (size_t i = 0; i < n; i++)
             tr->state[i] = (float)c->optim.init_acc;
+        if (j->resumed_from[0]) { /* trainer t takes the saved one t mod count */
+            char p[4400];
+            int rc;
+            snprintf(p, sizeof p, "%s/dense-%d.bin", j->resumed_from, t % j->resumed_trainers);
+            if ((rc = dense_load(tr->w, n, p, e)) < 0)
+                return rc;
+            snprintf(p, sizeof p, "%s/state-%d.bin", j->resumed_from, t % j->resumed_trainers);
+            if ((rc = dense_load(tr->state, n, p, e)) < 0)
+                return rc;
+        }
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
         tr->workers_left = j->n_wk;
     }
@@ -272,7 +313,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
             return src; /* only before any thread of a later trainer exists */
     }
     j->workers_left = j->n_tr * j->n_wk;
-    j->t0 = ss_now();
+    j->t0 = ss_now() - j->base.elapsed;
     int rc;
     for (int t = 0; t < j->n_tr; t++)
         for (int k = 0; k < j->n_wk; k++) {
@@ -291,13 +332,25 @@ static int start_trainers(struct job *j, struct ss_err *e)
     return 0;
 }
 
-/* Waits for every worker, printing progress lines meanwhile. */
+static void checkpoint_now(struct job *j, int final);
+
+/* Waits for every worker, printing progress lines and taking checkpoints
+ * meanwhile. */
 static void wait_workers(struct job *j)
 {
-    double interval = j->c->output.log_interval_s, next = j->t0 + interval;
+    double interval = j->c->output.log_interval_s, next = ss_now() + interval;
+    double ck_every = j->c->checkpoint.interval_s, ck_next = ss_now() + ck_every;
+    int ck_on = j->c->checkpoint.dir[0] && ck_every > 0;
     pthread_mutex_lock(&j->mu);
     while (j->workers_left > 0) {
         double now = ss_now();
+        if (ck_on && now >= ck_next) {
+            pthread_mutex_unlock(&j->mu);
+            checkpoint_now(j, 0);
+            ck_next = ss_now() + ck_every;
+            pthread_mutex_lock(&j->mu);
+            continue;
+        }
         if (now >= next) {
             pthread_mutex_unlock(&j->mu);
             progress(j);
@@ -307,7 +360,7 @@ static void wait_workers(struct job *j)
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        double wait = next - now;
+        double wait = (ck_on && ck_next < next ? ck_next : next) - now;
         ts.tv_sec += (time_t)wait;
         ts.tv_nsec += (long)((wait - floor(wait)) * 1e9);
         if (ts.tv_nsec >= 1000000000L)
@@ -415,6 +468,10 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "avg_sync_gap", f->sync_gap, 0);
     json_num(out, "iterations", (double)f->iterations, 0);
     json_num(out, "bad_lines", (double)rs->bad_lines, 0);
+    json_num(out, "checkpoints", (double)j->checkpoints, 0);
+    json_num(out, "checkpoint_failures", (double)j->checkpoint_failures, 0);
+    if (j->resumed_from[0])
+        fprintf(out, "  \"resumed_from\": \"%s\",\n", j->resumed_from);
     json_num(out, "dense_params", (double)j->l.n_params, 0);
     json_num(out, "embedding_bytes", j->tables ? (double)embps_bytes(j->tables) : NAN, 0);
     struct rusage ru;
@@ -448,6 +505,162 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
     return embps_save(j->tables, p, e);
 }
 
+/* ---- checkpoints (DESIGN §8) -------------------------------------------
+ * The workers stop at the edge of a batch (the shadow threads held, so a
+ * foreground round another trainer waits on still runs), the snapshot is
+ * written (tables with their optimizer state, each trainer's dense vector
+ * and optimizer state, the reader's position, the figures), then they go
+ * on. No batch is in flight at the snapshot: resuming repeats and loses
+ * nothing. The shadow threads keep syncing meanwhile, so a replica may be
+ * caught mid-round (as Hogwild reads are); the EASGD center and BMUF
+ * momentum are not saved yet and restart from trainer 0's vector. */
+
+static void pause_workers(struct job *j)
+{
+    for (int t = 0; t < j->n_tr; t++)
+        if (j->tr[t].shadow)
+            shadow_hold(j->tr[t].shadow, 1);
+    pthread_mutex_lock(&j->mu);
+    __atomic_store_n(&j->pause, 1, __ATOMIC_RELEASE);
+    while (j->paused < j->workers_left)
+        pthread_cond_wait(&j->cv, &j->mu);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void resume_workers(struct job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    __atomic_store_n(&j->pause, 0, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&j->resume_cv);
+    pthread_mutex_unlock(&j->mu);
+    for (int t = 0; t < j->n_tr; t++)
+        if (j->tr[t].shadow)
+            shadow_hold(j->tr[t].shadow, 0);
+}
+
+static int write_part_dense(struct ckpt *k, const char *name, const float *v, size_t n,
+                            struct ss_err *e)
+{
+    char p[4400];
+    int rc = dense_save(v, n, ckpt_part_path(k, name, p, sizeof p), e);
+    return rc < 0 ? rc : ckpt_add(k, name, e);
+}
+
+/* One snapshot; the workers must be paused or done. */
+static int write_checkpoint(struct job *j, int final, struct ss_err *e)
+{
+    double t0 = ss_now();
+    struct figures f;
+    collect(j, &f);
+    struct ckpt *k;
+    int rc = ckpt_begin(&k, j->c->checkpoint.dir, e);
+    if (rc < 0)
+        return rc;
+    char p[4400], name[64];
+    rc = embps_save(j->tables, ckpt_part_path(k, "tables.bin", p, sizeof p), e);
+    if (rc == 0)
+        rc = ckpt_add(k, "tables.bin", e);
+    for (int t = 0; rc == 0 && t < j->n_tr; t++) {
+        snprintf(name, sizeof name, "dense-%d.bin", t);
+        rc = write_part_dense(k, name, j->tr[t].w, j->l.n_params, e);
+        snprintf(name, sizeof name, "state-%d.bin", t);
+        if (rc == 0)
+            rc = write_part_dense(k, name, j->tr[t].state, j->l.n_params, e);
+    }
+    if (rc == 0) {
+        struct reader_pos pos;
+        reader_tell(j->reader, &pos);
+        FILE *fp = fopen(ckpt_part_path(k, "reader.pos", p, sizeof p), "wb");
+        int ok = fp && fwrite(&pos, sizeof pos, 1, fp) == 1;
+        if (fp && fclose(fp) != 0)
+            ok = 0;
+        rc = ok ? ckpt_add(k, "reader.pos", e) : ss_fail(e, SS_EIO, "%s: write failed: %s", p,
+                                                          strerror(errno));
+    }
+    const char *final_dir = NULL;
+    if (rc == 0) {
+        ckpt_meta(k, "examples", (double)f.examples);
+        ckpt_meta(k, "iterations", (double)f.iterations);
+        ckpt_meta(k, "syncs", (double)f.syncs);
+        ckpt_meta(k, "ne_loss_sum", f.ne.loss_sum);
+        ckpt_meta(k, "ne_label_sum", f.ne.label_sum);
+        ckpt_meta(k, "ne_n", (double)f.ne.n);
+        ckpt_meta(k, "elapsed_s", f.elapsed);
+        ckpt_meta(k, "trainers", j->n_tr);
+        ckpt_meta(k, "in_flight_batches", 0);
+        ckpt_meta(k, "final", final);
+        rc = ckpt_commit(k, 2, &final_dir, e);
+    }
+    if (rc == 0 && !j->c->output.quiet)
+        printf("# checkpoint %s: %lld examples (%.1f s)\n", final_dir, (long long)f.examples,
+               ss_now() - t0), fflush(stdout);
+    ckpt_free(k);
+    return rc;
+}
+
+/* A checkpoint that cannot be written is reported; training goes on and
+ * the last good one is kept. */
+static void checkpoint_now(struct job *j, int final)
+{
+    struct ss_err e = {0};
+    if (!final)
+        pause_workers(j);
+    int rc = write_checkpoint(j, final, &e);
+    if (!final)
+        resume_workers(j);
+    if (rc < 0) {
+        j->checkpoint_failures++;
+        fprintf(stderr, "shadowsync: checkpoint failed, training goes on (the last good one is "
+                        "kept): %s\n", e.msg);
+    } else {
+        j->checkpoints++;
+    }
+}
+
+/* Before the trainers start: the tables, the reader's position and the
+ * figures of the newest complete checkpoint (the dense vectors are loaded
+ * by start_trainers). */
+static int load_checkpoint(struct job *j, struct ss_err *e)
+{
+    struct ckpt_meta_set m;
+    int skipped;
+    int rc = ckpt_latest(j->resume, j->resumed_from, sizeof j->resumed_from, &m, &skipped, e);
+    if (rc < 0)
+        return rc;
+    char p[4400];
+    char *paths[1] = {p};
+    snprintf(p, sizeof p, "%s/tables.bin", j->resumed_from);
+    if ((rc = embps_load_files(j->tables, paths, 1, e)) < 0)
+        return rc;
+    snprintf(p, sizeof p, "%s/reader.pos", j->resumed_from);
+    struct reader_pos pos;
+    FILE *f = fopen(p, "rb");
+    int ok = f && fread(&pos, sizeof pos, 1, f) == 1;
+    if (f)
+        fclose(f);
+    if (!ok)
+        return ss_fail(e, SS_EFORMAT, "%s: cannot read the reader's position", p);
+    if ((rc = reader_seek(j->reader, &pos, e)) < 0)
+        return rc;
+    j->base.examples = (int64_t)ckpt_meta_get(&m, "examples", 0);
+    j->base.iterations = (int64_t)ckpt_meta_get(&m, "iterations", 0);
+    j->base.syncs = (int64_t)ckpt_meta_get(&m, "syncs", 0);
+    j->base.ne = (struct ne_acc){ckpt_meta_get(&m, "ne_loss_sum", 0),
+                                 ckpt_meta_get(&m, "ne_label_sum", 0),
+                                 (int64_t)ckpt_meta_get(&m, "ne_n", 0)};
+    j->base.elapsed = ckpt_meta_get(&m, "elapsed_s", 0);
+    j->resumed_trainers = (int)ckpt_meta_get(&m, "trainers", 1);
+    if (j->resumed_trainers < 1)
+        return ss_fail(e, SS_EFORMAT, "%s: no trainer in the checkpoint", j->resumed_from);
+    if (!j->c->output.quiet)
+        printf("# resuming from %s: %lld examples done, %.0f batches in flight at the snapshot "
+               "(0: none lost or repeated)%s\n", j->resumed_from, (long long)j->base.examples,
+               ckpt_meta_get(&m, "in_flight_batches", 0),
+               j->resumed_trainers != j->n_tr ? "; trainers' dense vectors reassigned" : ""),
+            fflush(stdout);
+    return 0;
+}
+
 static void print_eval(const char *what, const struct eval_result *ev)
 {
     printf("%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f\n", what,
@@ -475,21 +688,32 @@ static void sum_over_trainers(struct job *j, struct figures *f, struct reader_st
     f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
 }
 
-int trainer_run(const struct ss_config *c, struct ss_err *e)
+static int run(const struct ss_config *c, const struct trainer_env *env, const char *resume,
+               struct ss_err *e);
+
+int trainer_run(const struct ss_config *c, const char *resume, struct ss_err *e)
 {
-    return trainer_run_env(c, NULL, e);
+    return run(c, NULL, resume, e);
 }
 
 int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, struct ss_err *e)
 {
+    return run(c, env, NULL, e);
+}
+
+static int run(const struct ss_config *c, const struct trainer_env *env, const char *resume,
+               struct ss_err *e)
+{
     struct job j = {0};
     j.c = c;
     j.env = env;
+    j.resume = resume;
     j.is_master = !env || env->is_master;
     j.n_tr = env ? 1 : c->job.trainers;
     j.n_wk = c->trainer.worker_threads;
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
+    pthread_cond_init(&j.resume_cv, NULL);
     struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN};
     struct figures f = {0};
     struct reader_stats rs = {0};
@@ -520,6 +744,13 @@ int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, st
         goto out;
     if (env && !env->feed)
         reader_set_share(j.reader, env->index, env->count);
+    if (env && c->checkpoint.dir[0]) {
+        rc = ss_fail(e, SS_EINVAL, "checkpoint.dir is set, but checkpoints of cluster jobs are "
+                                   "not written yet (the embedded default's are): leave it empty");
+        goto out;
+    }
+    if (resume && (rc = load_checkpoint(&j, e)) < 0)
+        goto out;
     blas_note(c);
     if (!c->output.quiet && j.is_master)
         printf("# training: %d trainer(s) x %d worker(s), sync %s/%s, %zu dense params, "
@@ -530,6 +761,8 @@ int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, st
         goto out;
     wait_workers(&j);
     rc = finish_trainers(&j, e);
+    if (rc == 0 && !env && c->checkpoint.dir[0])
+        checkpoint_now(&j, 1); /* the reader at its end: a resume has nothing left to train */
     collect(&j, &f);
     if (j.reader)
         reader_stats(j.reader, &rs);
@@ -566,6 +799,7 @@ out:
     teardown_model(&j);
     pthread_mutex_destroy(&j.mu);
     pthread_cond_destroy(&j.cv);
+    pthread_cond_destroy(&j.resume_cv);
     return rc;
 }
 

@@ -1,0 +1,283 @@
+/* Checkpoint directories (DESIGN §8): DIR/ckpt-NNNNNN, one per snapshot.
+ * A snapshot is written into DIR/ckpt-NNNNNN.tmp, part by part, each part
+ * fsynced and hashed; the MANIFEST, which names every part with its size
+ * and hash plus the snapshot's figures and ends with "end", is written
+ * last, fsynced, and the directory renamed to its final name (then the
+ * parent fsynced). A reader trusts only a directory whose MANIFEST is
+ * complete and whose parts all match it, so a half-written checkpoint is
+ * never taken for a whole one. The newest `keep` complete ones are kept. */
+#include "shadowsync/trainer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MANIFEST "MANIFEST"
+#define MAX_PARTS 256
+
+struct ckpt_part {
+    char name[64];
+    uint64_t bytes, hash;
+};
+
+struct ckpt {
+    char dir[4096], final[4200], tmp[4300];
+    int n_parts, n_meta;
+    struct ckpt_part parts[MAX_PARTS];
+    char meta_key[MAX_META][48];
+    double meta_val[MAX_META];
+};
+
+/* 64-bit hash of a file's bytes (not cryptographic: it catches truncation,
+ * torn writes and bit rot), several GB/s. */
+static int hash_file(const char *path, uint64_t *bytes, uint64_t *hash, struct ss_err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno));
+    enum { CHUNK = 1 << 20 };
+    uint64_t *buf = ss_xmalloc(CHUNK), h = 0x243F6A8885A308D3ull, n = 0;
+    ssize_t k;
+    while ((k = read(fd, buf, CHUNK)) > 0) {
+        size_t words = (size_t)k / 8;
+        for (size_t i = 0; i < words; i++) {
+            uint64_t x = (h ^ buf[i]) * 0x9E3779B97F4A7C15ull;
+            h = (x << 31 | x >> 33) * 0xBF58476D1CE4E5B9ull;
+        }
+        for (size_t i = words * 8; i < (size_t)k; i++)
+            h = (h ^ ((unsigned char *)buf)[i]) * 0x100000001B3ull;
+        n += (uint64_t)k;
+    }
+    int rc = k < 0 ? ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno)) : 0;
+    close(fd);
+    free(buf);
+    *bytes = n;
+    *hash = h ^ n;
+    return rc;
+}
+
+static int fsync_path(const char *path, struct ss_err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int rc = ss_fail(e, SS_EIO, "%s: fsync: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    close(fd);
+    return 0;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void rm_tree(const char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Sequence numbers of DIR/ckpt-N (complete: no .tmp), descending. */
+static int list_ckpts(const char *dir, long *seq, int max)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < max) {
+        char *end;
+        if (strncmp(de->d_name, "ckpt-", 5) != 0)
+            continue;
+        long v = strtol(de->d_name + 5, &end, 10);
+        if (*end == 0 && v > 0)
+            seq[n++] = v;
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++) /* insertion sort, descending */
+        for (int k = i; k > 0 && seq[k] > seq[k - 1]; k--) {
+            long t = seq[k];
+            seq[k] = seq[k - 1];
+            seq[k - 1] = t;
+        }
+    return n;
+}
+
+int ckpt_begin(struct ckpt **out, const char *dir, struct ss_err *e)
+{
+    int rc = ss_mkdir_p(dir, e);
+    if (rc < 0)
+        return rc;
+    long seq[1024];
+    int n = list_ckpts(dir, seq, 1024);
+    struct ckpt *k = ss_xcalloc(1, sizeof *k);
+    snprintf(k->dir, sizeof k->dir, "%s", dir);
+    snprintf(k->final, sizeof k->final, "%s/ckpt-%06ld", dir, n ? seq[0] + 1 : 1);
+    snprintf(k->tmp, sizeof k->tmp, "%s.tmp", k->final);
+    rm_tree(k->tmp);
+    if (mkdir(k->tmp, 0755) != 0) {
+        rc = ss_fail(e, SS_EIO, "%s: cannot create: %s", k->tmp, strerror(errno));
+        free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+const char *ckpt_part_path(const struct ckpt *k, const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", k->tmp, name);
+    return buf;
+}
+
+int ckpt_add(struct ckpt *k, const char *name, struct ss_err *e)
+{
+    if (k->n_parts == MAX_PARTS || strlen(name) >= sizeof k->parts[0].name || strchr(name, ' '))
+        return ss_fail(e, SS_EINVAL, "checkpoint: bad part name %s", name);
+    char p[4400];
+    ckpt_part_path(k, name, p, sizeof p);
+    struct ckpt_part *pt = &k->parts[k->n_parts];
+    int rc = fsync_path(p, e);
+    if (rc == 0)
+        rc = hash_file(p, &pt->bytes, &pt->hash, e);
+    if (rc == 0) {
+        snprintf(pt->name, sizeof pt->name, "%s", name);
+        k->n_parts++;
+    }
+    return rc;
+}
+
+void ckpt_meta(struct ckpt *k, const char *key, double value)
+{
+    if (k->n_meta == MAX_META)
+        return;
+    snprintf(k->meta_key[k->n_meta], sizeof k->meta_key[0], "%s", key);
+    k->meta_val[k->n_meta++] = value;
+}
+
+int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s", k->tmp, MANIFEST);
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
+    fprintf(f, "shadowsync checkpoint 1\n");
+    for (int i = 0; i < k->n_meta; i++)
+        fprintf(f, "meta %s %.17g\n", k->meta_key[i], k->meta_val[i]);
+    for (int i = 0; i < k->n_parts; i++)
+        fprintf(f, "part %s %llu %016llx\n", k->parts[i].name,
+                (unsigned long long)k->parts[i].bytes, (unsigned long long)k->parts[i].hash);
+    fprintf(f, "end\n");
+    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0 || !ok)
+        return ss_fail(e, SS_EIO, "%s: write failed: %s", p, strerror(errno));
+    int rc = fsync_path(k->tmp, e);
+    if (rc == 0 && rename(k->tmp, k->final) != 0)
+        rc = ss_fail(e, SS_EIO, "%s: cannot rename to %s: %s", k->tmp, k->final, strerror(errno));
+    if (rc == 0)
+        rc = fsync_path(k->dir, e);
+    if (rc < 0)
+        return rc;
+    if (final)
+        *final = k->final;
+    long seq[1024];
+    int n = list_ckpts(k->dir, seq, 1024);
+    for (int i = keep; i < n; i++) {
+        snprintf(p, sizeof p, "%s/ckpt-%06ld", k->dir, seq[i]);
+        rm_tree(p);
+    }
+    return 0;
+}
+
+void ckpt_free(struct ckpt *k)
+{
+    if (!k)
+        return;
+    struct stat st;
+    if (stat(k->tmp, &st) == 0)
+        rm_tree(k->tmp); /* never committed */
+    free(k);
+}
+
+/* Checks ckdir's MANIFEST and every part; fills its figures. */
+static int verify(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
+{
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s", ckdir, MANIFEST);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return ss_fail(e, SS_EFORMAT, "%s: no MANIFEST (an unfinished checkpoint)", ckdir);
+    char line[512];
+    int rc = 0, ended = 0, first = 1;
+    if (m)
+        m->n = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        char name[48];
+        unsigned long long bytes, hash;
+        double v;
+        if (first) {
+            first = 0;
+            if (strcmp(line, "shadowsync checkpoint 1\n") != 0)
+                rc = ss_fail(e, SS_EFORMAT, "%s: not a shadowsync checkpoint MANIFEST", p);
+        } else if (!strcmp(line, "end\n")) {
+            ended = 1;
+        } else if (sscanf(line, "meta %47s %lf", name, &v) == 2) {
+            if (m && m->n < MAX_META) {
+                snprintf(m->key[m->n], sizeof m->key[0], "%.47s", name);
+                m->val[m->n++] = v;
+            }
+        } else if (sscanf(line, "part %47s %llu %llx", name, &bytes, &hash) == 3) {
+            char part[4500];
+            uint64_t got_bytes, got_hash;
+            snprintf(part, sizeof part, "%s/%s", ckdir, name);
+            rc = hash_file(part, &got_bytes, &got_hash, e);
+            if (rc == 0 && (got_bytes != bytes || got_hash != hash))
+                rc = ss_fail(e, SS_EFORMAT, "%s: %llu bytes (hash %016llx), the MANIFEST says %llu "
+                             "(%016llx)", part, (unsigned long long)got_bytes,
+                             (unsigned long long)got_hash, bytes, hash);
+        } else {
+            rc = ss_fail(e, SS_EFORMAT, "%s: bad line: %s", p, line);
+        }
+    }
+    fclose(f);
+    if (rc == 0 && !ended)
+        rc = ss_fail(e, SS_EFORMAT, "%s: MANIFEST cut short", ckdir);
+    return rc;
+}
+
+int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m, int *skipped,
+                struct ss_err *e)
+{
+    long seq[1024];
+    int n = list_ckpts(dir, seq, 1024);
+    *skipped = 0;
+    struct ss_err why = {0};
+    for (int i = 0; i < n; i++) {
+        snprintf(out, cap, "%s/ckpt-%06ld", dir, seq[i]);
+        if (verify(out, m, &why) == 0)
+            return 0;
+        fprintf(stderr, "shadowsync: skipping checkpoint %s: %s\n", out, why.msg);
+        (*skipped)++;
+    }
+    if (n == 0)
+        return ss_fail(e, SS_EIO, "%s: no checkpoint to resume from (no ckpt-N directory)", dir);
+    return ss_fail(e, SS_EIO, "%s: no complete checkpoint to resume from; the last refused: %s",
+                   dir, why.msg);
+}
+
+double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt)
+{
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->key[i], key))
+            return m->val[i];
+    return dflt;
+}

@@ -1,0 +1,75 @@
+#!/bin/sh
+# Checkpoints and resume of the embedded default (DESIGN §8): a run killed
+# with kill -9 resumes from its newest complete checkpoint, trains every
+# example exactly once and ends with the uninterrupted run's model (one
+# worker: bit for bit); a damaged newest checkpoint is skipped for the one
+# before; an unwritable checkpoint.dir is reported while training goes on;
+# checkpoints under foreground sync with several trainers do not hang.
+BUILD=${BUILD:-build}
+BIN=$BUILD/shadowsync
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+N=200000
+$BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 5 --config configs/tiny.ini > /dev/null 2>&1
+json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
+check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
+train() { # [EXTRA="--resume ..."] train OUT [section.key=value ...]
+    out=$1; shift
+    sets=""; for s in "$@"; do sets="$sets --set $s"; done
+    timeout 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$out --set output.log_interval_s=0.5 $sets $EXTRA
+}
+# waits until DIR holds a complete checkpoint (its MANIFEST ends with "end")
+wait_ckpt() { for i in $(seq 1 200); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end$' && return 0; sleep 0.05; done; return 1; }
+
+train full trainer.worker_threads=1 > $T/full.log 2>&1
+REF=$(json eval_ne $T/full/metrics.json)
+
+(train run trainer.worker_threads=1 checkpoint.dir=$T/ck checkpoint.interval_s=0.3 > $T/run1.log 2>&1 &)
+wait_ckpt $T/ck
+sleep 0.4
+pkill -9 -f "output.dir=$T/run" ; sleep 0.3
+check "a run killed with kill -9 left a complete checkpoint" sh -c "ls $T/ck | grep -q '^ckpt-0000[0-9][0-9]$'"
+check "the killed run had not finished" sh -c "! [ -f $T/run/metrics.json ]"
+EXTRA=--resume train run trainer.worker_threads=1 checkpoint.dir=$T/ck checkpoint.interval_s=0.3 > $T/run2.log 2>&1
+rc=$?
+M=$T/run/metrics.json
+check "resume: exits 0" test $rc = 0
+check "resume: names the checkpoint and 0 batches in flight" grep -q "resuming from $T/ck/ckpt-[0-9]*: [1-9][0-9]* examples done, 0 batches in flight" $T/run2.log
+check "resume: every example trained exactly once over the kill ($(json examples $M) of $N)" test "$(json examples $M)" = $N
+NE=$(json eval_ne $M)
+check "resume: the uninterrupted run's eval NE ($NE vs $REF, one worker: bit for bit)" near "$NE" "$REF" 0.000001
+check "resume: metrics.json names the checkpoint it resumed from" grep -q '"resumed_from": ' $M
+check "a final checkpoint is written at the end" sh -c "grep -q '^meta final 1' \$(ls -d $T/ck/ckpt-* | tail -1)/MANIFEST"
+check "only the newest 2 checkpoints are kept" test "$(ls $T/ck | wc -l)" = 2
+
+# damage the newest: it is skipped for the one before, with a message
+NEWEST=$(ls -d $T/ck/ckpt-* | tail -1); OLDER=$(ls -d $T/ck/ckpt-* | head -1)
+truncate -s -100 $NEWEST/tables.bin
+mkdir -p $T/ck/ckpt-999999; echo junk > $T/ck/ckpt-999999/x   # no MANIFEST: half written
+EXTRA="--resume $T/ck" train run3 trainer.worker_threads=1 > $T/run3.log 2>&1
+rc=$?
+check "a checkpoint without MANIFEST is skipped" grep -q "skipping checkpoint $T/ck/ckpt-999999: .*no MANIFEST" $T/run3.log
+check "a damaged checkpoint is skipped, naming the part" grep -q "skipping checkpoint $NEWEST: .*tables.bin" $T/run3.log
+check "...and the one before is resumed, every example once" sh -c "[ $rc = 0 ] && grep -q 'resuming from $OLDER' $T/run3.log && [ \"$(json examples $T/run3/metrics.json)\" = $N ]"
+$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --resume $T/d > $T/none.log 2>&1
+rc=$?
+check "--resume with no checkpoint: a clear error" sh -c "[ $rc != 0 ] && grep -q 'no checkpoint to resume from' $T/none.log"
+
+# an unwritable checkpoint.dir: reported, training goes on
+train ro checkpoint.dir=/proc/nope checkpoint.interval_s=0.2 data.max_examples=50000 > $T/ro.log 2>&1
+rc=$?
+check "unwritable checkpoint.dir: reported, the run goes on to its end" sh -c "[ $rc = 0 ] && grep -q 'checkpoint failed, training goes on' $T/ro.log && [ \"$(json examples $T/ro/metrics.json)\" = 50000 ] && [ \"$(json checkpoint_failures $T/ro/metrics.json)\" -ge 1 ]"
+
+# several trainers, foreground MA: pausing for checkpoints does not hang; resume with fewer trainers
+train fg job.trainers=2 trainer.worker_threads=2 sync.algo=ma sync.mode=foreground sync.gap=3 \
+    checkpoint.dir=$T/ckfg checkpoint.interval_s=0.1 > $T/fg.log 2>&1
+rc=$?
+check "2 trainers x 2 workers, foreground ma, checkpoints every 0.1 s: finishes" sh -c "[ $rc = 0 ] && [ \"$(json checkpoints $T/fg/metrics.json)\" -ge 3 ] && [ \"$(json examples $T/fg/metrics.json)\" = $N ]"
+rm -rf $T/ckfg/ckpt-*; # resume a mid-run checkpoint of 2 trainers with 1
+(train fg2 job.trainers=2 sync.algo=ma checkpoint.dir=$T/ckfg checkpoint.interval_s=0.3 > $T/fg2.log 2>&1 &)
+wait_ckpt $T/ckfg; pkill -9 -f "output.dir=$T/fg2"; sleep 0.3
+EXTRA=--resume train fg3 job.trainers=1 checkpoint.dir=$T/ckfg > $T/fg3.log 2>&1
+rc=$?
+check "a checkpoint of 2 trainers resumes with 1, every example once" sh -c "[ $rc = 0 ] && grep -q 'dense vectors reassigned' $T/fg3.log && [ \"$(json examples $T/fg3/metrics.json)\" = $N ]"
