@@ -4,7 +4,8 @@
 # example exactly once and ends with the uninterrupted run's model (one
 # worker: bit for bit); a damaged newest checkpoint is skipped for the one
 # before; an unwritable checkpoint.dir is reported while training goes on;
-# checkpoints under foreground sync with several trainers do not hang.
+# checkpoints under foreground sync with several trainers do not hang;
+# eval reads a checkpoint as a model.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -43,6 +44,10 @@ check "resume: the uninterrupted run's eval NE ($NE vs $REF, one worker: bit for
 check "resume: metrics.json names the checkpoint it resumed from" grep -q '"resumed_from": ' $M
 check "a final checkpoint is written at the end" sh -c "grep -q '^meta final 1' \$(ls -d $T/ck/ckpt-* | tail -1)/MANIFEST"
 check "only the newest 2 checkpoints are kept" test "$(ls $T/ck | wc -l)" = 2
+
+$BIN eval configs/tiny.ini --model $T/ck --set data.eval=$T/d/eval.tsv > $T/ev.log 2>&1
+ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/ev.log)
+check "shadowsync eval reads a checkpoint as a model (the final one: NE $ENE)" near "$ENE" "$NE" 0.000001
 
 # damage the newest: it is skipped for the one before, with a message
 NEWEST=$(ls -d $T/ck/ckpt-* | tail -1); OLDER=$(ls -d $T/ck/ckpt-* | head -1)

@@ -809,7 +809,6 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
     j.c = c;
     float *w = NULL;
     struct eval_result ev;
-    char p[4096];
     int rc;
     if (!c->data.eval || !*c->data.eval) {
         rc = ss_fail(e, SS_EINVAL, "config: data.eval is empty: nothing to score");
@@ -819,10 +818,24 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
         goto out;
     openblas_set_num_threads(1);
     w = ss_aligned(j.l.n_params * sizeof(float));
-    snprintf(p, sizeof p, "%s/dense.bin", dir);
-    if ((rc = dense_load(w, j.l.n_params, p, e)) < 0)
-        goto out;
-    if ((rc = embps_load_dir(j.tables, dir, e)) < 0)
+    /* DIR/dense.bin + DIR/tables*.bin; or a checkpoint (DIR/MANIFEST) or a
+     * checkpoint.dir (its newest complete checkpoint): trainer 0's dense
+     * vector and the tables */
+    char src[4400], dense[4500];
+    struct ckpt_meta_set m;
+    int skipped, is_ckpt;
+    struct ss_err ignore;
+    snprintf(dense, sizeof dense, "%s/MANIFEST", dir);
+    is_ckpt = access(dense, F_OK) == 0;
+    if (is_ckpt || ckpt_latest(dir, src, sizeof src, &m, &skipped, &ignore) != 0)
+        snprintf(src, sizeof src, "%s", dir);
+    else
+        is_ckpt = 1;
+    if (is_ckpt)
+        printf("# model: checkpoint %s\n", src);
+    snprintf(dense, sizeof dense, "%s/%s", src, is_ckpt ? "dense-0.bin" : "dense.bin");
+    if ((rc = dense_load(w, j.l.n_params, dense, e)) < 0 ||
+        (rc = embps_load_dir(j.tables, src, e)) < 0)
         goto out;
     if ((rc = trainer_eval(&j.l, w, j.emb, c, c->data.eval, &ev, e)) < 0)
         goto out;
