@@ -622,6 +622,7 @@ static void checkpoint_now(struct job *j, int final)
  * by start_trainers). */
 static int load_checkpoint(struct job *j, struct ss_err *e)
 {
+    double t0 = ss_now();
     struct ckpt_meta_set m;
     int skipped;
     int rc = ckpt_latest(j->resume, j->resumed_from, sizeof j->resumed_from, &m, &skipped, e);
@@ -654,9 +655,10 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
         return ss_fail(e, SS_EFORMAT, "%s: no trainer in the checkpoint", j->resumed_from);
     if (!j->c->output.quiet)
         printf("# resuming from %s: %lld examples done, %.0f batches in flight at the snapshot "
-               "(0: none lost or repeated)%s\n", j->resumed_from, (long long)j->base.examples,
-               ckpt_meta_get(&m, "in_flight_batches", 0),
-               j->resumed_trainers != j->n_tr ? "; trainers' dense vectors reassigned" : ""),
+               "(0: none lost or repeated)%s (checked and loaded in %.1f s)\n", j->resumed_from,
+               (long long)j->base.examples, ckpt_meta_get(&m, "in_flight_batches", 0),
+               j->resumed_trainers != j->n_tr ? "; trainers' dense vectors reassigned" : "",
+               ss_now() - t0),
             fflush(stdout);
     return 0;
 }
@@ -761,9 +763,9 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     wait_workers(&j);
     rc = finish_trainers(&j, e);
+    collect(&j, &f); /* the training's figures: the final checkpoint's time is not in them */
     if (rc == 0 && !env && c->checkpoint.dir[0])
         checkpoint_now(&j, 1); /* the reader at its end: a resume has nothing left to train */
-    collect(&j, &f);
     if (j.reader)
         reader_stats(j.reader, &rs);
     progress(&j);
