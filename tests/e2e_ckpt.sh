@@ -78,3 +78,16 @@ wait_ckpt $T/ckfg; pkill -9 -f "output.dir=$T/fg2"; sleep 0.3
 EXTRA=--resume train fg3 job.trainers=1 checkpoint.dir=$T/ckfg > $T/fg3.log 2>&1
 rc=$?
 check "a checkpoint of 2 trainers resumes with 1, every example once" sh -c "[ $rc = 0 ] && grep -q 'dense vectors reassigned' $T/fg3.log && [ \"$(json examples $T/fg3/metrics.json)\" = $N ]"
+
+# the sync state is in a mid-run snapshot: the EASGD center, each trainer's
+# BMUF global model and momentum (the final one, after the final sync, needs none)
+for algo in easgd bmuf; do
+    rm -rf $T/cks
+    train s-$algo job.trainers=2 sync.algo=$algo data.max_examples=60000 checkpoint.dir=$T/cks \
+        checkpoint.interval_s=0.05 > $T/s.log 2>&1
+    if [ $algo = easgd ]; then want='^part center.bin '; else want='^part sync-1-1.bin '; fi
+    check "$algo: a mid-run checkpoint holds its sync state" sh -c "cat $T/cks/ckpt-*/MANIFEST | grep -q '$want'"
+    EXTRA="--resume $T/cks" train s2-$algo job.trainers=2 sync.algo=$algo data.max_examples=60000 > $T/s2.log 2>&1
+    rc=$?
+    check "$algo: resumes from it" sh -c "[ $rc = 0 ] && [ \"$(json examples $T/s2-$algo/metrics.json)\" = 60000 ]"
+done

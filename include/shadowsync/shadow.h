@@ -42,6 +42,9 @@ struct center_ops {
     int (*elastic)(struct center *c, const float *w, float *out, size_t n, float alpha,
                    struct ss_err *e);
     void (*free)(struct center *c);
+    /* For checkpoints (NULL where not supported): out <- w_PS, w_PS <- in. */
+    void (*get)(struct center *c, float *out);
+    void (*set)(struct center *c, const float *in);
 };
 struct center {
     const struct center_ops *ops;
@@ -78,6 +81,9 @@ struct sync_algo_ops {
      * the final sync), or a negative code. */
     int (*sync)(struct sync_ctx *c, int active, struct ss_err *e);
     void (*free)(struct sync_ctx *c);
+    /* The algorithm's own state for checkpoints: up to 4 arrays of n floats
+     * (BMUF: the global model and its momentum); returns how many (NULL: none). */
+    int (*state)(struct sync_ctx *c, float **arrays);
 };
 const struct sync_algo_ops *sync_algo_find(const char *name);
 
@@ -89,6 +95,8 @@ struct shadow_opts {
     size_t n;
     struct collective *coll;
     struct center *center;
+    float *const *restore;      /* the algorithm's state arrays to start from (NULL: fresh) */
+    int n_restore;
 };
 int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e);
 /* Foreground mode, from a worker: waits for a sync round that starts after
@@ -103,5 +111,8 @@ void shadow_data_done(struct shadow *s);
 /* Waits for the final sync; returns its status and frees the thread. */
 int shadow_join(struct shadow *s, int64_t *syncs, struct ss_err *e);
 int64_t shadow_syncs(struct shadow *s);  /* rounds so far, any thread */
+/* The algorithm's state arrays (n floats each, live: read them while the
+ * workers are paused, as a Hogwild snapshot); returns how many. */
+int shadow_state(struct shadow *s, float **arrays);
 
 #endif

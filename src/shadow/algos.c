@@ -120,11 +120,19 @@ static void bmuf_free(struct sync_ctx *c)
     c->state = NULL;
 }
 
+static int bmuf_state(struct sync_ctx *c, float **arrays)
+{
+    struct bmuf *b = c->state;
+    arrays[0] = b->global;
+    arrays[1] = b->v;
+    return 2;
+}
+
 static const struct sync_algo_ops algos[] = {
-    {"none", NULL, none_sync, NULL},
-    {"easgd", easgd_init, easgd_sync, NULL},
-    {"ma", collective_init, ma_sync, NULL},
-    {"bmuf", bmuf_init, bmuf_sync, bmuf_free},
+    {"none", NULL, none_sync, NULL, NULL},
+    {"easgd", easgd_init, easgd_sync, NULL, NULL},
+    {"ma", collective_init, ma_sync, NULL, NULL},
+    {"bmuf", bmuf_init, bmuf_sync, bmuf_free, bmuf_state},
 };
 
 const struct sync_algo_ops *sync_algo_find(const char *name)

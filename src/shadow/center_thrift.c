@@ -79,7 +79,8 @@ static void thrift_center_free(struct center *c)
     free(c);
 }
 
-static const struct center_ops thrift_center_ops = {thrift_elastic, thrift_center_free};
+static const struct center_ops thrift_center_ops = {thrift_elastic, thrift_center_free, NULL,
+                                                    NULL};
 
 int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, size_t n,
                   const char *token, int timeout_ms, struct ss_err *e)

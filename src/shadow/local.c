@@ -112,7 +112,24 @@ static void center_free(struct center *c)
     free(c);
 }
 
-static const struct center_ops center_local_ops = {center_elastic, center_free};
+static void center_get(struct center *c, float *out)
+{
+    struct local_center *lc = c->impl;
+    pthread_mutex_lock(&lc->mu);
+    memcpy(out, lc->w, lc->n * sizeof(float));
+    pthread_mutex_unlock(&lc->mu);
+}
+
+static void center_set(struct center *c, const float *in)
+{
+    struct local_center *lc = c->impl;
+    pthread_mutex_lock(&lc->mu);
+    memcpy(lc->w, in, lc->n * sizeof(float));
+    pthread_mutex_unlock(&lc->mu);
+}
+
+static const struct center_ops center_local_ops = {center_elastic, center_free, center_get,
+                                                   center_set};
 
 struct center *center_local_create(const float *init, size_t n)
 {

@@ -92,6 +92,12 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
         free(s);
         return rc;
     }
+    if (o->restore && algo->state) {
+        float *arrays[4];
+        int k = algo->state(&s->ctx, arrays);
+        for (int i = 0; i < k && i < o->n_restore; i++)
+            memcpy(arrays[i], o->restore[i], o->n * sizeof(float));
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->th, NULL, shadow_main, s) != 0) {
@@ -132,6 +138,11 @@ void shadow_hold(struct shadow *s, int held)
     __atomic_store_n(&s->held, held, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+}
+
+int shadow_state(struct shadow *s, float **arrays)
+{
+    return s->algo->state ? s->algo->state(&s->ctx, arrays) : 0;
 }
 
 int64_t shadow_syncs(struct shadow *s)

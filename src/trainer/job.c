@@ -269,6 +269,30 @@ static void blas_note(const struct ss_config *c)
         printf("# blas: OpenBLAS %s kernel, 1 thread per worker\n", openblas_get_corename());
 }
 
+/* Arrays saved in the resumed checkpoint as NAME.bin (one) or NAME-K.bin
+ * (several), each of the model's n floats, into out[] (allocated once,
+ * reused); returns how many were there. */
+static int load_saved(struct job *j, const char *name, float **out, int max, struct ss_err *e)
+{
+    size_t n = j->l.n_params;
+    int k = 0;
+    for (; k < max; k++) {
+        char p[4500];
+        if (max == 1)
+            snprintf(p, sizeof p, "%s/%s", j->resumed_from, name);
+        else
+            snprintf(p, sizeof p, "%s/%s-%d.bin", j->resumed_from, name, k);
+        if (access(p, F_OK) != 0)
+            break;
+        if (!out[k])
+            out[k] = ss_aligned(n * sizeof(float));
+        int rc = dense_load(out[k], n, p, e);
+        if (rc < 0)
+            return rc;
+    }
+    return k;
+}
+
 static int start_trainers(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
@@ -301,20 +325,33 @@ static int start_trainers(struct job *j, struct ss_err *e)
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
         tr->workers_left = j->n_wk;
     }
-    if (!j->env && !strcmp(algo, "easgd"))
+    float *saved[4] = {NULL};   /* a resumed checkpoint's center or algorithm state */
+    int rc = 0;
+    if (!j->env && !strcmp(algo, "easgd")) {
         j->center = center_local_create(j->tr[0].w, n);
-    for (int t = 0; t < j->n_tr; t++) {
+        if (j->resumed_from[0] && (rc = load_saved(j, "center.bin", saved, 1, e)) > 0)
+            j->center->ops->set(j->center, saved[0]);
+    }
+    for (int t = 0; rc >= 0 && t < j->n_tr; t++) {
         struct trainer *tr = &j->tr[t];
+        char name[64];
+        snprintf(name, sizeof name, "sync-%d", t % (j->resumed_trainers ? j->resumed_trainers : 1));
+        int k = j->resumed_from[0] && !j->env ? load_saved(j, name, saved, 4, e) : 0;
+        if (k < 0) {
+            rc = k;
+            break;
+        }
         struct shadow_opts so = {c, tr->w, n,
                                  j->env ? j->env->coll : j->coll ? j->coll[t] : NULL,
-                                 j->env ? j->env->center : j->center};
-        int src = shadow_start(&tr->shadow, &so, e);
-        if (src < 0)
-            return src; /* only before any thread of a later trainer exists */
+                                 j->env ? j->env->center : j->center, saved, k};
+        rc = shadow_start(&tr->shadow, &so, e); /* on failure: no thread of a later trainer yet */
     }
+    for (int i = 0; i < 4; i++)
+        free(saved[i]);
+    if (rc < 0)
+        return rc;
     j->workers_left = j->n_tr * j->n_wk;
     j->t0 = ss_now() - j->base.elapsed;
-    int rc;
     for (int t = 0; t < j->n_tr; t++)
         for (int k = 0; k < j->n_wk; k++) {
             struct worker *wk = &j->tr[t].workers[k];
@@ -511,9 +548,10 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
  * written (tables with their optimizer state, each trainer's dense vector
  * and optimizer state, the reader's position, the figures), then they go
  * on. No batch is in flight at the snapshot: resuming repeats and loses
- * nothing. The shadow threads keep syncing meanwhile, so a replica may be
- * caught mid-round (as Hogwild reads are); the EASGD center and BMUF
- * momentum are not saved yet and restart from trainer 0's vector. */
+ * nothing. The EASGD center and each trainer's BMUF state (global model,
+ * momentum) are saved too. The shadow threads keep syncing meanwhile, so
+ * a replica or the sync state may be caught mid-round (as Hogwild reads
+ * are). */
 
 static void pause_workers(struct job *j)
 {
@@ -566,6 +604,20 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
         snprintf(name, sizeof name, "state-%d.bin", t);
         if (rc == 0)
             rc = write_part_dense(k, name, j->tr[t].state, j->l.n_params, e);
+    }
+    if (rc == 0 && j->center && j->center->ops->get) {
+        float *v = ss_aligned(j->l.n_params * sizeof(float));
+        j->center->ops->get(j->center, v);
+        rc = write_part_dense(k, "center.bin", v, j->l.n_params, e);
+        free(v);
+    }
+    for (int t = 0; rc == 0 && t < j->n_tr; t++) {
+        float *arrays[4];
+        int m = j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays) : 0;
+        for (int i = 0; rc == 0 && i < m; i++) {
+            snprintf(name, sizeof name, "sync-%d-%d.bin", t, i);
+            rc = write_part_dense(k, name, arrays[i], j->l.n_params, e);
+        }
     }
     if (rc == 0) {
         struct reader_pos pos;
