@@ -12,6 +12,7 @@
 #include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #define T 4
 #define DIM 4
@@ -83,6 +84,29 @@ static int raw_lookup(int port, const char *tok, const int32_t *shards, int k, i
     if (ret)
         g_byte_array_unref(ret);
     g_object_unref(b);
+    g_object_unref(cl);
+    rpc_conn_close(conn);
+    return rc;
+}
+
+/* EmbeddingPS.save over the wire. */
+static int raw_save(int port, const char *tok, const char *path, char *why)
+{
+    struct rpc_conn *conn;
+    struct ss_err e;
+    if (rpc_connect("127.0.0.1", port, 2000, &conn, &e) < 0)
+        return -1;
+    ThriftProtocol *p = rpc_conn_protocol(conn);
+    ssEmbeddingPSIf *cl = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", p,
+                                       "output_protocol", p, NULL);
+    GByteArray *t = g_byte_array_new();
+    g_byte_array_append(t, (const guint8 *)tok, (guint)strlen(tok));
+    gint64 bytes = 0;
+    ssRpcError *rerr = NULL;
+    GError *gerr = NULL;
+    int rc = call_outcome(ss_embedding_p_s_client_save(cl, &bytes, t, path, &rerr, &gerr), &rerr,
+                          &gerr, why);
+    g_byte_array_unref(t);
     g_object_unref(cl);
     rpc_conn_close(conn);
     return rc;
@@ -167,6 +191,38 @@ int main(void)
           "refusals, calls and busy time are counted",
           "refused %lld lookups %lld pushes %lld", (long long)st.refused, (long long)st.lookups,
           (long long)st.pushes);
+
+    /* save: each PS writes its shards; both files load into whole tables
+     * (another split of the same tables) equal to the in-process ones */
+    char dir[] = "/tmp/ss_test_rpc.XXXXXX", f0[64], f1[64];
+    mkdtemp(dir);
+    snprintf(f0, sizeof f0, "%s/tables-ps0.bin", dir);
+    snprintf(f1, sizeof f1, "%s/tables-ps1.bin", dir);
+    CHECK(raw_save(ep[0].port, "nope", f0, why) == 1 && strstr(why, "token"),
+          "save with a wrong token is refused", "%s", why);
+    CHECK(raw_save(ep[0].port, token, "/tmp/../etc/x", why) == 1 && strstr(why, "path"),
+          "save to a path with .. is refused", "%s", why);
+    rc = raw_save(ep[0].port, token, f0, why) | raw_save(ep[1].port, token, f1, why);
+    struct emb_tables *whole;
+    char *files[2] = {f0, f1};
+    rc |= embps_create(&whole, &base, &e) | embps_load_files(whole, files, 2, &e);
+    float from_files[N * T * DIM];
+    embps_pool(whole, &b, from_files);
+    embps_pool(local, &b, want);
+    CHECK(rc == 0 && max_diff(from_files, want, N * T * DIM) < 1e-6,
+          "the PSs' saved shards load into whole tables equal to the in-process ones",
+          "rc %d diff %g: %s %s", rc, max_diff(from_files, want, N * T * DIM), why, e.msg);
+    char *one[1] = {f0};
+    struct emb_tables *whole2;
+    embps_create(&whole2, &base, &e);
+    rc = embps_load_files(whole2, one, 1, &e);
+    CHECK(rc < 0 && strstr(e.msg, "rows") && strstr(e.msg, "found"),
+          "shards that do not cover a table are refused, naming it", "%s", e.msg);
+    embps_free(whole);
+    embps_free(whole2);
+    unlink(f0);
+    unlink(f1);
+    rmdir(dir);
 
     rpc_server_stop(v1);
     double start = ss_now();

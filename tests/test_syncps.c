@@ -66,7 +66,7 @@ int main(void)
     int rc = 0;
     for (int p = 0; p < 2; p++) {
         syncps_partition(LEN, 2, p, &lo, &hi);
-        sv[p] = syncps_service_create(init + lo, lo, hi, token);
+        sv[p] = syncps_service_create(init + lo, LEN, lo, hi, token);
         rc |= rpc_server_start(&srv[p], "127.0.0.1", 0, syncps_service_processor(sv[p]), &e);
         ep[p] = (struct sync_endpoint){p ? "sync_ps 1" : "sync_ps 0", "127.0.0.1",
                                        rpc_server_port(srv[p])};

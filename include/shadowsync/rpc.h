@@ -99,5 +99,7 @@ int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int po
                     const char *what, ssRpcError *rerr, GError *gerr);
 /* The request's token is the job's (same bytes, same length). */
 int rpc_token_ok(const GByteArray *given, const char *token);
+/* A save request's path: 1..4095 bytes, no ".." component. */
+int rpc_save_path_ok(const char *path);
 
 #endif

@@ -15,9 +15,16 @@ struct syncps_stats {
     int64_t syncs, refused;
 };
 struct syncps_service;
-/* Holds center[lo, hi), starting from init (the slice's values, copied). */
-struct syncps_service *syncps_service_create(const float *init, size_t lo, size_t hi,
+/* Holds center[lo, hi) of n floats, starting from init (the slice's
+ * values, copied). */
+struct syncps_service *syncps_service_create(const float *init, size_t n, size_t lo, size_t hi,
                                              const char *token);
+/* Center files (checkpoints): a header (magic, n, lo, hi) and the slice.
+ * Loading fills [lo, hi) from any set of slices that covers it (another
+ * count of sync PSs works). */
+int syncps_save(struct syncps_service *s, size_t n, const char *path, struct ss_err *e);
+int syncps_load(float *slice, size_t n, size_t lo, size_t hi, char *const *paths, int k,
+                struct ss_err *e);
 ThriftProcessor *syncps_service_processor(struct syncps_service *s);
 void syncps_service_stats(struct syncps_service *s, struct syncps_stats *st);
 void syncps_service_free(struct syncps_service *s);

@@ -144,6 +144,22 @@ static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteA
     return TRUE;
 }
 
+static gboolean ps_save(ssEmbeddingPSIf *iface, gint64 *ret, const GByteArray *token,
+                        const gchar *path, ssRpcError **err, GError **error)
+{
+    (void)error;
+    struct embps_service *s = ((PsHandler *)iface)->svc;
+    if (!rpc_token_ok(token, s->token))
+        return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
+    if (!rpc_save_path_ok(path))
+        return refuse(s, err, SS_EINVAL, "bad request: save path refused");
+    struct ss_err e = {0};
+    if (embps_save(s->t, path, &e) < 0)
+        return refuse(s, err, SS_EIO, "save failed: %s", e.msg);
+    *ret = (gint64)embps_bytes(s->t);
+    return TRUE;
+}
+
 static void ps_handler_init(PsHandler *h)
 {
     h->svc = NULL;
@@ -154,6 +170,7 @@ static void ps_handler_class_init(PsHandlerClass *cls)
     ssEmbeddingPSHandlerClass *base = SS_EMBEDDING_P_S_HANDLER_CLASS(cls);
     base->lookup = ps_lookup;
     base->push = ps_push;
+    base->save = ps_save;
 }
 
 struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *shard_ids, int k,

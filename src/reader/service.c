@@ -6,6 +6,8 @@
 #include "internal.h"
 #include "shadowsync/rpc.h"
 
+#include <errno.h>
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,29 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     return TRUE;
 }
 
+static gboolean rd_save(ssReaderIf *iface, gint64 *ret, const GByteArray *token,
+                        const gchar *path, ssRpcError **err, GError **error)
+{
+    (void)error;
+    struct reader_service *s = ((RdHandler *)iface)->svc;
+    if (!rpc_token_ok(token, s->token))
+        return rpc_refuse(&s->refused, err, SS_EINVAL, "request refused: missing or wrong job token");
+    if (!rpc_save_path_ok(path))
+        return rpc_refuse(&s->refused, err, SS_EINVAL, "bad request: save path refused");
+    struct reader_pos pos;
+    pthread_mutex_lock(&s->mu); /* no batch half handed out */
+    reader_tell(s->r, &pos);
+    pthread_mutex_unlock(&s->mu);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(&pos, sizeof pos, 1, f) == 1;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok)
+        return rpc_refuse(&s->refused, err, SS_EIO, "save failed: %s: %s", path, strerror(errno));
+    *ret = (gint64)sizeof pos;
+    return TRUE;
+}
+
 static void rd_handler_init(RdHandler *h)
 {
     h->svc = NULL;
@@ -88,6 +113,7 @@ static void rd_handler_init(RdHandler *h)
 static void rd_handler_class_init(RdHandlerClass *cls)
 {
     SS_READER_HANDLER_CLASS(cls)->next_batch = rd_next;
+    SS_READER_HANDLER_CLASS(cls)->save = rd_save;
 }
 
 struct reader_service *reader_service_create(struct reader *r, int n_dense, int n_cat,

@@ -313,3 +313,13 @@ void rpc_types_init(void)
         g_object_unref(g_object_new(plain[i], NULL));
     rpc_conn_close(rpc_conn_on_fd(-1));
 }
+
+int rpc_save_path_ok(const char *path)
+{
+    if (!path || !*path || strlen(path) >= 4096)
+        return 0;
+    for (const char *q = path; (q = strstr(q, "..")); q += 2)
+        if ((q == path || q[-1] == '/') && (q[2] == '/' || q[2] == 0))
+            return 0;
+    return 1;
+}

@@ -25,7 +25,11 @@ service EmbeddingPS {
   /* Pooled bags: float32 [n*k*dim]. */
   binary lookup(1: Bags bags) throws (1: RpcError err),
   /* grads: float32 [n*k*dim], the gradient of each pooled bag. */
-  void push(1: Bags bags, 2: binary grads) throws (1: RpcError err)
+  void push(1: Bags bags, 2: binary grads) throws (1: RpcError err),
+  /* Checkpoints: writes this PS's shards (rows and optimizer state) to path
+   * (a file in the job's checkpoint directory, which every rank sees);
+   * answers the bytes written. */
+  i64 save(1: binary token, 2: string path) throws (1: RpcError err)
 }
 
 service SyncPS {
@@ -34,7 +38,9 @@ service SyncPS {
    * answer is the new center slice. offset: the slice's first float (must be
    * this PS's); w: float32 [slice length]. */
   binary elastic(1: binary token, 2: i64 offset, 3: binary w, 4: double alpha)
-    throws (1: RpcError err)
+    throws (1: RpcError err),
+  /* Checkpoints: writes this PS's slice of the center to path. */
+  i64 save(1: binary token, 2: string path) throws (1: RpcError err)
 }
 
 /* Up to max examples of one reader's share; n = 0: its data has ended.
@@ -54,5 +60,7 @@ struct BatchReply {
 }
 
 service Reader {
-  BatchReply next_batch(1: binary token, 2: i32 max) throws (1: RpcError err)
+  BatchReply next_batch(1: binary token, 2: i32 max) throws (1: RpcError err),
+  /* Checkpoints: writes the position of this reader's share to path. */
+  i64 save(1: binary token, 2: string path) throws (1: RpcError err)
 }

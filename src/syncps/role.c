@@ -18,7 +18,7 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         model_init_params(&l, w, (uint64_t)c->job.seed);
         size_t lo, hi;
         syncps_partition(l.n_params, p->count[ROLE_SYNC_PS], p->role_index, &lo, &hi);
-        svc = syncps_service_create(w + lo, lo, hi, p->token);
+        svc = syncps_service_create(w + lo, l.n_params, lo, hi, p->token);
         free(w);
         rpc_bind_address(c, me.host);
         rc = rpc_server_start(&srv, me.host, 0, syncps_service_processor(svc), e);

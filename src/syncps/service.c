@@ -6,6 +6,7 @@
 #include "shadowsync/rpc.h"
 #include "shadowsync/syncps.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ void syncps_partition(size_t n, int P, int p, size_t *lo, size_t *hi)
 struct syncps_service {
     pthread_mutex_t mu;
     float *center;
-    size_t lo, hi;
+    size_t lo, hi, n;           /* its slice of the n-float center */
     char token[64];
     ThriftProcessor *proc;
     struct syncps_stats st;
@@ -68,6 +69,73 @@ static gboolean sync_elastic(ssSyncPSIf *iface, GByteArray **ret, const GByteArr
     return TRUE;
 }
 
+#define CENTER_MAGIC "SSCENTR\0"
+
+int syncps_save(struct syncps_service *s, size_t n, const char *path, struct ss_err *e)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return ss_fail(e, SS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    uint64_t head[3] = {n, s->lo, s->hi};
+    pthread_mutex_lock(&s->mu);
+    int ok = fwrite(CENTER_MAGIC, 8, 1, f) == 1 && fwrite(head, sizeof head, 1, f) == 1 &&
+             fwrite(s->center, sizeof(float), s->hi - s->lo, f) == s->hi - s->lo;
+    pthread_mutex_unlock(&s->mu);
+    if (fclose(f) != 0 || !ok)
+        return ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
+    return 0;
+}
+
+int syncps_load(float *slice, size_t n, size_t lo, size_t hi, char *const *paths, int k,
+                struct ss_err *e)
+{
+    size_t got = 0;
+    for (int i = 0; i < k; i++) {
+        FILE *f = fopen(paths[i], "rb");
+        if (!f)
+            return ss_fail(e, SS_EIO, "%s: cannot open: %s", paths[i], strerror(errno));
+        char magic[8];
+        uint64_t head[3];
+        int rc = 0;
+        if (fread(magic, 8, 1, f) != 1 || memcmp(magic, CENTER_MAGIC, 8) != 0 ||
+            fread(head, sizeof head, 1, f) != 1)
+            rc = ss_fail(e, SS_EFORMAT, "%s: not a shadowsync center file", paths[i]);
+        else if (head[0] != n || head[1] > head[2] || head[2] > n)
+            rc = ss_fail(e, SS_EFORMAT, "%s: a center of %llu floats, the model has %zu",
+                         paths[i], (unsigned long long)head[0], n);
+        size_t from = head[1] > lo ? head[1] : lo, to = head[2] < hi ? head[2] : hi;
+        if (rc == 0 && from < to) {
+            if (fseek(f, 32 + (long)(from - head[1]) * 4, SEEK_SET) != 0 ||
+                fread(slice + (from - lo), sizeof(float), to - from, f) != to - from)
+                rc = ss_fail(e, SS_EFORMAT, "%s: truncated", paths[i]);
+            got += to - from;
+        }
+        fclose(f);
+        if (rc < 0)
+            return rc;
+    }
+    if (got != hi - lo)
+        return ss_fail(e, SS_EFORMAT, "the center files hold %zu of the %zu floats [%zu, %zu)",
+                       got, hi - lo, lo, hi);
+    return 0;
+}
+
+static gboolean sync_save(ssSyncPSIf *iface, gint64 *ret, const GByteArray *token,
+                          const gchar *path, ssRpcError **err, GError **error)
+{
+    (void)error;
+    struct syncps_service *s = ((SyncHandler *)iface)->svc;
+    if (!rpc_token_ok(token, s->token))
+        return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
+    if (!rpc_save_path_ok(path))
+        return refuse(s, err, SS_EINVAL, "bad request: save path refused");
+    struct ss_err e = {0};
+    if (syncps_save(s, s->n, path, &e) < 0)
+        return refuse(s, err, SS_EIO, "save failed: %s", e.msg);
+    *ret = (gint64)((s->hi - s->lo) * 4 + 32);
+    return TRUE;
+}
+
 static void sync_handler_init(SyncHandler *h)
 {
     h->svc = NULL;
@@ -76,13 +144,15 @@ static void sync_handler_init(SyncHandler *h)
 static void sync_handler_class_init(SyncHandlerClass *cls)
 {
     SS_SYNC_P_S_HANDLER_CLASS(cls)->elastic = sync_elastic;
+    SS_SYNC_P_S_HANDLER_CLASS(cls)->save = sync_save;
 }
 
-struct syncps_service *syncps_service_create(const float *init, size_t lo, size_t hi,
+struct syncps_service *syncps_service_create(const float *init, size_t n, size_t lo, size_t hi,
                                              const char *token)
 {
     struct syncps_service *s = ss_xcalloc(1, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
+    s->n = n;
     s->lo = lo;
     s->hi = hi;
     s->center = ss_aligned((hi - lo + 1) * sizeof(float));
