@@ -146,7 +146,26 @@ static int load_config(struct ss_config *c, struct args *a)
 
 /* `shadowsync train` under mpirun: every rank takes its role from the
  * plan (DESIGN §2) and runs it until the job ends. */
-static int cluster_train(struct ss_config *c)
+/* Under --resume the master picks the newest complete checkpoint and every
+ * rank learns it (collective); a failure fails every rank. */
+static int choose_checkpoint(struct job_plan *p, const char *dir, struct ss_err *e)
+{
+    struct ss_err shared = {0};
+    int rc = 0;
+    if (p->rank == 0) {
+        struct ckpt_meta_set m;
+        int skipped;
+        rc = ckpt_latest(dir, p->resume_from, sizeof p->resume_from, &m, &skipped, &shared);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(p->resume_from, sizeof p->resume_from, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (rc < 0)
+        return ss_fail(e, rc, "%s", shared.msg);
+    return 0;
+}
+
+static int cluster_train(struct ss_config *c, const char *resume)
 {
     struct job_plan p;
     struct ss_err e = {0};
@@ -167,8 +186,10 @@ static int cluster_train(struct ss_config *c)
     }
     if (rc == 0 && p.rank != 0)
         c->output.quiet = 1; /* the master prints the job's figures */
+    if (rc == 0 && resume && (rc = choose_checkpoint(&p, resume, &e)) < 0 && p.rank != 0)
+        rc = 0, p.role = -1; /* the master names the failure; the others leave quietly */
     struct placement pl = {0};
-    if (rc == 0 && (rc = placement_for_job(c, &p, &pl, &e)) < 0 && p.rank != 0)
+    if (rc == 0 && p.role >= 0 && (rc = placement_for_job(c, &p, &pl, &e)) < 0 && p.rank != 0)
         rc = 0, p.role = -1; /* the master names the failure; the others leave quietly */
     p.placement = &pl;
     if (rc == 0 && p.role >= 0) {
@@ -245,13 +266,7 @@ static int cmd_train(int argc, char **argv)
         return bad_usage("--resume needs a checkpoint DIR (or checkpoint.dir in the config)");
     }
     if (rpc_under_mpirun()) {
-        if (resume) {
-            fprintf(stderr, "shadowsync: --resume of a cluster job is not written yet "
-                            "(the embedded default resumes)\n");
-            ss_config_free(&c);
-            return 2;
-        }
-        rc = cluster_train(&c);
+        rc = cluster_train(&c, resume);
         ss_config_free(&c);
         return rc;
     }

@@ -27,6 +27,7 @@ struct job_plan {
     char (*hosts)[64];          /* [size] host of every rank */
     double figures[8];          /* this rank's role figures at the end (rpc_report_roles) */
     struct placement *placement; /* the tables' plan, the same on every rank */
+    char resume_from[4300];     /* the checkpoint every rank resumes from ("": none) */
 };
 
 const char *rpc_role_name(int role);

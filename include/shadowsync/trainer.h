@@ -51,8 +51,14 @@ struct reader_endpoint {
 struct batch_feed;
 int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, int n_readers,
                const char *token, int batch_size, int depth, int timeout_ms, struct ss_err *e);
-/* Thread-safe: the next batch into b (b->n = 0 at the end of every share). */
+/* Thread-safe: the next batch into b (b->n = 0 at the end of every share).
+ * While paused with nothing queued it returns FEED_PAUSED (b->n = 0). */
+#define FEED_PAUSED 1
 int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e);
+/* Checkpoints: pause = 1 stops pulling (returns once no pull is under way,
+ * its batch queued); the workers drain the queue, then get FEED_PAUSED.
+ * pause = 0 goes on. */
+void feed_pause(struct batch_feed *f, int pause);
 /* The bad lines the readers have reported skipping (all of them once the
  * feed has ended: every reader's last answer reaches every trainer). */
 int64_t feed_bad_lines(struct batch_feed *f);
@@ -88,6 +94,26 @@ struct trainer_env {
     void (*sum)(void *arg, double *v, int n);
     void (*sum_floats)(void *arg, float *v, size_t n);
     void *arg;
+    /* Checkpoints of a cluster job (cluster.c). The master, at a tick:
+     * ckpt_ask the other trainers to snapshot into tmp, snapshot itself,
+     * ckpt_wait for them (their figures summed into fig[8], the worst rc
+     * returned), have ckpt_services save their parts, commit, then
+     * ckpt_release them; ckpt_end when it takes no more. The others call
+     * ckpt_poll often: 1 = snapshot into tmp then ckpt_done (which waits for
+     * the release), 2 = the master has ended its checkpoints. The final
+     * checkpoint is collective: ckpt_final(tmp, fig, rc) broadcasts the
+     * master's tmp, sums the figures onto the master and returns the worst
+     * rc on every trainer; ckpt_final_done once the master has committed. */
+    const char *resume_from;    /* the checkpoint every rank resumes from (NULL: none) */
+    void (*ckpt_ask)(void *arg, const char *tmp);
+    int (*ckpt_wait)(void *arg, double *fig);
+    int (*ckpt_services)(void *arg, const char *tmp, struct ss_err *e);
+    void (*ckpt_release)(void *arg);
+    void (*ckpt_end)(void *arg);
+    int (*ckpt_poll)(void *arg, char *tmp, size_t cap);
+    void (*ckpt_done)(void *arg, int rc, const double *fig);
+    int (*ckpt_final)(void *arg, char *tmp, size_t cap, double *fig, int rc);
+    void (*ckpt_final_done)(void *arg);
 };
 int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, struct ss_err *e);
 /* A trainer rank of a cluster job (cluster.c). */
@@ -111,6 +137,9 @@ int ckpt_begin(struct ckpt **out, const char *dir, struct ss_err *e);
 /* Where part name goes (write it, then ckpt_add it). */
 const char *ckpt_part_path(const struct ckpt *k, const char *name, char *buf, size_t cap);
 int ckpt_add(struct ckpt *k, const char *name, struct ss_err *e);
+const char *ckpt_tmp_dir(const struct ckpt *k); /* where the parts go: DIR/ckpt-N.tmp */
+/* ckpt_add of every file in the directory (other ranks wrote some), by name. */
+int ckpt_add_all(struct ckpt *k, struct ss_err *e);
 void ckpt_meta(struct ckpt *k, const char *key, double value);
 int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e);
 void ckpt_free(struct ckpt *k);             /* removes an uncommitted one */
@@ -120,6 +149,8 @@ void ckpt_free(struct ckpt *k);             /* removes an uncommitted one */
 int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m, int *skipped,
                 struct ss_err *e);
 double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt);
+/* The figures of a checkpoint already verified (its parts not read again). */
+int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);
 
 /* Model directory files: DIR/dense.bin and DIR/tables.bin. */
 int dense_save(const float *w, size_t n, const char *path, struct ss_err *e);

@@ -1,7 +1,9 @@
 /* The embedding PS role (DESIGN §2, §4): the master's placement plan,
  * shared with every rank; this PS's shards of it, a Thrift server on the
  * job's address, its endpoint announced to every rank, serving until the
- * job ends; at the end its shards saved beside the trainers' dense model. */
+ * job ends; at the end its shards saved beside the trainers' dense model.
+ * On a resume its shards come from the checkpoint's PS files, whatever the
+ * number of PSs that wrote them (rows are found by table and range). */
 #include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
 
@@ -96,6 +98,8 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
         struct emb_opts base = emb_opts_from_config(c, 0, l.dim, NULL);
         rc = embps_create_for_ps(&base, p->placement, p->role_index, &t, &ids, &k, e);
     }
+    if (rc == 0 && k > 0 && p->resume_from[0]) /* any earlier split of the tables loads */
+        rc = embps_load_dir(t, p->resume_from, e);
     if (rc == 0 && k > 0) {
         svc = embps_service_create(t, ids, k, p->token);
         double *cost = ss_xmalloc((size_t)k * sizeof(double));

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct reader_service {
     pthread_mutex_t mu;         /* one batch buffer, filled under the lock */
@@ -155,6 +156,25 @@ void reader_service_free(struct reader_service *s)
     free(s);
 }
 
+/* A resumed reader continues its share where the checkpoint left it; the
+ * shares are only the same with the same number of readers. */
+static int resume_share(struct reader *r, const struct job_plan *p, struct ss_err *e)
+{
+    char path[4400], past[4400];
+    snprintf(path, sizeof path, "%s/reader-svc-%d.pos", p->resume_from, p->role_index);
+    snprintf(past, sizeof past, "%s/reader-svc-%d.pos", p->resume_from, p->count[ROLE_READER]);
+    struct reader_pos pos;
+    FILE *f = fopen(path, "rb");
+    int ok = f && fread(&pos, sizeof pos, 1, f) == 1;
+    if (f)
+        fclose(f);
+    if (!ok || access(past, F_OK) == 0)
+        return ss_fail(e, SS_EINVAL, "%s was written by another number of readers than "
+                       "job.readers = %d (each reader's share of the data depends on it): "
+                       "resume with the same job.readers", p->resume_from, p->count[ROLE_READER]);
+    return reader_seek(r, &pos, e);
+}
+
 int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
 {
     struct endpoint me = {{0}, 0}, *all = ss_xcalloc(p->size, sizeof *all);
@@ -166,8 +186,11 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
     if (rc == 0)
         rc = reader_open(&r, c->data.train, &s, c->data.max_examples, c->data.report_bad_lines,
                          e);
-    if (rc == 0) {
+    if (rc == 0)
         reader_set_share(r, p->role_index, p->count[ROLE_READER]);
+    if (rc == 0 && p->resume_from[0])
+        rc = resume_share(r, p, e);
+    if (rc == 0) {
         svc = reader_service_create(r, s.n_dense, s.n_cat, p->token);
         rpc_bind_address(c, me.host);
         rc = rpc_server_start(&srv, me.host, 0, reader_service_processor(svc), e);

@@ -1,9 +1,11 @@
 /* The sync PS role (DESIGN §2): its partition of the EASGD center, which
  * starts from the model's initial dense vector (the same job.seed every
- * trainer starts from), served until the job ends. */
+ * trainer starts from, or on a resume the checkpoint's), served until the
+ * job ends. */
 #include "shadowsync/rpc.h"
 #include "shadowsync/syncps.h"
 
+#include <glob.h>
 #include <stdlib.h>
 
 int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
@@ -18,10 +20,23 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         model_init_params(&l, w, (uint64_t)c->job.seed);
         size_t lo, hi;
         syncps_partition(l.n_params, p->count[ROLE_SYNC_PS], p->role_index, &lo, &hi);
-        svc = syncps_service_create(w + lo, l.n_params, lo, hi, p->token);
+        if (p->resume_from[0]) { /* the center as checkpointed, by any number of sync PSs */
+            char pat[4400];
+            glob_t g;
+            snprintf(pat, sizeof pat, "%s/center-*.bin", p->resume_from);
+            if (glob(pat, 0, NULL, &g) != 0)
+                rc = ss_fail(e, SS_EFORMAT, "%s: no center-*.bin to resume the sync PSs from",
+                             p->resume_from);
+            else
+                rc = syncps_load(w + lo, l.n_params, lo, hi, g.gl_pathv, (int)g.gl_pathc, e),
+                globfree(&g);
+        }
+        if (rc == 0)
+            svc = syncps_service_create(w + lo, l.n_params, lo, hi, p->token);
         free(w);
         rpc_bind_address(c, me.host);
-        rc = rpc_server_start(&srv, me.host, 0, syncps_service_processor(svc), e);
+        if (rc == 0)
+            rc = rpc_server_start(&srv, me.host, 0, syncps_service_processor(svc), e);
         if (rc == 0)
             me.port = rpc_server_port(srv);
     }

@@ -155,6 +155,43 @@ int ckpt_add(struct ckpt *k, const char *name, struct ss_err *e)
     return rc;
 }
 
+const char *ckpt_tmp_dir(const struct ckpt *k)
+{
+    return k->tmp;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int ckpt_add_all(struct ckpt *k, struct ss_err *e)
+{
+    DIR *d = opendir(k->tmp);
+    if (!d)
+        return ss_fail(e, SS_EIO, "%s: %s", k->tmp, strerror(errno));
+    char *names[MAX_PARTS];
+    int n = 0, rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || !strcmp(de->d_name, MANIFEST))
+            continue;
+        if (n == MAX_PARTS) {
+            rc = ss_fail(e, SS_EINVAL, "%s: more than %d parts", k->tmp, MAX_PARTS);
+            break;
+        }
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, by_name);
+    for (int i = 0; i < n; i++) {
+        if (rc == 0)
+            rc = ckpt_add(k, names[i], e);
+        free(names[i]);
+    }
+    return rc;
+}
+
 void ckpt_meta(struct ckpt *k, const char *key, double value)
 {
     if (k->n_meta == MAX_META)
@@ -208,8 +245,8 @@ void ckpt_free(struct ckpt *k)
     free(k);
 }
 
-/* Checks ckdir's MANIFEST and every part; fills its figures. */
-static int verify(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
+/* Checks ckdir's MANIFEST and (check_parts) every part; fills its figures. */
+static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, struct ss_err *e)
 {
     char p[4400];
     snprintf(p, sizeof p, "%s/%s", ckdir, MANIFEST);
@@ -236,6 +273,8 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
                 m->val[m->n++] = v;
             }
         } else if (sscanf(line, "part %47s %llu %llx", name, &bytes, &hash) == 3) {
+            if (!check_parts)
+                continue;
             char part[4500];
             uint64_t got_bytes, got_hash;
             snprintf(part, sizeof part, "%s/%s", ckdir, name);
@@ -263,7 +302,7 @@ int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m,
     struct ss_err why = {0};
     for (int i = 0; i < n; i++) {
         snprintf(out, cap, "%s/ckpt-%06ld", dir, seq[i]);
-        if (verify(out, m, &why) == 0)
+        if (verify(out, m, 1, &why) == 0)
             return 0;
         fprintf(stderr, "shadowsync: skipping checkpoint %s: %s\n", out, why.msg);
         (*skipped)++;
@@ -272,6 +311,11 @@ int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m,
         return ss_fail(e, SS_EIO, "%s: no checkpoint to resume from (no ckpt-N directory)", dir);
     return ss_fail(e, SS_EIO, "%s: no complete checkpoint to resume from; the last refused: %s",
                    dir, why.msg);
+}
+
+int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
+{
+    return verify(ckdir, m, 0, e);
 }
 
 double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt)

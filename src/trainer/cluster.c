@@ -3,7 +3,9 @@
  * emb_clients to the embedding PSs, one per worker; the sync PSs as the
  * EASGD center; MPI all-reduce among the trainers for MA/BMUF) and trains
  * its share of the data; rank 0, trainer 0, is the master that writes the
- * run directory with the figures summed over the trainers. */
+ * run directory with the figures summed over the trainers, and runs the
+ * checkpoints: the trainers snapshot on its word (MPI messages on their own
+ * communicator), the services save over Thrift into the same directory. */
 #include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/shadow.h"
@@ -17,7 +19,168 @@ struct wiring {
     int dim, n_ps, timeout_ms;
     struct emb_endpoint *ps;
     char (*names)[128];         /* [size]: every rank, by role, rank and host */
+    struct endpoint *all;       /* [size]: where every rank serves */
+    MPI_Comm ctrl;              /* the trainers' checkpoint messages (a dup of theirs) */
 };
+
+/* ---- checkpoints (see struct trainer_env) ------------------------------ */
+enum { TAG_ASK = 11, TAG_DONE, TAG_RELEASE, TAG_END };
+#define CKPT_PATH 4400
+
+static void ckpt_ask(void *arg, const char *tmp)
+{
+    struct wiring *w = arg;
+    char buf[CKPT_PATH] = {0};
+    snprintf(buf, sizeof buf, "%s", tmp);
+    int T = w->p->count[ROLE_TRAINER];
+    for (int r = 1; r < T; r++)
+        MPI_Send(buf, CKPT_PATH, MPI_CHAR, r, TAG_ASK, w->ctrl);
+}
+
+/* fig[0..8): figures; fig[8]: the sender's rc. */
+static int ckpt_wait(void *arg, double *fig)
+{
+    struct wiring *w = arg;
+    int T = w->p->count[ROLE_TRAINER], worst = 0;
+    for (int r = 1; r < T; r++) {
+        double v[9];
+        MPI_Recv(v, 9, MPI_DOUBLE, r, TAG_DONE, w->ctrl, MPI_STATUS_IGNORE);
+        for (int i = 0; i < 8; i++)
+            fig[i] += v[i];
+        if (v[8] < worst)
+            worst = (int)v[8];
+    }
+    return worst;
+}
+
+static void send_all(struct wiring *w, int tag)
+{
+    int one = 1, T = w->p->count[ROLE_TRAINER];
+    for (int r = 1; r < T; r++)
+        MPI_Send(&one, 1, MPI_INT, r, tag, w->ctrl);
+}
+
+static void ckpt_release(void *arg)
+{
+    send_all(arg, TAG_RELEASE);
+}
+
+static void ckpt_end(void *arg)
+{
+    send_all(arg, TAG_END);
+}
+
+static int ckpt_poll(void *arg, char *tmp, size_t cap)
+{
+    struct wiring *w = arg;
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(0, MPI_ANY_TAG, w->ctrl, &flag, &st);
+    if (!flag)
+        return 0;
+    if (st.MPI_TAG == TAG_ASK) {
+        char buf[CKPT_PATH];
+        MPI_Recv(buf, CKPT_PATH, MPI_CHAR, 0, TAG_ASK, w->ctrl, MPI_STATUS_IGNORE);
+        snprintf(tmp, cap, "%s", buf);
+        return 1;
+    }
+    int one;
+    MPI_Recv(&one, 1, MPI_INT, 0, st.MPI_TAG, w->ctrl, MPI_STATUS_IGNORE);
+    return st.MPI_TAG == TAG_END ? 2 : 0;
+}
+
+static void ckpt_done(void *arg, int rc, const double *fig)
+{
+    struct wiring *w = arg;
+    double v[9];
+    memcpy(v, fig, 8 * sizeof(double));
+    v[8] = rc;
+    int one;
+    MPI_Send(v, 9, MPI_DOUBLE, 0, TAG_DONE, w->ctrl);
+    MPI_Recv(&one, 1, MPI_INT, 0, TAG_RELEASE, w->ctrl, MPI_STATUS_IGNORE);
+}
+
+static int ckpt_final(void *arg, char *tmp, size_t cap, double *fig, int rc)
+{
+    struct wiring *w = arg;
+    if (tmp) {
+        char buf[CKPT_PATH] = {0};
+        snprintf(buf, sizeof buf, "%s", tmp);
+        MPI_Bcast(buf, CKPT_PATH, MPI_CHAR, 0, w->ctrl);
+        snprintf(tmp, cap, "%s", buf);
+        return 0;
+    }
+    if (w->p->role_index == 0)
+        MPI_Reduce(MPI_IN_PLACE, fig, 8, MPI_DOUBLE, MPI_SUM, 0, w->ctrl);
+    else
+        MPI_Reduce(fig, NULL, 8, MPI_DOUBLE, MPI_SUM, 0, w->ctrl);
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, w->ctrl);
+    return rc;
+}
+
+static void ckpt_final_done(void *arg)
+{
+    struct wiring *w = arg;
+    MPI_Barrier(w->ctrl);
+}
+
+/* One service's save(token, path) over a fresh connection. */
+static int save_one(struct wiring *w, int rank, const char *path, struct ss_err *e)
+{
+    struct rpc_conn *conn;
+    const struct endpoint *ep = &w->all[rank];
+    int rc = rpc_connect_named(w->names[rank], ep->host, ep->port, w->timeout_ms * 10, &conn, e);
+    if (rc < 0)
+        return rc;
+    ThriftProtocol *proto = rpc_conn_protocol(conn);
+    GByteArray *tok = g_byte_array_new();
+    g_byte_array_append(tok, (const guint8 *)w->p->token, (guint)strlen(w->p->token));
+    gint64 bytes = 0;
+    ssRpcError *rerr = NULL;
+    GError *gerr = NULL;
+    gboolean ok;
+    int role, idx;
+    rpc_assign_role(w->p->count, rank, &role, &idx);
+    GObject *cl;
+    if (role == ROLE_EMBEDDING_PS) {
+        cl = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", proto,
+                          "output_protocol", proto, NULL);
+        ok = ss_embedding_p_s_client_save((ssEmbeddingPSIf *)cl, &bytes, tok, path, &rerr, &gerr);
+    } else if (role == ROLE_SYNC_PS) {
+        cl = g_object_new(SS_TYPE_SYNC_P_S_CLIENT, "input_protocol", proto, "output_protocol",
+                          proto, NULL);
+        ok = ss_sync_p_s_client_save((ssSyncPSIf *)cl, &bytes, tok, path, &rerr, &gerr);
+    } else {
+        cl = g_object_new(SS_TYPE_READER_CLIENT, "input_protocol", proto, "output_protocol",
+                          proto, NULL);
+        ok = ss_reader_client_save((ssReaderIf *)cl, &bytes, tok, path, &rerr, &gerr);
+    }
+    rc = ok && !rerr ? 0
+                     : rpc_call_failed(e, w->names[rank], ep->host, ep->port, "save", rerr, gerr);
+    g_object_unref(cl);
+    g_byte_array_unref(tok);
+    rpc_conn_close(conn);
+    return rc;
+}
+
+/* Every service writes its part: tables-psK.bin, center-K.bin, reader-svc-K.pos. */
+static int ckpt_services(void *arg, const char *tmp, struct ss_err *e)
+{
+    struct wiring *w = arg;
+    const int *count = w->p->count;
+    int rc = 0, rank = count[ROLE_TRAINER];
+    static const char *const fmt[N_ROLES] = {"", "%s/tables-ps%d.bin", "%s/center-%d.bin",
+                                             "%s/reader-svc-%d.pos"};
+    for (int role = ROLE_EMBEDDING_PS; role < N_ROLES; role++)
+        for (int k = 0; k < count[role]; k++, rank++) {
+            if (rc < 0 || w->all[rank].port == 0) /* a PS that holds no shard */
+                continue;
+            char path[CKPT_PATH + 64];
+            snprintf(path, sizeof path, fmt[role], tmp, k);
+            rc = save_one(w, rank, path, e);
+        }
+    return rc;
+}
 
 static int make_emb(void *arg, struct emb_client **out, struct ss_err *e)
 {
@@ -44,7 +207,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     struct model_layout l;
     int rc = model_layout_init(&l, c, e);
     struct wiring w = {p, 0, p->count[ROLE_EMBEDDING_PS], (int)(c->job.rpc_timeout_s * 1000),
-                       NULL, NULL};
+                       NULL, NULL, all, MPI_COMM_NULL};
+    MPI_Comm_dup(p->trainers, &w.ctrl);
     w.names = ss_xcalloc(p->size, sizeof *w.names);
     for (int r = 0; r < p->size; r++) {
         int role, idx;
@@ -58,7 +222,10 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     fflush(stdout);
     struct sync_endpoint *sps = NULL;
     struct trainer_env env = {p->role_index, p->count[ROLE_TRAINER], p->rank == 0, NULL, NULL,
-                              NULL, make_emb, sum, sum_floats, &w};
+                              NULL, make_emb, sum, sum_floats, &w,
+                              p->resume_from[0] ? p->resume_from : NULL, ckpt_ask, ckpt_wait,
+                              ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
+                              ckpt_final, ckpt_final_done};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;
@@ -101,6 +268,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     free(w.ps);
     free(w.names);
     free(all);
+    MPI_Comm_free(&w.ctrl);
     if (l.rows)
         model_layout_free(&l);
     return rc;

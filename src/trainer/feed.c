@@ -24,6 +24,8 @@ struct batch_feed {
     pthread_cond_t not_empty, not_full;
     ssBatchReply **q;
     int depth, head, count, done, stop, rc;
+    int pause, pulling;         /* checkpoints: no pull while paused; one in progress */
+    pthread_cond_t idle;
     struct ss_err err;
     struct rd *rd;
     int n_rd, batch_size;
@@ -52,6 +54,13 @@ static void *feed_main(void *arg)
         struct rd *r = &f->rd[i];
         if (!r->active)
             continue;
+        pthread_mutex_lock(&f->mu);
+        while (f->pause && !f->stop)
+            pthread_cond_wait(&f->not_full, &f->mu);
+        f->pulling = !f->stop;
+        pthread_mutex_unlock(&f->mu);
+        if (!f->pulling)
+            break;
         ssBatchReply *reply = NULL;
         if ((rc = pull(f, r, &reply)) < 0)
             break;
@@ -63,6 +72,10 @@ static void *feed_main(void *arg)
             r->active = 0;
             left--;
             g_object_unref(reply);
+            pthread_mutex_lock(&f->mu);
+            f->pulling = 0;
+            pthread_cond_broadcast(&f->idle);
+            pthread_mutex_unlock(&f->mu);
             continue;
         }
         pthread_mutex_lock(&f->mu);
@@ -74,10 +87,14 @@ static void *feed_main(void *arg)
             break;
         }
         f->q[(f->head + f->count++) % f->depth] = reply;
+        f->pulling = 0;
+        pthread_cond_broadcast(&f->idle);
         pthread_cond_signal(&f->not_empty);
         pthread_mutex_unlock(&f->mu);
     }
     pthread_mutex_lock(&f->mu);
+    f->pulling = 0;
+    pthread_cond_broadcast(&f->idle);
     f->done = 1;
     f->rc = rc;
     pthread_cond_broadcast(&f->not_empty);
@@ -116,8 +133,13 @@ static int take(const ssBatchReply *r, struct batch *b, struct ss_err *e)
 int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
 {
     pthread_mutex_lock(&f->mu);
-    while (f->count == 0 && !f->done)
+    while (f->count == 0 && !f->done && !f->pause)
         pthread_cond_wait(&f->not_empty, &f->mu);
+    if (f->count == 0 && f->pause && !f->done) {
+        pthread_mutex_unlock(&f->mu);
+        b->n = 0;
+        return FEED_PAUSED;
+    }
     if (f->count == 0) {
         int rc = f->rc;
         if (rc < 0 && e)
@@ -134,6 +156,17 @@ int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
     int rc = take(r, b, e);
     g_object_unref(r);
     return rc;
+}
+
+void feed_pause(struct batch_feed *f, int pause)
+{
+    pthread_mutex_lock(&f->mu);
+    f->pause = pause;
+    pthread_cond_broadcast(&f->not_full);
+    pthread_cond_broadcast(&f->not_empty);
+    while (pause && f->pulling)
+        pthread_cond_wait(&f->idle, &f->mu);
+    pthread_mutex_unlock(&f->mu);
 }
 
 int64_t feed_bad_lines(struct batch_feed *f)
@@ -166,6 +199,7 @@ void feed_free(struct batch_feed *f)
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->not_empty);
     pthread_cond_destroy(&f->not_full);
+    pthread_cond_destroy(&f->idle);
     free(f->q);
     free(f->rd);
     free(f);
@@ -178,6 +212,7 @@ int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, i
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->not_empty, NULL);
     pthread_cond_init(&f->not_full, NULL);
+    pthread_cond_init(&f->idle, NULL);
     f->depth = depth > 0 ? depth : 1;
     f->q = ss_xcalloc(f->depth, sizeof *f->q);
     f->n_rd = n_readers;

@@ -108,11 +108,16 @@ static void *worker_main(void *arg)
     float lr = (float)c->optim.dense_lr, eps = (float)c->optim.eps;
     int rc = 0;
     for (int64_t it = 1; !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
-        if (__atomic_load_n(&j->pause, __ATOMIC_ACQUIRE))
+        struct batch_feed *feed = j->env ? j->env->feed : NULL;
+        if (!feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE))
             wait_while_paused(j);
-        if ((rc = j->env && j->env->feed ? feed_next(j->env->feed, &b, &wk->err)
-                                         : reader_next(j->reader, &b, &wk->err)) < 0 ||
-            b.n == 0)
+        rc = feed ? feed_next(feed, &b, &wk->err) : reader_next(j->reader, &b, &wk->err);
+        if (rc == FEED_PAUSED) { /* the queue drained for a checkpoint */
+            wait_while_paused(j);
+            rc = 0;
+            continue;
+        }
+        if (rc < 0 || b.n == 0)
             break;
         if ((rc = wk->emb->ops->lookup(wk->emb, &b, s.emb, &wk->err)) < 0)
             break;
@@ -312,13 +317,13 @@ static int start_trainers(struct job *j, struct ss_err *e)
         model_init_params(&j->l, tr->w, (uint64_t)c->job.seed); /* one init for every trainer */
         for (size_t i = 0; i < n; i++)
             tr->state[i] = (float)c->optim.init_acc;
-        if (j->resumed_from[0]) { /* trainer t takes the saved one t mod count */
+        if (j->resumed_from[0]) { /* trainer t of the job takes the saved one t mod count */
             char p[4400];
-            int rc;
-            snprintf(p, sizeof p, "%s/dense-%d.bin", j->resumed_from, t % j->resumed_trainers);
+            int rc, gi = ((j->env ? j->env->index : 0) + t) % j->resumed_trainers;
+            snprintf(p, sizeof p, "%s/dense-%d.bin", j->resumed_from, gi);
             if ((rc = dense_load(tr->w, n, p, e)) < 0)
                 return rc;
-            snprintf(p, sizeof p, "%s/state-%d.bin", j->resumed_from, t % j->resumed_trainers);
+            snprintf(p, sizeof p, "%s/state-%d.bin", j->resumed_from, gi);
             if ((rc = dense_load(tr->state, n, p, e)) < 0)
                 return rc;
         }
@@ -335,8 +340,9 @@ static int start_trainers(struct job *j, struct ss_err *e)
     for (int t = 0; rc >= 0 && t < j->n_tr; t++) {
         struct trainer *tr = &j->tr[t];
         char name[64];
-        snprintf(name, sizeof name, "sync-%d", t % (j->resumed_trainers ? j->resumed_trainers : 1));
-        int k = j->resumed_from[0] && !j->env ? load_saved(j, name, saved, 4, e) : 0;
+        snprintf(name, sizeof name, "sync-%d",
+                 ((j->env ? j->env->index : 0) + t) % (j->resumed_trainers ? j->resumed_trainers : 1));
+        int k = j->resumed_from[0] ? load_saved(j, name, saved, 4, e) : 0;
         if (k < 0) {
             rc = k;
             break;
@@ -370,6 +376,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
 }
 
 static void checkpoint_now(struct job *j, int final);
+static int serve_checkpoints(struct job *j);
 
 /* Waits for every worker, printing progress lines and taking checkpoints
  * meanwhile. */
@@ -378,10 +385,15 @@ static void wait_workers(struct job *j)
     double interval = j->c->output.log_interval_s, next = ss_now() + interval;
     double ck_every = j->c->checkpoint.interval_s, ck_next = ss_now() + ck_every;
     int ck_on = j->c->checkpoint.dir[0] && ck_every > 0;
+    int serve = ck_on && j->env && !j->is_master; /* answer the master's requests */
     pthread_mutex_lock(&j->mu);
     while (j->workers_left > 0) {
         double now = ss_now();
-        if (ck_on && now >= ck_next) {
+        if (serve) {
+            pthread_mutex_unlock(&j->mu);
+            serve_checkpoints(j);
+            pthread_mutex_lock(&j->mu);
+        } else if (ck_on && now >= ck_next) {
             pthread_mutex_unlock(&j->mu);
             checkpoint_now(j, 0);
             ck_next = ss_now() + ck_every;
@@ -398,6 +410,8 @@ static void wait_workers(struct job *j)
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         double wait = (ck_on && ck_next < next ? ck_next : next) - now;
+        if (serve && wait > 0.02)
+            wait = 0.02;
         ts.tv_sec += (time_t)wait;
         ts.tv_nsec += (long)((wait - floor(wait)) * 1e9);
         if (ts.tv_nsec >= 1000000000L)
@@ -405,6 +419,11 @@ static void wait_workers(struct job *j)
         pthread_cond_timedwait(&j->cv, &j->mu, &ts);
     }
     pthread_mutex_unlock(&j->mu);
+    if (ck_on && j->env && j->is_master)
+        j->env->ckpt_end(j->env->arg); /* no more snapshots until the final one */
+    const struct timespec pause = {0, 5000000};
+    while (serve && serve_checkpoints(j) != 2) /* its data is done; the master's may not be */
+        nanosleep(&pause, NULL);
 }
 
 /* Joins workers then shadow threads (the final sync); first error wins. */
@@ -558,6 +577,8 @@ static void pause_workers(struct job *j)
     for (int t = 0; t < j->n_tr; t++)
         if (j->tr[t].shadow)
             shadow_hold(j->tr[t].shadow, 1);
+    if (j->env && j->env->feed) /* no new batch; the workers drain the queue, then wait */
+        feed_pause(j->env->feed, 1);
     pthread_mutex_lock(&j->mu);
     __atomic_store_n(&j->pause, 1, __ATOMIC_RELEASE);
     while (j->paused < j->workers_left)
@@ -571,81 +592,138 @@ static void resume_workers(struct job *j)
     __atomic_store_n(&j->pause, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&j->resume_cv);
     pthread_mutex_unlock(&j->mu);
+    if (j->env && j->env->feed)
+        feed_pause(j->env->feed, 0);
     for (int t = 0; t < j->n_tr; t++)
         if (j->tr[t].shadow)
             shadow_hold(j->tr[t].shadow, 0);
 }
 
-static int write_part_dense(struct ckpt *k, const char *name, const float *v, size_t n,
-                            struct ss_err *e)
+/* This process's figures for a snapshot: examples, iterations, NE sums
+ * (loss, labels, count), syncs. */
+static void snapshot_figures(struct job *j, double *fig)
 {
-    char p[4400];
-    int rc = dense_save(v, n, ckpt_part_path(k, name, p, sizeof p), e);
-    return rc < 0 ? rc : ckpt_add(k, name, e);
-}
-
-/* One snapshot; the workers must be paused or done. */
-static int write_checkpoint(struct job *j, int final, struct ss_err *e)
-{
-    double t0 = ss_now();
     struct figures f;
     collect(j, &f);
-    struct ckpt *k;
-    int rc = ckpt_begin(&k, j->c->checkpoint.dir, e);
-    if (rc < 0)
-        return rc;
-    char p[4400], name[64];
-    rc = embps_save(j->tables, ckpt_part_path(k, "tables.bin", p, sizeof p), e);
-    if (rc == 0)
-        rc = ckpt_add(k, "tables.bin", e);
+    double v[8] = {(double)f.examples, (double)f.iterations, f.ne.loss_sum, f.ne.label_sum,
+                   (double)f.ne.n, (double)f.syncs, f.elapsed, 0};
+    memcpy(fig, v, sizeof v);
+}
+
+/* This process's parts of a snapshot, into dir: each of its trainers'
+ * dense vector, optimizer state and sync state; its reader's position; in
+ * the embedded default also the tables and the EASGD center. Trainer t of
+ * the job writes dense-t.bin, state-t.bin, sync-t-K.bin, reader-t.pos. */
+static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
+{
+    int first = j->env ? j->env->index : 0, rc = 0;
+    size_t n = j->l.n_params;
+    char p[4500];
+    if (j->tables) {
+        snprintf(p, sizeof p, "%s/tables.bin", dir);
+        rc = embps_save(j->tables, p, e);
+    }
     for (int t = 0; rc == 0 && t < j->n_tr; t++) {
-        snprintf(name, sizeof name, "dense-%d.bin", t);
-        rc = write_part_dense(k, name, j->tr[t].w, j->l.n_params, e);
-        snprintf(name, sizeof name, "state-%d.bin", t);
+        snprintf(p, sizeof p, "%s/dense-%d.bin", dir, first + t);
+        rc = dense_save(j->tr[t].w, n, p, e);
+        snprintf(p, sizeof p, "%s/state-%d.bin", dir, first + t);
         if (rc == 0)
-            rc = write_part_dense(k, name, j->tr[t].state, j->l.n_params, e);
-    }
-    if (rc == 0 && j->center && j->center->ops->get) {
-        float *v = ss_aligned(j->l.n_params * sizeof(float));
-        j->center->ops->get(j->center, v);
-        rc = write_part_dense(k, "center.bin", v, j->l.n_params, e);
-        free(v);
-    }
-    for (int t = 0; rc == 0 && t < j->n_tr; t++) {
+            rc = dense_save(j->tr[t].state, n, p, e);
         float *arrays[4];
-        int m = j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays) : 0;
+        int m = rc == 0 && j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays) : 0;
         for (int i = 0; rc == 0 && i < m; i++) {
-            snprintf(name, sizeof name, "sync-%d-%d.bin", t, i);
-            rc = write_part_dense(k, name, arrays[i], j->l.n_params, e);
+            snprintf(p, sizeof p, "%s/sync-%d-%d.bin", dir, first + t, i);
+            rc = dense_save(arrays[i], n, p, e);
         }
     }
-    if (rc == 0) {
+    if (rc == 0 && j->center && j->center->ops->get) {
+        float *v = ss_aligned(n * sizeof(float));
+        j->center->ops->get(j->center, v);
+        snprintf(p, sizeof p, "%s/center.bin", dir);
+        rc = dense_save(v, n, p, e);
+        free(v);
+    }
+    if (rc == 0 && j->reader) {
         struct reader_pos pos;
         reader_tell(j->reader, &pos);
-        FILE *fp = fopen(ckpt_part_path(k, "reader.pos", p, sizeof p), "wb");
+        snprintf(p, sizeof p, "%s/reader-%d.pos", dir, first);
+        FILE *fp = fopen(p, "wb");
         int ok = fp && fwrite(&pos, sizeof pos, 1, fp) == 1;
         if (fp && fclose(fp) != 0)
             ok = 0;
-        rc = ok ? ckpt_add(k, "reader.pos", e) : ss_fail(e, SS_EIO, "%s: write failed: %s", p,
-                                                          strerror(errno));
+        if (!ok)
+            rc = ss_fail(e, SS_EIO, "%s: write failed: %s", p, strerror(errno));
     }
+    return rc;
+}
+
+/* The master's (or the embedded default's) end of a snapshot: every part
+ * in the directory hashed, the figures of the whole job, the commit. */
+static int commit_snapshot(struct job *j, struct ckpt *k, const double *fig, int final, double t0,
+                           struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    int rc = ckpt_add_all(k, e);
     const char *final_dir = NULL;
     if (rc == 0) {
-        ckpt_meta(k, "examples", (double)f.examples);
-        ckpt_meta(k, "iterations", (double)f.iterations);
-        ckpt_meta(k, "syncs", (double)f.syncs);
-        ckpt_meta(k, "ne_loss_sum", f.ne.loss_sum);
-        ckpt_meta(k, "ne_label_sum", f.ne.label_sum);
-        ckpt_meta(k, "ne_n", (double)f.ne.n);
-        ckpt_meta(k, "elapsed_s", f.elapsed);
-        ckpt_meta(k, "trainers", j->n_tr);
+        static const char *const keys[7] = {"examples", "iterations", "ne_loss_sum",
+                                            "ne_label_sum", "ne_n", "syncs", "elapsed_s"};
+        for (int i = 0; i < 7; i++)
+            ckpt_meta(k, keys[i], fig[i]);
+        ckpt_meta(k, "trainers", j->env ? j->env->count : j->n_tr);
+        ckpt_meta(k, "embedding_ps", j->env ? c->job.embedding_ps : 0);
+        ckpt_meta(k, "sync_ps", j->env ? c->job.sync_ps : 0);
+        ckpt_meta(k, "readers", j->env ? c->job.readers : 0);
         ckpt_meta(k, "in_flight_batches", 0);
         ckpt_meta(k, "final", final);
         rc = ckpt_commit(k, 2, &final_dir, e);
     }
-    if (rc == 0 && !j->c->output.quiet)
-        printf("# checkpoint %s: %lld examples (%.1f s)\n", final_dir, (long long)f.examples,
+    if (rc == 0 && !c->output.quiet)
+        printf("# checkpoint %s: %lld examples (%.1f s)\n", final_dir, (long long)fig[0],
                ss_now() - t0), fflush(stdout);
+    return rc;
+}
+
+/* A snapshot taken by the master of a cluster job or the embedded
+ * default; the workers are paused (or done, for the final one). */
+static int write_checkpoint(struct job *j, int final, struct ss_err *e)
+{
+    const struct trainer_env *env = j->env;
+    double t0 = ss_now(), fig[8], others[8] = {0};
+    snapshot_figures(j, fig);
+    struct ckpt *k = NULL;
+    int rc = ckpt_begin(&k, j->c->checkpoint.dir, e);
+    char tmp[4400] = "";
+    if (rc == 0)
+        snprintf(tmp, sizeof tmp, "%s", ckpt_tmp_dir(k));
+    if (env && final) {         /* collective: every trainer is here */
+        env->ckpt_final(env->arg, tmp, sizeof tmp, NULL, 0); /* tmp to all ("": failed) */
+        if (rc == 0)
+            rc = write_own_parts(j, tmp, e);
+        double elapsed = fig[6]; /* the master's time, not a sum */
+        int worst = env->ckpt_final(env->arg, NULL, 0, fig, rc);
+        fig[6] = elapsed;
+        if (rc == 0 && worst < 0)
+            rc = ss_fail(e, worst, "another trainer could not write its part");
+    } else if (env && rc == 0) {
+        env->ckpt_ask(env->arg, tmp);
+        rc = write_own_parts(j, tmp, e);
+        int worst = env->ckpt_wait(env->arg, others);
+        if (rc == 0 && worst < 0)
+            rc = ss_fail(e, worst, "another trainer could not write its part");
+        for (int i = 0; i < 6; i++)
+            fig[i] += others[i];
+    } else if (rc == 0) {
+        rc = write_own_parts(j, tmp, e);
+    }
+    if (rc == 0 && env)
+        rc = env->ckpt_services(env->arg, tmp, e);
+    if (rc == 0)
+        rc = commit_snapshot(j, k, fig, final, t0, e);
+    if (env && !final && k)
+        env->ckpt_release(env->arg);
+    if (env && final)
+        env->ckpt_final_done(env->arg);
     ckpt_free(k);
     return rc;
 }
@@ -669,47 +747,100 @@ static void checkpoint_now(struct job *j, int final)
     }
 }
 
-/* Before the trainers start: the tables, the reader's position and the
- * figures of the newest complete checkpoint (the dense vectors are loaded
- * by start_trainers). */
+/* A trainer of a cluster job other than the master: answers the master's
+ * checkpoint requests (returns 2 once the master takes no more). */
+static int serve_checkpoints(struct job *j)
+{
+    const struct trainer_env *env = j->env;
+    char tmp[4400];
+    int r = env->ckpt_poll(env->arg, tmp, sizeof tmp);
+    if (r == 1) {
+        struct ss_err e = {0};
+        double fig[8];
+        pause_workers(j);
+        snapshot_figures(j, fig);
+        int rc = write_own_parts(j, tmp, &e);
+        if (rc < 0)
+            fprintf(stderr, "shadowsync: trainer %d: checkpoint part failed: %s\n", env->index,
+                    e.msg);
+        env->ckpt_done(env->arg, rc, fig); /* waits for the master's commit */
+        resume_workers(j);
+    }
+    return r;
+}
+
+/* The final checkpoint of a trainer other than the master (collective). */
+static void final_checkpoint_part(struct job *j)
+{
+    const struct trainer_env *env = j->env;
+    char tmp[4400] = "";
+    struct ss_err e = {0};
+    double fig[8];
+    env->ckpt_final(env->arg, tmp, sizeof tmp, NULL, 0);
+    snapshot_figures(j, fig);
+    int rc = tmp[0] ? write_own_parts(j, tmp, &e) : SS_EIO;
+    env->ckpt_final(env->arg, NULL, 0, fig, rc);
+    env->ckpt_final_done(env->arg);
+}
+
+/* Before the trainers start: the tables (embedded), the reader's position
+ * (when this process reads) and the figures (on the master) of the newest
+ * complete checkpoint, or in a cluster job of the one the master chose;
+ * start_trainers loads the dense vectors and the sync state. */
 static int load_checkpoint(struct job *j, struct ss_err *e)
 {
     double t0 = ss_now();
+    const struct trainer_env *env = j->env;
     struct ckpt_meta_set m;
-    int skipped;
-    int rc = ckpt_latest(j->resume, j->resumed_from, sizeof j->resumed_from, &m, &skipped, e);
+    int skipped, rc;
+    if (env) {
+        snprintf(j->resumed_from, sizeof j->resumed_from, "%s", env->resume_from);
+        rc = ckpt_read_meta(j->resumed_from, &m, e);
+    } else {
+        rc = ckpt_latest(j->resume, j->resumed_from, sizeof j->resumed_from, &m, &skipped, e);
+    }
     if (rc < 0)
         return rc;
-    char p[4400];
-    char *paths[1] = {p};
-    snprintf(p, sizeof p, "%s/tables.bin", j->resumed_from);
-    if ((rc = embps_load_files(j->tables, paths, 1, e)) < 0)
-        return rc;
-    snprintf(p, sizeof p, "%s/reader.pos", j->resumed_from);
-    struct reader_pos pos;
-    FILE *f = fopen(p, "rb");
-    int ok = f && fread(&pos, sizeof pos, 1, f) == 1;
-    if (f)
-        fclose(f);
-    if (!ok)
-        return ss_fail(e, SS_EFORMAT, "%s: cannot read the reader's position", p);
-    if ((rc = reader_seek(j->reader, &pos, e)) < 0)
-        return rc;
-    j->base.examples = (int64_t)ckpt_meta_get(&m, "examples", 0);
-    j->base.iterations = (int64_t)ckpt_meta_get(&m, "iterations", 0);
-    j->base.syncs = (int64_t)ckpt_meta_get(&m, "syncs", 0);
-    j->base.ne = (struct ne_acc){ckpt_meta_get(&m, "ne_loss_sum", 0),
-                                 ckpt_meta_get(&m, "ne_label_sum", 0),
-                                 (int64_t)ckpt_meta_get(&m, "ne_n", 0)};
-    j->base.elapsed = ckpt_meta_get(&m, "elapsed_s", 0);
     j->resumed_trainers = (int)ckpt_meta_get(&m, "trainers", 1);
     if (j->resumed_trainers < 1)
         return ss_fail(e, SS_EFORMAT, "%s: no trainer in the checkpoint", j->resumed_from);
+    char p[4500];
+    char *paths[1] = {p};
+    snprintf(p, sizeof p, "%s/tables.bin", j->resumed_from);
+    if (j->tables && (rc = embps_load_files(j->tables, paths, 1, e)) < 0)
+        return rc;
+    if (j->reader) {
+        if (env && j->resumed_trainers != env->count)
+            return ss_fail(e, SS_EINVAL, "%s was written by %d trainers reading their own shares "
+                           "of data.train: resuming them needs job.trainers = %d (or reader "
+                           "services, job.readers >= 1, which keep the positions)",
+                           j->resumed_from, j->resumed_trainers, j->resumed_trainers);
+        snprintf(p, sizeof p, "%s/reader-%d.pos", j->resumed_from, env ? env->index : 0);
+        struct reader_pos pos;
+        FILE *f = fopen(p, "rb");
+        int ok = f && fread(&pos, sizeof pos, 1, f) == 1;
+        if (f)
+            fclose(f);
+        if (!ok)
+            return ss_fail(e, SS_EFORMAT, "%s: cannot read the reader's position", p);
+        if ((rc = reader_seek(j->reader, &pos, e)) < 0)
+            return rc;
+    }
+    if (j->is_master) { /* the job's figures so far, counted once */
+        j->base.examples = (int64_t)ckpt_meta_get(&m, "examples", 0);
+        j->base.iterations = (int64_t)ckpt_meta_get(&m, "iterations", 0);
+        j->base.syncs = (int64_t)ckpt_meta_get(&m, "syncs", 0);
+        j->base.ne = (struct ne_acc){ckpt_meta_get(&m, "ne_loss_sum", 0),
+                                     ckpt_meta_get(&m, "ne_label_sum", 0),
+                                     (int64_t)ckpt_meta_get(&m, "ne_n", 0)};
+        j->base.elapsed = ckpt_meta_get(&m, "elapsed_s", 0);
+    }
+    int now_trainers = env ? env->count : j->n_tr;
     if (!j->c->output.quiet)
         printf("# resuming from %s: %lld examples done, %.0f batches in flight at the snapshot "
                "(0: none lost or repeated)%s (checked and loaded in %.1f s)\n", j->resumed_from,
                (long long)j->base.examples, ckpt_meta_get(&m, "in_flight_batches", 0),
-               j->resumed_trainers != j->n_tr ? "; trainers' dense vectors reassigned" : "",
+               j->resumed_trainers != now_trainers ? "; trainers' dense vectors reassigned" : "",
                ss_now() - t0),
             fflush(stdout);
     return 0;
@@ -724,9 +855,7 @@ static void print_eval(const char *what, const struct eval_result *ev)
 /* Cluster job: the figures of every trainer, summed onto each. */
 static void sum_over_trainers(struct job *j, struct figures *f, struct reader_stats *rs)
 {
-    struct ne_acc ne = {0};
-    for (int k = 0; k < j->n_wk; k++)
-        ne_merge(&ne, &j->tr[0].workers[k].ne);
+    struct ne_acc ne = f->ne; /* with a resumed run's figures, on the master */
     double v[7] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
                    ne.label_sum, (double)ne.n, (double)rs->bad_lines};
     j->env->sum(j->env->arg, v, 7);
@@ -798,12 +927,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     if (env && !env->feed)
         reader_set_share(j.reader, env->index, env->count);
-    if (env && c->checkpoint.dir[0]) {
-        rc = ss_fail(e, SS_EINVAL, "checkpoint.dir is set, but checkpoints of cluster jobs are "
-                                   "not written yet (the embedded default's are): leave it empty");
-        goto out;
-    }
-    if (resume && (rc = load_checkpoint(&j, e)) < 0)
+    if ((resume || (env && env->resume_from)) && (rc = load_checkpoint(&j, e)) < 0)
         goto out;
     blas_note(c);
     if (!c->output.quiet && j.is_master)
@@ -816,7 +940,9 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     wait_workers(&j);
     rc = finish_trainers(&j, e);
     collect(&j, &f); /* the training's figures: the final checkpoint's time is not in them */
-    if (rc == 0 && !env && c->checkpoint.dir[0])
+    if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
+        final_checkpoint_part(&j);
+    else if (c->checkpoint.dir[0] && (env || rc == 0))
         checkpoint_now(&j, 1); /* the reader at its end: a resume has nothing left to train */
     if (j.reader)
         reader_stats(j.reader, &rs);
