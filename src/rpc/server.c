@@ -258,8 +258,11 @@ int rpc_connect_named(const char *name, const char *host, int port, int timeout_
 int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int port,
                     const char *what, ssRpcError *rerr, GError *gerr)
 {
-    int rc = ss_fail(e, SS_EIO, "%s at %s:%d: %s failed: %s", name, host, port, what,
-                     rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer");
+    const char *why = rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer";
+    /* Thrift's words for a peer that closed the connection */
+    if (!rerr && gerr && strstr(why, "failed to read") && strstr(why, "Success"))
+        why = "the connection was closed (the service is gone)";
+    int rc = ss_fail(e, SS_EIO, "%s at %s:%d: %s failed: %s", name, host, port, what, why);
     if (rerr)
         g_object_unref(rerr);
     if (gerr)

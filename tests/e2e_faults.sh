@@ -1,0 +1,83 @@
+#!/bin/sh
+# Checkpoints, resume and faults of the cluster job (DESIGN §8):
+# - a whole job killed with kill -9 resumes from its newest complete
+#   checkpoint onto 3 embedding PSs from a checkpoint written by 2: every
+#   example once, eval NE within 0.002 of an uninterrupted run;
+# - each role killed in turn (embedding PS, sync PS, reader, one trainer)
+#   ends the job within the RPC timeout with a message naming the rank
+#   (and, for a service, its role and host); --resume then finishes the
+#   data with every example counted once;
+# - resuming reader services with another job.readers is refused.
+BUILD=${BUILD:-build}
+BIN=$BUILD/shadowsync
+T=$(mktemp -d)
+trap '[ -n "$KEEP" ] && echo "kept $T" || rm -rf "$T"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+N=200000
+$BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 9 --config configs/tiny.ini > /dev/null 2>&1
+json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
+check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
+# job NAME NP [section.key=value ...]; EXTRA: more arguments (--resume)
+job() {
+    jn=$1; np=$2; shift 2
+    sets=""; for s in "$@"; do sets="$sets --set $s"; done
+    timeout 300 $MPIRUN -np $np $BIN train configs/tiny.ini --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$jn $sets $EXTRA > $T/$jn.log 2>&1
+}
+# the same through tools/submit (which names a lost rank's role)
+sjob() {
+    jn=$1; shift
+    sets=""; for s in "$@"; do sets="$sets --set $s"; done
+    timeout 300 tools/submit configs/tiny.ini --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$jn $sets $EXTRA > $T/$jn.log 2>&1
+}
+wait_ckpt() { for i in $(seq 1 300); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end$' && return 0; sleep 0.05; done; return 1; }
+# pid of rank R of the job writing to output.dir $T/NAME
+pid_of() { for p in $(pgrep -f "output.dir=$T/$1 "); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo $p; return; }; done; }
+
+# 1 trainer + 2 PS, no sync: one worker trains the same model wherever the rows live
+job ref 3 job.embedding_ps=2
+REF=$(json eval_ne $T/ref/metrics.json)
+(job cut 3 job.embedding_ps=2 checkpoint.dir=$T/ck checkpoint.interval_s=0.3 &)
+wait_ckpt $T/ck; sleep 0.3
+pkill -9 -f "output.dir=$T/cut "; sleep 0.5
+check "a whole job killed with kill -9 left a complete checkpoint" sh -c "ls $T/ck | grep -q '^ckpt-[0-9]*$' && ! [ -f $T/cut/metrics.json ]"
+EXTRA="--resume $T/ck" job resumed 4 job.embedding_ps=3 checkpoint.dir=$T/ck checkpoint.interval_s=0.3
+rc=$?
+M=$T/resumed/metrics.json
+check "resume onto 3 embedding PSs from a checkpoint by 2: exits 0" test $rc = 0
+check "resume onto 3 PSs: names the checkpoint, 0 batches in flight" grep -q "resuming from $T/ck/ckpt-[0-9]*: [1-9][0-9]* examples done, 0 batches in flight" $T/resumed.log
+check "resume onto 3 PSs: every example once ($(json examples $M) of $N)" test "$(json examples $M)" = $N
+NE=$(json eval_ne $M)
+check "resume onto 3 PSs: eval NE $NE within 0.002 of the uninterrupted run's $REF" near "$NE" "$REF" 0.002
+check "a cluster checkpoint holds every rank's part" sh -c "ls \$(ls -d $T/ck/ckpt-* | tail -1) | tr '\n' ' ' | grep -q 'MANIFEST dense-0.bin reader-0.pos state-0.bin tables-ps0.bin tables-ps1.bin tables-ps2.bin'"
+
+# each role killed in turn: 2 trainers + 2 PS + 1 sync PS + 2 readers, easgd
+ROLES="0:trainer 2:embedding_ps 4:sync_ps 5:reader"
+FULL="job.trainers=2 job.embedding_ps=2 job.sync_ps=1 job.readers=2 sync.algo=easgd job.rpc_timeout_s=2"
+for rr in $ROLES; do
+    rank=${rr%%:*}; role=${rr#*:}; [ $rank = 0 ] && rank=1   # trainer 1 (rank 0 is the master)
+    name=kill-$role
+    (sjob $name $FULL checkpoint.dir=$T/ck-$role checkpoint.interval_s=0.3 &)
+    wait_ckpt $T/ck-$role; sleep 0.2
+    victim=$(pid_of $name $rank)
+    t0=$(date +%s)
+    [ -n "$victim" ] && kill -9 $victim
+    for i in $(seq 1 300); do pgrep -f "output.dir=$T/$name " > /dev/null || break; sleep 0.1; done
+    took=$(( $(date +%s) - t0 ))
+    alive=$(pgrep -f "output.dir=$T/$name " | wc -l)
+    check "killed $role (rank $rank): the job ends within the RPC timeout ($took s)" sh -c "[ -n '$victim' ] && [ $took -le 12 ] && [ $alive = 0 ]"
+    check "killed $role: a message names it by role, rank and host" grep -qE "submit: lost $role [0-9]+ \(rank $rank on [^)]+\): it exited on signal 9|$role [0-9]+ \(rank $rank on [^)]+\) at [^ ]+: .*failed" $T/$name.log
+    EXTRA="--resume $T/ck-$role" sjob $name-resumed $FULL checkpoint.dir=$T/ck-$role
+    rc=$?
+    M=$T/$name-resumed/metrics.json
+    check "killed $role: --resume finishes the data, every example once ($(json examples $M 2>/dev/null) of $N)" sh -c "[ $rc = 0 ] && [ \"$(json examples $M 2>/dev/null)\" = $N ]"
+done
+
+EXTRA="--resume $T/ck-reader" job readers3 8 job.trainers=2 job.embedding_ps=2 job.sync_ps=1 job.readers=3 sync.algo=easgd
+rc=$?
+check "resuming reader services with another job.readers is refused, saying why" sh -c "[ $rc != 0 ] && grep -q 'another number of readers than job.readers = 3' $T/readers3.log"
