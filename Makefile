@@ -3,12 +3,14 @@
 #   make test       install deps, build, run every test (ends "N passed, N failed")
 #   make demo       install deps, build, generate a small data set, train it
 #   make asan|tsan  sanitizer builds in build-asan/ build-tsan/
+#   make fuzz       libFuzzer targets (clang, ASan+UBSan) in build-fuzz/fuzz/
 CC      ?= gcc
 BUILD   ?= build
 GEN_DIR := $(BUILD)/gen
 PKGS    := thrift_c_glib gobject-2.0 glib-2.0 ompi-c openblas
 OPT     ?= -O3 -march=native -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp-simd -Wall -Wextra -Werror -Iinclude -I$(GEN_DIR) $(OPT) \
+WERROR  ?= -Werror
+CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp-simd -Wall -Wextra $(WERROR) -Iinclude -I$(GEN_DIR) $(OPT) \
            $(shell pkg-config --cflags $(PKGS)) -pthread
 LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
@@ -18,7 +20,9 @@ GEN_SRC := $(GEN_DIR)/ss_shadowsync_types.c $(GEN_DIR)/ss_embedding_p_s.c $(GEN_
 GEN_OBJ := $(GEN_SRC:%.c=%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests/mpi_*.c))
 
-.PHONY: all test demo deps clean asan tsan bench
+FUZZ    := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+.PHONY: all test demo deps clean asan tsan bench fuzz fuzz-targets
 all: $(BUILD)/shadowsync $(TESTS) $(BUILD)/rpc_bench
 
 # Thrift code is generated at build time, never committed (DESIGN layout).
@@ -71,5 +75,17 @@ asan:
 tsan:
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDLIBS="$(LDLIBS) -fsanitize=thread" all
 
+# The fuzz targets (tests/fuzz/fuzz_*.c): the library built with clang's
+# coverage and ASan+UBSan, each target linked with libFuzzer.
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang WERROR= \
+	    OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" fuzz-targets
+fuzz-targets: $(FUZZ)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_common.h $(BUILD)/libshadowsync.a
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ    $@"
+	@$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
+
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz

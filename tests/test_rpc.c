@@ -200,8 +200,16 @@ int main(void)
     snprintf(f1, sizeof f1, "%s/tables-ps1.bin", dir);
     CHECK(raw_save(ep[0].port, "nope", f0, why) == 1 && strstr(why, "token"),
           "save with a wrong token is refused", "%s", why);
-    CHECK(raw_save(ep[0].port, token, "/tmp/../etc/x", why) == 1 && strstr(why, "path"),
+    CHECK(raw_save(ep[0].port, token, f0, why) == 1 && strstr(why, "path"),
+          "save without a checkpoint.dir is refused", "%s", why);
+    embps_service_save_root(s0, dir);
+    embps_service_save_root(s1, dir);
+    char dotdot[128];
+    snprintf(dotdot, sizeof dotdot, "%s/../x.bin", dir);
+    CHECK(raw_save(ep[0].port, token, dotdot, why) == 1 && strstr(why, "path"),
           "save to a path with .. is refused", "%s", why);
+    CHECK(raw_save(ep[0].port, token, "/tmp/elsewhere.bin", why) == 1 && strstr(why, "path"),
+          "save outside the checkpoint directory is refused", "%s", why);
     rc = raw_save(ep[0].port, token, f0, why) | raw_save(ep[1].port, token, f1, why);
     struct emb_tables *whole;
     char *files[2] = {f0, f1};

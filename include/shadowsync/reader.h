@@ -103,6 +103,8 @@ struct reader_service;
 struct reader_service *reader_service_create(struct reader *r, int n_dense, int n_cat,
                                              const char *token);
 ThriftProcessor *reader_service_processor(struct reader_service *s);
+/* Where save requests may write: below dir (the job's checkpoint.dir). */
+void reader_service_save_root(struct reader_service *s, const char *dir);
 void reader_service_counts(struct reader_service *s, int64_t *served, int64_t *examples,
                            int64_t *refused);
 void reader_service_free(struct reader_service *s);

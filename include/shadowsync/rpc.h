@@ -88,6 +88,10 @@ gboolean rpc_refuse(int64_t *refused, ssRpcError **err, int code, const char *fm
 /* A handler's binary answer of bytes bytes (allocated when the processor
  * handed it in NULL, TOOLCHAIN.md pitfall 4). */
 GByteArray *rpc_answer(GByteArray **ret, size_t bytes);
+/* One request from in, answered on out (the server's loop; the fuzz
+ * targets). */
+gboolean rpc_process(ThriftProcessor *proc, ThriftProtocol *in, ThriftProtocol *out,
+                     GError **err);
 /* A processor of processor_type over handler (the processor takes it). */
 ThriftProcessor *rpc_processor_new(GType processor_type, gpointer handler);
 /* rpc_connect, with errors that start with name (e.g. "embedding_ps 1 (rank 3 on node7)"). */
@@ -100,7 +104,9 @@ int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int po
                     const char *what, ssRpcError *rerr, GError *gerr);
 /* The request's token is the job's (same bytes, same length). */
 int rpc_token_ok(const GByteArray *given, const char *token);
-/* A save request's path: 1..4095 bytes, no ".." component. */
-int rpc_save_path_ok(const char *path);
+/* A save request's path: inside root (the job's checkpoint.dir; "" allows
+ * nothing), under 4096 bytes, no ".." component. A service writes nowhere
+ * else, whoever holds the token. */
+int rpc_save_path_ok(const char *path, const char *root);
 
 #endif

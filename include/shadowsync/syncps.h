@@ -26,6 +26,8 @@ int syncps_save(struct syncps_service *s, size_t n, const char *path, struct ss_
 int syncps_load(float *slice, size_t n, size_t lo, size_t hi, char *const *paths, int k,
                 struct ss_err *e);
 ThriftProcessor *syncps_service_processor(struct syncps_service *s);
+/* Where save requests may write: below dir (the job's checkpoint.dir). */
+void syncps_service_save_root(struct syncps_service *s, const char *dir);
 void syncps_service_stats(struct syncps_service *s, struct syncps_stats *st);
 void syncps_service_free(struct syncps_service *s);
 

@@ -102,6 +102,7 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
         rc = embps_load_dir(t, p->resume_from, e);
     if (rc == 0 && k > 0) {
         svc = embps_service_create(t, ids, k, p->token);
+        embps_service_save_root(svc, c->checkpoint.dir);
         double *cost = ss_xmalloc((size_t)k * sizeof(double));
         for (int j = 0; j < k; j++)
             cost[j] = p->placement->shards[ids[j]].ns_per_row;

@@ -25,6 +25,7 @@ struct embps_service {
     int64_t busy_ns;            /* atomics */
     int k, dim;
     char token[64];
+    char save_root[4096];       /* saves go only below it: the job's checkpoint.dir */
     ThriftProcessor *proc;
     struct embps_stats st;      /* updated with atomics */
 };
@@ -151,7 +152,7 @@ static gboolean ps_save(ssEmbeddingPSIf *iface, gint64 *ret, const GByteArray *t
     struct embps_service *s = ((PsHandler *)iface)->svc;
     if (!rpc_token_ok(token, s->token))
         return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
-    if (!rpc_save_path_ok(path))
+    if (!rpc_save_path_ok(path, s->save_root))
         return refuse(s, err, SS_EINVAL, "bad request: save path refused");
     struct ss_err e = {0};
     if (embps_save(s->t, path, &e) < 0)
@@ -232,4 +233,9 @@ void embps_service_free(struct embps_service *s)
     free(s->served);
     free(s->cost);
     free(s);
+}
+
+void embps_service_save_root(struct embps_service *s, const char *dir)
+{
+    snprintf(s->save_root, sizeof s->save_root, "%s", dir ? dir : "");
 }

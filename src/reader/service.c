@@ -18,6 +18,7 @@ struct reader_service {
     struct reader *r;
     struct batch b;
     char token[64];
+    char save_root[4096];       /* saves go only below it: the job's checkpoint.dir */
     ThriftProcessor *proc;
     int64_t served, examples, refused;
 };
@@ -90,7 +91,7 @@ static gboolean rd_save(ssReaderIf *iface, gint64 *ret, const GByteArray *token,
     struct reader_service *s = ((RdHandler *)iface)->svc;
     if (!rpc_token_ok(token, s->token))
         return rpc_refuse(&s->refused, err, SS_EINVAL, "request refused: missing or wrong job token");
-    if (!rpc_save_path_ok(path))
+    if (!rpc_save_path_ok(path, s->save_root))
         return rpc_refuse(&s->refused, err, SS_EINVAL, "bad request: save path refused");
     struct reader_pos pos;
     pthread_mutex_lock(&s->mu); /* no batch half handed out */
@@ -192,6 +193,7 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         rc = resume_share(r, p, e);
     if (rc == 0) {
         svc = reader_service_create(r, s.n_dense, s.n_cat, p->token);
+        reader_service_save_root(svc, c->checkpoint.dir);
         rpc_bind_address(c, me.host);
         rc = rpc_server_start(&srv, me.host, 0, reader_service_processor(svc), e);
         if (rc == 0)
@@ -216,4 +218,9 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         reader_close(r);
     free(all);
     return rc;
+}
+
+void reader_service_save_root(struct reader_service *s, const char *dir)
+{
+    snprintf(s->save_root, sizeof s->save_root, "%s", dir ? dir : "");
 }

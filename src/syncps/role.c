@@ -31,8 +31,10 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
                 rc = syncps_load(w + lo, l.n_params, lo, hi, g.gl_pathv, (int)g.gl_pathc, e),
                 globfree(&g);
         }
-        if (rc == 0)
+        if (rc == 0) {
             svc = syncps_service_create(w + lo, l.n_params, lo, hi, p->token);
+            syncps_service_save_root(svc, c->checkpoint.dir);
+        }
         free(w);
         rpc_bind_address(c, me.host);
         if (rc == 0)

@@ -23,6 +23,7 @@ struct syncps_service {
     float *center;
     size_t lo, hi, n;           /* its slice of the n-float center */
     char token[64];
+    char save_root[4096];       /* saves go only below it: the job's checkpoint.dir */
     ThriftProcessor *proc;
     struct syncps_stats st;
 };
@@ -127,7 +128,7 @@ static gboolean sync_save(ssSyncPSIf *iface, gint64 *ret, const GByteArray *toke
     struct syncps_service *s = ((SyncHandler *)iface)->svc;
     if (!rpc_token_ok(token, s->token))
         return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
-    if (!rpc_save_path_ok(path))
+    if (!rpc_save_path_ok(path, s->save_root))
         return refuse(s, err, SS_EINVAL, "bad request: save path refused");
     struct ss_err e = {0};
     if (syncps_save(s, s->n, path, &e) < 0)
@@ -183,4 +184,9 @@ void syncps_service_free(struct syncps_service *s)
     pthread_mutex_destroy(&s->mu);
     free(s->center);
     free(s);
+}
+
+void syncps_service_save_root(struct syncps_service *s, const char *dir)
+{
+    snprintf(s->save_root, sizeof s->save_root, "%s", dir ? dir : "");
 }
