@@ -79,6 +79,9 @@ int rpc_connect(const char *host, int port, int timeout_ms, struct rpc_conn **ou
                 struct ss_err *e);
 struct rpc_conn *rpc_conn_on_fd(int fd);       /* takes the fd */
 ThriftProtocol *rpc_conn_protocol(const struct rpc_conn *c);
+/* Caps what the connection may still read (Thrift refuses a field longer
+ * than that before allocating it); the library's default is 100 MiB. */
+void rpc_conn_limit(struct rpc_conn *c, long bytes);
 void rpc_conn_close(struct rpc_conn *c);
 
 /* For handlers: answers an RpcError with the formatted message, counts it
@@ -88,6 +91,9 @@ gboolean rpc_refuse(int64_t *refused, ssRpcError **err, int code, const char *fm
 /* A handler's binary answer of bytes bytes (allocated when the processor
  * handed it in NULL, TOOLCHAIN.md pitfall 4). */
 GByteArray *rpc_answer(GByteArray **ret, size_t bytes);
+/* The longest binary field a request may hold (ids, gradients, a center
+ * slice); a longer one fails its request. Strings: 64 KiB. */
+#define SS_MAX_FIELD_BYTES (1u << 30)
 /* One request from in, answered on out (the server's loop; the fuzz
  * targets). */
 gboolean rpc_process(ThriftProcessor *proc, ThriftProtocol *in, ThriftProtocol *out,

@@ -38,6 +38,7 @@ static inline void fuzz_request(ThriftProcessor *proc, const uint8_t *data, size
         abort();
     close(sv[0]);
     struct rpc_conn *in = rpc_conn_on_fd(sv[1]), *out = rpc_conn_on_fd(open("/dev/null", O_WRONLY));
+    rpc_conn_limit(in, 1 << 20); /* no 100 MiB buffers for lengths the input cannot hold */
     GError *err = NULL;
     rpc_process(proc, rpc_conn_protocol(in), rpc_conn_protocol(out), &err);
     if (err)
