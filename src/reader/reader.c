@@ -17,9 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define TEXT_BUF (4u << 20)
+#define TEXT_BUF (4u << 20)       /* the longest line read */
+#define TEXT_BUF_MIN (64u << 10)
 
 struct reader {
     pthread_mutex_t lock;
@@ -40,6 +42,7 @@ struct reader {
     /* text */
     int fd;
     char *buf;
+    size_t buf_cap;  /* TEXT_BUF, or less when every file is smaller */
     size_t pos, end; /* unread bytes buf[pos, end) */
     int eof, skipping;
     int64_t line_no; /* lines of the current file taken so far */
@@ -91,7 +94,7 @@ static int text_open(struct reader *r, struct ss_err *e)
 static int text_fill(struct reader *r, struct ss_err *e)
 {
     for (;;) {
-        ssize_t k = read(r->fd, r->buf + r->end, TEXT_BUF - r->end);
+        ssize_t k = read(r->fd, r->buf + r->end, r->buf_cap - r->end);
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0)
@@ -129,9 +132,9 @@ static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *
             return 0;
         if (r->skipping) {
             r->pos = r->end = 0;
-        } else if (r->pos == 0 && r->end == TEXT_BUF) {
+        } else if (r->pos == 0 && r->end == r->buf_cap) {
             char why[64];
-            snprintf(why, sizeof why, "line longer than %u bytes", TEXT_BUF);
+            snprintf(why, sizeof why, "line longer than %zu bytes", r->buf_cap);
             bad_line(r, r->line_no + 1, why);
             r->skipping = 1;
             r->pos = r->end = 0;
@@ -370,8 +373,20 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
         free(r);
         return rc;
     }
-    if (!binary)
-        r->buf = ss_xmalloc(TEXT_BUF);
+    if (!binary) { /* a buffer no bigger than the biggest file needs */
+        size_t biggest = 0;
+        for (int i = 0; i < r->n_files; i++) {
+            struct stat st;
+            if (stat(r->files[i], &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size >= TEXT_BUF) {
+                biggest = TEXT_BUF;
+                break;
+            }
+            if ((size_t)st.st_size + 1 > biggest)
+                biggest = (size_t)st.st_size + 1;
+        }
+        r->buf_cap = biggest < TEXT_BUF_MIN ? TEXT_BUF_MIN : biggest > TEXT_BUF ? TEXT_BUF : biggest;
+        r->buf = ss_xmalloc(r->buf_cap);
+    }
     pthread_mutex_init(&r->lock, NULL);
     *out = r;
     return 0;
