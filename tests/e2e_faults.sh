@@ -56,6 +56,9 @@ NE=$(json eval_ne $M)
 check "resume onto 3 PSs: eval NE $NE within 0.002 of the uninterrupted run's $REF" near "$NE" "$REF" 0.002
 check "a cluster checkpoint holds every rank's part" sh -c "ls \$(ls -d $T/ck/ckpt-* | tail -1) | tr '\n' ' ' | grep -q 'MANIFEST dense-0.bin reader-0.pos state-0.bin tables-ps0.bin tables-ps1.bin tables-ps2.bin'"
 
+# the job token (32 hex digits, made by the master) is never printed or written
+check "the job token appears in no log, run directory or checkpoint" sh -c "! grep -rIlE '(^|[^0-9a-f])[0-9a-f]{32}([^0-9a-f]|$)' $T/ref.log $T/cut.log $T/resumed.log $T/ref $T/resumed $T/ck"
+
 # each role killed in turn: 2 trainers + 2 PS + 1 sync PS + 2 readers, easgd
 ROLES="0:trainer 2:embedding_ps 4:sync_ps 5:reader"
 FULL="job.trainers=2 job.embedding_ps=2 job.sync_ps=1 job.readers=2 sync.algo=easgd job.rpc_timeout_s=2"

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LEN 1001
 static const char *token = "fedcba9876543210fedcba9876543210";
@@ -104,6 +105,34 @@ int main(void)
     syncps_service_stats(sv[0], &st);
     CHECK(st.refused == 4 && st.syncs == 5, "syncs and refusals are counted",
           "syncs %lld refused %lld", (long long)st.syncs, (long long)st.refused);
+
+    /* checkpoints: the two slices saved load into 3 other slices equal to
+     * the in-process center */
+    char dir[] = "/tmp/ss_test_syncps.XXXXXX", f[2][64];
+    mkdtemp(dir);
+    rc = 0;
+    for (int p = 0; p < 2; p++) {
+        snprintf(f[p], sizeof f[p], "%s/center-%d.bin", dir, p);
+        rc |= syncps_save(sv[p], LEN, f[p], &e);
+    }
+    char *files[2] = {f[0], f[1]};
+    float slice[LEN];
+    local->ops->get(local, want);
+    double diff = 0;
+    for (int p = 0; p < 3 && rc == 0; p++) {
+        syncps_partition(LEN, 3, p, &lo, &hi);
+        rc |= syncps_load(slice, LEN, lo, hi, files, 2, &e);
+        for (size_t i = lo; i < hi; i++)
+            diff = fmax(diff, fabs(slice[i - lo] - want[i]));
+    }
+    CHECK(rc == 0 && diff < 1e-6, "the center saved by 2 sync PSs loads into 3 slices",
+          "rc %d diff %g: %s", rc, diff, e.msg);
+    rc = syncps_load(slice, LEN, 0, LEN, files, 1, &e);
+    CHECK(rc < 0 && strstr(e.msg, "hold"), "slices that do not cover the center are refused",
+          "%s", e.msg);
+    unlink(f[0]);
+    unlink(f[1]);
+    rmdir(dir);
 
     rpc_server_stop(srv[1]);
     rc = remote->ops->elastic(remote, w, got, LEN, 0.3f, &e);
