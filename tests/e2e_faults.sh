@@ -56,6 +56,10 @@ NE=$(json eval_ne $M)
 check "resume onto 3 PSs: eval NE $NE within 0.002 of the uninterrupted run's $REF" near "$NE" "$REF" 0.002
 check "a cluster checkpoint holds every rank's part" sh -c "ls \$(ls -d $T/ck/ckpt-* | tail -1) | tr '\n' ' ' | grep -q 'MANIFEST dense-0.bin reader-0.pos state-0.bin tables-ps0.bin tables-ps1.bin tables-ps2.bin'"
 
+$BIN eval configs/tiny.ini --model $T/ck --set data.eval=$T/d/eval.tsv > $T/ev.log 2>&1
+ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/ev.log)
+check "shadowsync eval reads a cluster checkpoint (the PSs' shards) as a model: NE $ENE" near "$ENE" "$NE" 0.000001
+
 # the job token (32 hex digits, made by the master) is never printed or written
 check "the job token appears in no log, run directory or checkpoint" sh -c "! grep -rIlE '(^|[^0-9a-f])[0-9a-f]{32}([^0-9a-f]|$)' $T/ref.log $T/cut.log $T/resumed.log $T/ref $T/resumed $T/ck"
 
