@@ -87,6 +87,9 @@ void reader_tell(struct reader *r, struct reader_pos *p);
 /* Before the first next(): continues from p, which must come from a reader
  * over the same files (same schema, shares and max_examples). */
 int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e);
+/* The same through a file (checkpoint parts). */
+int reader_save_pos(struct reader *r, const char *path, struct ss_err *e);
+int reader_load_pos(struct reader *r, const char *path, struct ss_err *e);
 
 /* Parses one text line (no newline) into example slot i of b.
  * Returns 0, or SS_EFORMAT with a reason in e. Exposed for tests. */

@@ -502,6 +502,29 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
     return rc;
 }
 
+int reader_save_pos(struct reader *r, const char *path, struct ss_err *e)
+{
+    struct reader_pos pos;
+    reader_tell(r, &pos);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(&pos, sizeof pos, 1, f) == 1;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    return ok ? 0 : ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
+}
+
+int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
+{
+    struct reader_pos pos;
+    FILE *f = fopen(path, "rb");
+    int ok = f && fread(&pos, sizeof pos, 1, f) == 1;
+    if (f)
+        fclose(f);
+    if (!ok)
+        return ss_fail(e, SS_EFORMAT, "%s: cannot read a reader's position", path);
+    return reader_seek(r, &pos, e);
+}
+
 void reader_stats(struct reader *r, struct reader_stats *st)
 {
     pthread_mutex_lock(&r->lock);

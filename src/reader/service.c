@@ -93,17 +93,13 @@ static gboolean rd_save(ssReaderIf *iface, gint64 *ret, const GByteArray *token,
         return rpc_refuse(&s->refused, err, SS_EINVAL, "request refused: missing or wrong job token");
     if (!rpc_save_path_ok(path, s->save_root))
         return rpc_refuse(&s->refused, err, SS_EINVAL, "bad request: save path refused");
-    struct reader_pos pos;
+    struct ss_err e = {0};
     pthread_mutex_lock(&s->mu); /* no batch half handed out */
-    reader_tell(s->r, &pos);
+    int rc = reader_save_pos(s->r, path, &e);
     pthread_mutex_unlock(&s->mu);
-    FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(&pos, sizeof pos, 1, f) == 1;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (!ok)
-        return rpc_refuse(&s->refused, err, SS_EIO, "save failed: %s: %s", path, strerror(errno));
-    *ret = (gint64)sizeof pos;
+    if (rc < 0)
+        return rpc_refuse(&s->refused, err, SS_EIO, "save failed: %s", e.msg);
+    *ret = (gint64)sizeof(struct reader_pos);
     return TRUE;
 }
 
@@ -164,16 +160,11 @@ static int resume_share(struct reader *r, const struct job_plan *p, struct ss_er
     char path[4400], past[4400];
     snprintf(path, sizeof path, "%s/reader-svc-%d.pos", p->resume_from, p->role_index);
     snprintf(past, sizeof past, "%s/reader-svc-%d.pos", p->resume_from, p->count[ROLE_READER]);
-    struct reader_pos pos;
-    FILE *f = fopen(path, "rb");
-    int ok = f && fread(&pos, sizeof pos, 1, f) == 1;
-    if (f)
-        fclose(f);
-    if (!ok || access(past, F_OK) == 0)
+    if (access(path, F_OK) != 0 || access(past, F_OK) == 0)
         return ss_fail(e, SS_EINVAL, "%s was written by another number of readers than "
                        "job.readers = %d (each reader's share of the data depends on it): "
                        "resume with the same job.readers", p->resume_from, p->count[ROLE_READER]);
-    return reader_seek(r, &pos, e);
+    return reader_load_pos(r, path, e);
 }
 
 int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)

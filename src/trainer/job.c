@@ -644,15 +644,8 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
         free(v);
     }
     if (rc == 0 && j->reader) {
-        struct reader_pos pos;
-        reader_tell(j->reader, &pos);
         snprintf(p, sizeof p, "%s/reader-%d.pos", dir, first);
-        FILE *fp = fopen(p, "wb");
-        int ok = fp && fwrite(&pos, sizeof pos, 1, fp) == 1;
-        if (fp && fclose(fp) != 0)
-            ok = 0;
-        if (!ok)
-            rc = ss_fail(e, SS_EIO, "%s: write failed: %s", p, strerror(errno));
+        rc = reader_save_pos(j->reader, p, e);
     }
     return rc;
 }
@@ -816,14 +809,7 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
                            "services, job.readers >= 1, which keep the positions)",
                            j->resumed_from, j->resumed_trainers, j->resumed_trainers);
         snprintf(p, sizeof p, "%s/reader-%d.pos", j->resumed_from, env ? env->index : 0);
-        struct reader_pos pos;
-        FILE *f = fopen(p, "rb");
-        int ok = f && fread(&pos, sizeof pos, 1, f) == 1;
-        if (f)
-            fclose(f);
-        if (!ok)
-            return ss_fail(e, SS_EFORMAT, "%s: cannot read the reader's position", p);
-        if ((rc = reader_seek(j->reader, &pos, e)) < 0)
+        if ((rc = reader_load_pos(j->reader, p, e)) < 0)
             return rc;
     }
     if (j->is_master) { /* the job's figures so far, counted once */
