@@ -114,5 +114,8 @@ int rpc_token_ok(const GByteArray *given, const char *token);
  * nothing), under 4096 bytes, no ".." component. A service writes nowhere
  * else, whoever holds the token. */
 int rpc_save_path_ok(const char *path, const char *root);
+/* A save request's token and path, refused (and counted) like rpc_refuse. */
+gboolean rpc_save_request_ok(int64_t *refused, ssRpcError **err, const GByteArray *token,
+                             const char *job_token, const char *path, const char *root);
 
 #endif

@@ -150,10 +150,8 @@ static gboolean ps_save(ssEmbeddingPSIf *iface, gint64 *ret, const GByteArray *t
 {
     (void)error;
     struct embps_service *s = ((PsHandler *)iface)->svc;
-    if (!rpc_token_ok(token, s->token))
-        return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
-    if (!rpc_save_path_ok(path, s->save_root))
-        return refuse(s, err, SS_EINVAL, "bad request: save path refused");
+    if (!rpc_save_request_ok(&s->st.refused, err, token, s->token, path, s->save_root))
+        return FALSE;
     struct ss_err e = {0};
     if (embps_save(s->t, path, &e) < 0)
         return refuse(s, err, SS_EIO, "save failed: %s", e.msg);

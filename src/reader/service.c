@@ -89,10 +89,8 @@ static gboolean rd_save(ssReaderIf *iface, gint64 *ret, const GByteArray *token,
 {
     (void)error;
     struct reader_service *s = ((RdHandler *)iface)->svc;
-    if (!rpc_token_ok(token, s->token))
-        return rpc_refuse(&s->refused, err, SS_EINVAL, "request refused: missing or wrong job token");
-    if (!rpc_save_path_ok(path, s->save_root))
-        return rpc_refuse(&s->refused, err, SS_EINVAL, "bad request: save path refused");
+    if (!rpc_save_request_ok(&s->refused, err, token, s->token, path, s->save_root))
+        return FALSE;
     struct ss_err e = {0};
     pthread_mutex_lock(&s->mu); /* no batch half handed out */
     int rc = reader_save_pos(s->r, path, &e);

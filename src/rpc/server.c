@@ -533,3 +533,13 @@ int rpc_save_path_ok(const char *path, const char *root)
             return 0;
     return 1;
 }
+
+gboolean rpc_save_request_ok(int64_t *refused, ssRpcError **err, const GByteArray *token,
+                             const char *job_token, const char *path, const char *root)
+{
+    if (!rpc_token_ok(token, job_token))
+        return rpc_refuse(refused, err, SS_EINVAL, "request refused: missing or wrong job token");
+    if (!rpc_save_path_ok(path, root))
+        return rpc_refuse(refused, err, SS_EINVAL, "bad request: save path refused");
+    return TRUE;
+}
