@@ -18,7 +18,7 @@ near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" &&
 train() { # [EXTRA="--resume ..."] train OUT [section.key=value ...]
     out=$1; shift
     sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv \
+    timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv \
         --set data.eval=$T/d/eval.tsv --set output.dir=$T/$out --set output.log_interval_s=0.5 $sets $EXTRA
 }
 # waits until DIR holds a complete checkpoint (its MANIFEST ends with "end")

@@ -23,7 +23,7 @@ near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" &&
 job() {
     jn=$1; np=$2; shift 2
     sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout 300 $MPIRUN -np $np $BIN train configs/tiny.ini --set job.bind=127.0.0.1 \
+    timeout -k 10 300 $MPIRUN -np $np $BIN train configs/tiny.ini --set job.bind=127.0.0.1 \
         --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
         --set data.eval=$T/d/eval.tsv --set output.dir=$T/$jn $sets $EXTRA > $T/$jn.log 2>&1
 }
@@ -31,7 +31,7 @@ job() {
 sjob() {
     jn=$1; shift
     sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout 300 tools/submit configs/tiny.ini --set job.bind=127.0.0.1 \
+    timeout -k 10 300 tools/submit configs/tiny.ini --set job.bind=127.0.0.1 \
         --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
         --set data.eval=$T/d/eval.tsv --set output.dir=$T/$jn $sets $EXTRA > $T/$jn.log 2>&1
 }

@@ -1,12 +1,13 @@
 #!/bin/sh
 # The fuzz targets (tests/fuzz, built by `make fuzz` with clang, libFuzzer,
 # ASan and UBSan), bounded for CI: FUZZ_RUNS executions each (default
-# 100000) from the seed corpora in tests/fuzz/corpus, then every input the
+# 100000, in at most FUZZ_SECONDS, default 60) from the seed corpora in tests/fuzz/corpus, then every input the
 # run kept is replayed with LeakSanitizer on. Any crash, sanitizer report,
 # timeout or leak fails. SKIP_FUZZ=1 skips.
 [ -n "$SKIP_FUZZ" ] && { echo "PASS fuzzing skipped (SKIP_FUZZ set)"; exit 0; }
 command -v clang > /dev/null || { echo "FAIL fuzzing: clang is not installed (tools/install-deps)"; exit 0; }
 RUNS=${FUZZ_RUNS:-100000}
+SECS=${FUZZ_SECONDS:-60}   # and at most this long each, whatever the machine
 T=$(mktemp -d)
 trap 'rm -rf "$T" /tmp/ss_fuzz_saves /tmp/ss_fuzz_reader.*' EXIT
 mkdir -p /tmp/ss_fuzz_saves
@@ -17,7 +18,7 @@ export G_SLICE=always-malloc UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 for f in build-fuzz/fuzz/fuzz_*; do
     t=$(basename $f)
     mkdir -p $T/$t
-    ASAN_OPTIONS=detect_leaks=0 timeout 900 $f $T/$t tests/fuzz/corpus/$t -runs=$RUNS -timeout=10 \
+    ASAN_OPTIONS=detect_leaks=0 timeout -k 10 900 $f $T/$t tests/fuzz/corpus/$t -runs=$RUNS -max_total_time=$SECS -timeout=10 \
         -rss_limit_mb=2048 -artifact_prefix=$T/ > $T/$t.log 2>&1
     rc=$?
     done_line=$(grep '^Done' $T/$t.log)
@@ -30,7 +31,7 @@ for f in build-fuzz/fuzz/fuzz_*; do
     # every kept input again, with LeakSanitizer and whole stacks (its
     # suppressions name Thrift's per-connection leak by our caller)
     ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 LSAN_OPTIONS="suppressions=$(pwd)/tests/lsan.supp" \
-        timeout 900 $f -runs=0 $T/$t tests/fuzz/corpus/$t > $T/$t-leaks.log 2>&1
+        timeout -k 10 900 $f -runs=0 $T/$t tests/fuzz/corpus/$t > $T/$t-leaks.log 2>&1
     rc=$?
     n=$(ls $T/$t | wc -l)
     if [ $rc = 0 ]; then

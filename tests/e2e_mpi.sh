@@ -33,7 +33,7 @@ REF=$(json eval_ne $T/embedded/metrics.json)
 cluster() { # cluster NAME [section.key=value ...]
     dir=$1; shift
     sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout 300 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 \
+    timeout -k 10 300 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 \
         --set job.embedding_ps=2 --set job.sync_ps=1 --set job.bind=127.0.0.1 \
         --set trainer.worker_threads=1 \
         --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
@@ -86,7 +86,7 @@ $BIN plan configs/criteo_kaggle.ini --set job.embedding_ps=2 --set embedding_ps.
     --set placement.strategy=profile --set placement.profile_batches=0 --set output.dir= > $T/oom.log 2>&1
 rc=$?
 check "plan: tables beyond the PSs' memory are refused with need and capacity" sh -c "[ $rc != 0 ] && grep -q 'need 2[0-9]* MiB but 2 embedding PSs hold 2000 MiB' $T/oom.log"
-timeout 120 $MPIRUN -np 3 $BIN train configs/criteo_kaggle.ini --set job.trainers=1 --set job.embedding_ps=2 \
+timeout -k 10 120 $MPIRUN -np 3 $BIN train configs/criteo_kaggle.ini --set job.trainers=1 --set job.embedding_ps=2 \
     --set embedding_ps.memory_mb=1000 --set placement.profile_batches=0 --set data.train=$T/d/train.tsv \
     --set output.dir=$T/oomjob > $T/oomjob.log 2>&1
 rc=$?
@@ -94,7 +94,7 @@ check "a cluster job beyond the PSs' memory stops before allocating, naming the 
 
 # a stranger's request (wrong token) to a live job's embedding PS is refused
 # and counted while the job trains on (tests/probe_token.py speaks Thrift)
-(timeout 300 $MPIRUN -np 3 $BIN train configs/tiny.ini --set job.embedding_ps=2 --set job.bind=127.0.0.1 \
+(timeout -k 10 300 $MPIRUN -np 3 $BIN train configs/tiny.ini --set job.embedding_ps=2 --set job.bind=127.0.0.1 \
     --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv --set data.eval= \
     --set output.dir=$T/probe > $T/probe.log 2>&1; echo $? > $T/probe.rc) &
 for i in $(seq 1 240); do grep -q 'embedding_ps 0 .* listens on' $T/probe.log 2>/dev/null && break; sleep 0.5; done
@@ -107,7 +107,7 @@ check "a live job: the PS served on and the job finished, the refusal counted" s
 # reader services: 2 trainers + 2 embedding PS + 1 sync PS + 2 readers, on
 # the data with 3 bad lines added
 { cat $T/d/train.tsv; printf '1\tnot-a-number\n0\n2\t1\t2\n'; } > $T/d/train_bad.tsv
-timeout 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
+timeout -k 10 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
     --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
     --set trainer.worker_threads=1 --set data.train=$T/d/train_bad.tsv --set data.eval=$T/d/eval.tsv \
     --set output.dir=$T/readers > $T/readers.log 2>&1
@@ -137,7 +137,7 @@ rm -f shadowsync-*.sbatch
 
 # killing an embedding PS mid-run ends the job, naming it
 $BIN gen --out $T/big --examples 2000000 --eval-examples 100 --seed 4 --config configs/tiny.ini > /dev/null 2>&1
-timeout 120 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
+timeout -k 10 120 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
     --set job.sync_ps=1 --set sync.algo=ma --set job.bind=127.0.0.1 --set trainer.worker_threads=1 \
     --set data.train=$T/big/train.tsv --set output.dir=$T/kill --set output.quiet=true > $T/kill.log 2>&1 &
 sleep 3
