@@ -14,24 +14,33 @@ T=$(mktemp -d)
 trap '[ -n "$KEEP" ] && echo "kept $T" || rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+export OMPI_MCA_btl=self,vader   # tools/submit's mpirun too
 N=200000
 $BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 9 --config configs/tiny.ini > /dev/null 2>&1
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
-check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
+check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; failed=1; fi; }
+# on a failure, or when the test runner's watchdog stops this script: the
+# jobs' last lines, and when each began
+failed=0; T0=$(date +%s)
+dump() { for f in $T/*.log; do echo "--- $f"; tail -8 "$f"; done; }
+trap 'echo "# stopped at $(( $(date +%s) - T0 )) s"; dump; exit 1' TERM
+step() { echo "# $(( $(date +%s) - T0 )) s: $*"; }
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
 # job NAME NP [section.key=value ...]; EXTRA: more arguments (--resume)
 job() {
     jn=$1; np=$2; shift 2
+    step "job $jn"
     sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout -k 10 300 $MPIRUN -np $np $BIN train configs/tiny.ini --set job.bind=127.0.0.1 \
+    timeout -k 10 150 $MPIRUN -np $np $BIN train configs/tiny.ini --set job.bind=127.0.0.1 \
         --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
         --set data.eval=$T/d/eval.tsv --set output.dir=$T/$jn $sets $EXTRA > $T/$jn.log 2>&1
 }
 # the same through tools/submit (which names a lost rank's role)
 sjob() {
     jn=$1; shift
+    step "job $jn (tools/submit)"
     sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout -k 10 300 tools/submit configs/tiny.ini --set job.bind=127.0.0.1 \
+    timeout -k 10 150 tools/submit configs/tiny.ini --set job.bind=127.0.0.1 \
         --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
         --set data.eval=$T/d/eval.tsv --set output.dir=$T/$jn $sets $EXTRA > $T/$jn.log 2>&1
 }
@@ -56,6 +65,7 @@ NE=$(json eval_ne $M)
 check "resume onto 3 PSs: eval NE $NE within 0.002 of the uninterrupted run's $REF" near "$NE" "$REF" 0.002
 check "a cluster checkpoint holds every rank's part" sh -c "ls \$(ls -d $T/ck/ckpt-* | tail -1) | tr '\n' ' ' | grep -q 'MANIFEST dense-0.bin reader-0.pos state-0.bin tables-ps0.bin tables-ps1.bin tables-ps2.bin'"
 
+step "eval of the checkpoint"
 $BIN eval configs/tiny.ini --model $T/ck --set data.eval=$T/d/eval.tsv > $T/ev.log 2>&1
 ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/ev.log)
 check "shadowsync eval reads a cluster checkpoint (the PSs' shards) as a model: NE $ENE" near "$ENE" "$NE" 0.000001
@@ -88,3 +98,4 @@ done
 EXTRA="--resume $T/ck-reader" job readers3 8 job.trainers=2 job.embedding_ps=2 job.sync_ps=1 job.readers=3 sync.algo=easgd
 rc=$?
 check "resuming reader services with another job.readers is refused, saying why" sh -c "[ $rc != 0 ] && grep -q 'another number of readers than job.readers = 3' $T/readers3.log"
+[ $failed = 0 ] || dump

@@ -14,6 +14,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+export OMPI_MCA_btl=self,vader   # tools/submit's mpirun too
 N=200000
 $BIN gen --out $T/d --examples $N --eval-examples 10000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }

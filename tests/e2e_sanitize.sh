@@ -28,7 +28,7 @@ for kind in asan tsan; do
     for run in "sync.algo=ma sync.mode=shadow" "sync.algo=easgd sync.mode=foreground" \
                "sync.algo=ma sync.mode=foreground checkpoint.dir=$T/ck checkpoint.interval_s=0.02"; do
         sets=""; for s in $run; do sets="$sets --set $s"; done
-        if $B/shadowsync train configs/tiny.ini --set data.train=$T/d/train.tsv \
+        if timeout -k 10 300 $B/shadowsync train configs/tiny.ini --set data.train=$T/d/train.tsv \
                --set data.eval=$T/d/eval.tsv --set output.dir=$T/run --set output.quiet=true \
                --set job.trainers=2 --set trainer.worker_threads=2 $sets > $T/run.log 2>&1 \
            && ! grep -qE 'Sanitizer|runtime error' $T/run.log; then
