@@ -4,6 +4,7 @@
 #   make demo       install deps, build, generate a small data set, train it
 #   make asan|tsan  sanitizer builds in build-asan/ build-tsan/
 #   make fuzz       libFuzzer targets (clang, ASan+UBSan) in build-fuzz/fuzz/
+#   make GPU=0      leave the CUDA trainer out even where nvcc and NCCL are found
 CC      ?= gcc
 BUILD   ?= build
 GEN_DIR := $(BUILD)/gen
@@ -14,6 +15,23 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp-simd -Wall -Wextra $(WERROR) -Iinclud
            $(shell pkg-config --cflags $(PKGS)) -pthread
 LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -pthread
 
+# The CUDA trainer (src/gpu/gpu.cu, DESIGN §6) is built whenever nvcc and
+# NCCL are found, with code for sm_80 and sm_90 (and sm_90 PTX for newer
+# chips), as $(BUILD)/libshadowsync_gpu.so, which src/gpu/loader.c opens on
+# first use (a process that never uses a GPU never maps CUDA). Without it
+# the loader says why there is no GPU.
+CUDA    ?= /usr/local/cuda
+NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA)/bin/nvcc))
+NCCL_H  := $(firstword $(wildcard $(CUDA)/include/nccl.h /usr/include/nccl.h))
+GPU     ?= $(if $(and $(NVCC),$(NCCL_H)),1,0)
+GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+
+GPU_LIB := $(if $(filter 1,$(GPU)),$(BUILD)/libshadowsync_gpu.so)
+ifeq ($(GPU),1)
+CFLAGS  += -DSS_GPU=1
+endif
+LDLIBS  += -ldl
+
 SRC     := $(filter-out src/main.c,$(wildcard src/*/*.c))
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
 GEN_SRC := $(GEN_DIR)/ss_shadowsync_types.c $(GEN_DIR)/ss_embedding_p_s.c $(GEN_DIR)/ss_sync_p_s.c $(GEN_DIR)/ss_reader.c
@@ -23,7 +41,7 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests
 FUZZ    := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: all test demo deps clean asan tsan bench fuzz fuzz-targets
-all: $(BUILD)/shadowsync $(TESTS) $(BUILD)/rpc_bench
+all: $(BUILD)/shadowsync $(GPU_LIB) $(TESTS) $(BUILD)/rpc_bench
 
 # Thrift code is generated at build time, never committed (DESIGN layout).
 $(GEN_SRC) &: src/rpc/shadowsync.thrift tools/thrift-fixup
@@ -39,8 +57,15 @@ $(BUILD)/%.o: %.c include/shadowsync/*.h $(GEN_SRC)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/libshadowsync_gpu.so: src/gpu/gpu.cu src/gpu/api.h include/shadowsync/*.h
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $@"
+	@$(NVCC) -O3 -std=c++17 $(GENCODE) -shared -Xcompiler -fPIC,-Wall,-Wextra -Iinclude \
+	    $(shell pkg-config --cflags ompi-c) $< -o $@ -L$(CUDA)/lib64 -lcublas -lnccl \
+	    $(shell pkg-config --libs ompi-c) -Xlinker -rpath,$(CUDA)/lib64
+
 $(BUILD)/libshadowsync.a: $(OBJ) $(GEN_OBJ)
-	@ar rcs $@ $^
+	@rm -f $@; ar rcs $@ $^
 
 $(BUILD)/shadowsync: $(BUILD)/src/main.o $(BUILD)/libshadowsync.a
 	@echo "  LINK    $@"
@@ -70,15 +95,15 @@ bench: all
 	sh tools/bench
 
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	$(MAKE) BUILD=build-asan GPU=0 OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDLIBS="$(LDLIBS) -fsanitize=address,undefined" all
 tsan:
-	$(MAKE) BUILD=build-tsan OPT="-O1 -g -fsanitize=thread" LDLIBS="$(LDLIBS) -fsanitize=thread" all
+	$(MAKE) BUILD=build-tsan GPU=0 OPT="-O1 -g -fsanitize=thread" LDLIBS="$(LDLIBS) -fsanitize=thread" all
 
 # The fuzz targets (tests/fuzz/fuzz_*.c): the library built with clang's
 # coverage and ASan+UBSan, each target linked with libFuzzer.
 fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang WERROR= \
+	$(MAKE) BUILD=build-fuzz GPU=0 CC=clang WERROR= \
 	    OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" fuzz-targets
 fuzz-targets: $(FUZZ)
 
@@ -88,4 +113,4 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_common.h $(BUILD)/libshadowsync.
 	@$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-nogpu

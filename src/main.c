@@ -7,6 +7,7 @@
  * Exit status 0 on success, non-zero with a one-line reason on stderr. */
 #include "shadowsync/reader.h"
 #include "shadowsync/embps.h"
+#include "shadowsync/gpu.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/syncps.h"
 #include "shadowsync/trainer.h"
@@ -76,7 +77,10 @@ static int print_version(void)
     printf("  blas:   OpenBLAS, %s kernel\n", openblas_get_corename());
     printf("  mpi:    %s\n", mpi);
     printf("  thrift: c_glib, binary protocol (%s)\n", g_type_name(THRIFT_TYPE_BINARY_PROTOCOL));
-    printf("  gpu:    none in this build (the CUDA trainer of src/gpu/ is not written yet)\n");
+    char why[256];
+    int n = gpu_probe(why, sizeof why);
+    printf("  gpu:    %s\n", gpu_build_info());
+    printf("  device: %s%s\n", n > 0 ? "" : "none: ", why);
     return 0;
 }
 

@@ -164,7 +164,7 @@ static void test_foreground(void)
     cfg.sync.algo = "easgd";
     float w[LEN] = {1, 1, 1, 1}, zero[LEN] = {0};
     struct center *c = center_local_create(zero, LEN);
-    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0};
+    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);

@@ -97,6 +97,12 @@ struct shadow_opts {
     struct center *center;
     float *const *restore;      /* the algorithm's state arrays to start from (NULL: fresh) */
     int n_restore;
+    /* A trainer whose live copy is elsewhere (a GPU, gpu.h): w is then a
+     * staging copy, filled by pull before each round and handed back by
+     * push after it (NULL: w is the live buffer). */
+    int (*pull)(void *arg, struct ss_err *e);
+    int (*push)(void *arg, struct ss_err *e);
+    void *stage_arg;
 };
 int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e);
 /* Foreground mode, from a worker: waits for a sync round that starts after

@@ -59,7 +59,13 @@ static void *shadow_main(void *arg)
         pthread_mutex_lock(&s->mu);
         int active = !s->data_done;
         pthread_mutex_unlock(&s->mu);
-        int rc = s->algo->sync(&s->ctx, active, &s->err);
+        int rc = s->o.pull ? s->o.pull(s->o.stage_arg, &s->err) : 0;
+        if (rc >= 0)
+            rc = s->algo->sync(&s->ctx, active, &s->err);
+        if (rc >= 0 && s->o.push) {
+            int prc = s->o.push(s->o.stage_arg, &s->err);
+            rc = prc < 0 ? prc : rc;
+        }
         pthread_mutex_lock(&s->mu);
         s->done++;
         if (rc < 0)

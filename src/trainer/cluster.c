@@ -7,6 +7,7 @@
  * checkpoints: the trainers snapshot on its word (MPI messages on their own
  * communicator), the services save over Thrift into the same directory. */
 #include "shadowsync/embps.h"
+#include "shadowsync/gpu.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/shadow.h"
 #include "shadowsync/trainer.h"
@@ -124,6 +125,38 @@ static void ckpt_final_done(void *arg)
     MPI_Barrier(w->ctrl);
 }
 
+/* MA and BMUF's all-reduce among the trainers: NCCL when every trainer runs
+ * on a GPU (DESIGN §6), else MPI, saying why on the master. Collective over
+ * the trainers. */
+static struct collective *trainers_collective(struct job_plan *p, int gpu, int dev, int verbose)
+{
+    int all = gpu, any = gpu;
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, p->trainers);
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, p->trainers);
+    verbose = verbose && p->rank == 0;
+    if (!all) {
+        if (any && verbose)
+            printf("# some trainers run on GPUs, some on CPUs: MA/BMUF over MPI\n");
+        return collective_mpi(p->trainers);
+    }
+    struct ss_err e = {0};
+    struct collective *c = collective_nccl(p->trainers, dev, &e);
+    int ok = c != NULL;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
+    if (!ok) { /* all or none: a trainer that could not join NCCL makes everyone use MPI */
+        if (c)
+            c->ops->free(c);
+        else
+            fprintf(stderr, "shadowsync: trainer %d: NCCL: %s\n", p->role_index, e.msg);
+        if (verbose)
+            printf("# NCCL could not start on every trainer: MA/BMUF over MPI\n");
+        return collective_mpi(p->trainers);
+    }
+    if (verbose)
+        printf("# MA/BMUF between the GPU trainers over NCCL\n");
+    return c;
+}
+
 /* One service's save(token, path) over a fresh connection. */
 static int save_one(struct wiring *w, int rank, const char *path, struct ss_err *e)
 {
@@ -225,7 +258,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                               NULL, make_emb, sum, sum_floats, &w,
                               p->resume_from[0] ? p->resume_from : NULL, ckpt_ask, ckpt_wait,
                               ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
-                              ckpt_final, ckpt_final_done};
+                              ckpt_final, ckpt_final_done, 0, -1};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;
@@ -235,8 +268,11 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             w.ps[s] = (struct emb_endpoint){w.names[first + s], all[first + s].host,
                                             all[first + s].port};
         const char *algo = c->sync.algo;
-        if (!strcmp(algo, "ma") || !strcmp(algo, "bmuf"))
-            env.coll = collective_mpi(p->trainers);
+        int dev, count;
+        rc = trainer_device(c, p->rank == 0 && !c->output.quiet, &dev, &count, e);
+        env.gpu = dev >= 0, env.gpu_dev = dev;
+        if (rc == 0 && (!strcmp(algo, "ma") || !strcmp(algo, "bmuf")))
+            env.coll = trainers_collective(p, env.gpu, dev, !c->output.quiet);
         if (!strcmp(algo, "easgd")) {
             int S = p->count[ROLE_SYNC_PS], s0 = first + w.n_ps;
             sps = ss_xcalloc(S, sizeof *sps);

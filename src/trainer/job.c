@@ -8,6 +8,7 @@
  * on the shared buffer, no locks -> push embedding gradients. It allocates
  * nothing; its batch and scratch are sized once. The main thread prints a
  * progress line every output.log_interval_s and writes the run directory. */
+#include "shadowsync/gpu.h"
 #include "shadowsync/reader.h"
 #include "shadowsync/shadow.h"
 #include "shadowsync/trainer.h"
@@ -42,6 +43,9 @@ struct trainer {
     struct job *job;
     int id;
     float *w, *state;           /* dense parameters and optimizer state, one flat layout */
+    struct gpu_dense *gpu;      /* trainer.device = cuda: the live copy (w, state: read back
+                                 * for checkpoints and the end) */
+    float *stage, *snap;        /* ...and the shadow thread's staging copy, as pulled */
     struct shadow *shadow;
     struct worker *workers;
     int workers_left;           /* under job->mu; the last one out ends the data */
@@ -59,6 +63,8 @@ struct job {
     struct emb_client *emb;
     struct trainer *tr;
     int n_tr, n_wk;
+    int gpu_dev;                /* trainer t's dense half on device gpu_dev + t; -1: the CPU */
+    int gpu_count;
     struct collective **coll;
     struct center *center;
     int stop;                   /* a worker failed: the others leave their loops (atomic) */
@@ -102,12 +108,16 @@ static void *worker_main(void *arg)
     const struct model_layout *l = &j->l;
     struct batch b;
     struct model_scratch s;
+    struct gpu_worker *gw = NULL;
     batch_init(&b, c->trainer.batch_size, l->n_dense, l->n_tables);
     model_scratch_init(&s, l, c->trainer.batch_size);
     int foreground = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") != 0;
     float lr = (float)c->optim.dense_lr, eps = (float)c->optim.eps;
-    int rc = 0;
-    for (int64_t it = 1; !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
+    int rc = tr->gpu ? gpu_worker_create(&gw, tr->gpu, c->trainer.batch_size, &wk->err) : 0;
+    /* on a GPU the lookup and push use the worker's pinned buffers */
+    float *emb = gw ? gpu_worker_emb(gw) : s.emb, *d_emb = gw ? gpu_worker_d_emb(gw) : s.d_emb;
+    const float *prob = gw ? gpu_worker_prob(gw) : s.prob;
+    for (int64_t it = 1; rc == 0 && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
         struct batch_feed *feed = j->env ? j->env->feed : NULL;
         if (!feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE))
             wait_while_paused(j);
@@ -119,18 +129,24 @@ static void *worker_main(void *arg)
         }
         if (rc < 0 || b.n == 0)
             break;
-        if ((rc = wk->emb->ops->lookup(wk->emb, &b, s.emb, &wk->err)) < 0)
+        if ((rc = wk->emb->ops->lookup(wk->emb, &b, emb, &wk->err)) < 0)
             break;
-        model_forward(l, tr->w, &b, &s);
-        struct ne_acc scored = {0};
-        ne_add(&scored, s.prob, b.label, b.n);
-        if (c->optim.dense == OPT_SGD) {
-            model_backward_sgd(l, tr->w, &b, &s, lr);
+        struct ne_acc scored = {0}; /* scored before it is trained on */
+        if (gw) { /* forward, backward and step on the device; prob from its forward */
+            if ((rc = gpu_worker_train(gw, &b, c->optim.dense, lr, eps, &wk->err)) < 0)
+                break;
+            ne_add(&scored, prob, b.label, b.n);
         } else {
-            model_backward(l, tr->w, &b, &s);
-            optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
+            model_forward(l, tr->w, &b, &s);
+            ne_add(&scored, prob, b.label, b.n);
+            if (c->optim.dense == OPT_SGD) {
+                model_backward_sgd(l, tr->w, &b, &s, lr);
+            } else {
+                model_backward(l, tr->w, &b, &s);
+                optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
+            }
         }
-        if ((rc = wk->emb->ops->push(wk->emb, &b, s.d_emb, &wk->err)) < 0)
+        if ((rc = wk->emb->ops->push(wk->emb, &b, d_emb, &wk->err)) < 0)
             break;
         pthread_mutex_lock(&wk->mu);
         wk->examples += b.n;
@@ -145,6 +161,7 @@ static void *worker_main(void *arg)
     wk->rc = rc;
     if (rc < 0)
         __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+    gpu_worker_free(gw);
     model_scratch_free(&s);
     batch_free(&b);
     pthread_mutex_lock(&j->mu);
@@ -298,6 +315,63 @@ static int load_saved(struct job *j, const char *name, float **out, int max, str
     return k;
 }
 
+int trainer_device(const struct ss_config *c, int verbose, int *dev, int *count, struct ss_err *e)
+{
+    *dev = -1;
+    *count = 0;
+    if (c->trainer.device == DEV_CPU)
+        return 0;
+    char why[256];
+    int n = gpu_probe(why, sizeof why);
+    if (n <= 0 && c->trainer.device == DEV_CUDA)
+        return ss_fail(e, SS_EINVAL, "trainer.device = cuda: %s; use cpu, or auto to fall back",
+                       why);
+    if (n <= 0) {
+        if (verbose)
+            printf("# trainer.device = auto: %s; training on the CPU\n", why);
+        return 0;
+    }
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    *dev = (lr ? atoi(lr) : 0) % n;
+    *count = n;
+    if (verbose)
+        printf("# trainer.device = %s: the dense layers on CUDA device %d of %s\n",
+               c->trainer.device == DEV_CUDA ? "cuda" : "auto", *dev, why);
+    return 0;
+}
+
+/* The shadow thread's staging copy of a GPU trainer (shadow_opts.pull/push):
+ * the device copy as it is before a round, then the round's change added
+ * to it, so the workers' steps meanwhile are kept. */
+static int stage_pull(void *arg, struct ss_err *e)
+{
+    struct trainer *tr = arg;
+    int rc = gpu_dense_read(tr->gpu, tr->stage, NULL, e);
+    if (rc == 0)
+        memcpy(tr->snap, tr->stage, tr->job->l.n_params * sizeof(float));
+    return rc;
+}
+
+static int stage_push(void *arg, struct ss_err *e)
+{
+    struct trainer *tr = arg;
+    size_t n = tr->job->l.n_params;
+    for (size_t i = 0; i < n; i++)
+        tr->snap[i] = tr->stage[i] - tr->snap[i];
+    return gpu_dense_add(tr->gpu, tr->snap, e);
+}
+
+/* A GPU trainer's w and state brought up to date from the device (workers paused or done). */
+static int read_back(struct job *j, struct ss_err *e)
+{
+    for (int t = 0; t < j->n_tr; t++) {
+        int rc = j->tr[t].gpu ? gpu_dense_read(j->tr[t].gpu, j->tr[t].w, j->tr[t].state, e) : 0;
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int start_trainers(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
@@ -329,6 +403,15 @@ static int start_trainers(struct job *j, struct ss_err *e)
         }
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
         tr->workers_left = j->n_wk;
+        if (j->gpu_dev >= 0) { /* the live copy goes to the device; w is read back from it */
+            int rc = gpu_dense_create(&tr->gpu, &j->l, (j->gpu_dev + t) % j->gpu_count, tr->w,
+                                      tr->state, e);
+            if (rc < 0)
+                return rc;
+            tr->stage = ss_aligned(n * sizeof(float));
+            tr->snap = ss_aligned(n * sizeof(float));
+            memcpy(tr->stage, tr->w, n * sizeof(float));
+        }
     }
     float *saved[4] = {NULL};   /* a resumed checkpoint's center or algorithm state */
     int rc = 0;
@@ -347,9 +430,10 @@ static int start_trainers(struct job *j, struct ss_err *e)
             rc = k;
             break;
         }
-        struct shadow_opts so = {c, tr->w, n,
+        struct shadow_opts so = {c, tr->gpu ? tr->stage : tr->w, n,
                                  j->env ? j->env->coll : j->coll ? j->coll[t] : NULL,
-                                 j->env ? j->env->center : j->center, saved, k};
+                                 j->env ? j->env->center : j->center, saved, k,
+                                 tr->gpu ? stage_pull : NULL, tr->gpu ? stage_push : NULL, tr};
         rc = shadow_start(&tr->shadow, &so, e); /* on failure: no thread of a later trainer yet */
     }
     for (int i = 0; i < 4; i++)
@@ -464,6 +548,9 @@ static void free_trainers(struct job *j)
         free(j->tr[t].workers);
         free(j->tr[t].w);
         free(j->tr[t].state);
+        gpu_dense_free(j->tr[t].gpu);
+        free(j->tr[t].stage);
+        free(j->tr[t].snap);
     }
     free(j->tr);
     for (int t = 0; j->coll && t < j->n_tr; t++)
@@ -584,6 +671,9 @@ static void pause_workers(struct job *j)
     while (j->paused < j->workers_left)
         pthread_cond_wait(&j->cv, &j->mu);
     pthread_mutex_unlock(&j->mu);
+    struct ss_err e = {0};
+    if (read_back(j, &e) < 0) /* the snapshot then holds the last copy read */
+        fprintf(stderr, "shadowsync: reading the dense copy back from the GPU: %s\n", e.msg);
 }
 
 static void resume_workers(struct job *j)
@@ -893,13 +983,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                                    "(a file, a directory of shards or a glob)");
         goto out;
     }
-    if (c->trainer.device == DEV_CUDA) {
-        rc = ss_fail(e, SS_EINVAL, "trainer.device = cuda: this build has no GPU support "
-                                   "(the CUDA trainer is not written yet); use cpu or auto");
+    j.gpu_dev = -1;
+    if (env && env->gpu) {
+        j.gpu_dev = env->gpu_dev, j.gpu_count = 1;
+    } else if (!env && (rc = trainer_device(c, !c->output.quiet, &j.gpu_dev, &j.gpu_count, e)) < 0) {
         goto out;
     }
-    if (c->trainer.device == DEV_AUTO && !c->output.quiet)
-        printf("# trainer.device = auto: no GPU support in this build, training on the CPU\n");
     if ((rc = setup_model(&j, e)) < 0)
         goto out;
     if ((rc = schema_from_config(&j.schema, c, c->data.train, e)) < 0 ||
@@ -925,6 +1014,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     wait_workers(&j);
     rc = finish_trainers(&j, e);
+    if (rc == 0)
+        rc = read_back(&j, e);
     collect(&j, &f); /* the training's figures: the final checkpoint's time is not in them */
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
         final_checkpoint_part(&j);

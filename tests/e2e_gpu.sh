@@ -1,0 +1,78 @@
+#!/bin/sh
+# GPU trainers (DESIGN §6), both ways:
+# - the build: --version names what it has; where nvcc and NCCL are found
+#   the build without them (GPU=0, in build-nogpu/) is made too, and there
+#   trainer.device = cuda stops with a clear message and auto falls back;
+# - without a usable device: cuda stops naming why, auto trains on the CPU
+#   and says so; the GPU runs below print "SKIP ... skipped: no GPU";
+# - with one: cuda reaches the CPU's eval NE within 0.005 on the same data
+#   (one worker), several workers and 2 in-process trainers with MA in the
+#   shadow thread train to the end, MA across MPI ranks runs over NCCL, and
+#   a trainer set with one rank on the CPU falls back to MPI, saying so.
+BUILD=${BUILD:-build}
+BIN=$BUILD/shadowsync
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+MPIRUN="mpirun --oversubscribe --bind-to none"
+check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
+json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
+train() { # train BIN OUT [--set ...]
+    bin=$1; out=$2; shift 2
+    timeout -k 10 300 $bin train configs/tiny.ini --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$out "$@" > $T/$out.log 2>&1
+}
+$BIN gen --out $T/d --examples 60000 --eval-examples 5000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
+
+$BIN --version > $T/version.txt 2>&1
+check "--version names the GPU support of the build" grep -qE '^  gpu: +(CUDA [0-9.]+, cuBLAS, NCCL|none)' $T/version.txt
+if grep -q '^  gpu: *CUDA' $T/version.txt; then
+    # the same tree without the GPU objects
+    if make -s BUILD=build-nogpu GPU=0 build-nogpu/shadowsync > $T/nogpu-build.log 2>&1; then
+        build-nogpu/shadowsync --version > $T/nogpu-version.txt 2>&1
+        check "GPU=0 builds without the GPU objects, and --version says so" \
+            grep -q '^  gpu: *none' $T/nogpu-version.txt
+        train build-nogpu/shadowsync nogpu-cuda --set trainer.device=cuda --set data.max_examples=1000
+        check "without GPU support, trainer.device = cuda stops naming why" \
+            sh -c "[ $? != 0 ] && grep -q 'trainer.device = cuda: this build has no GPU support' $T/nogpu-cuda.log"
+        train build-nogpu/shadowsync nogpu-auto --set trainer.device=auto --set data.max_examples=1000
+        check "without GPU support, trainer.device = auto trains on the CPU and says so" \
+            sh -c "[ $? = 0 ] && grep -q 'trainer.device = auto: this build has no GPU support.*training on the CPU' $T/nogpu-auto.log"
+    else
+        echo "FAIL GPU=0 build: $(tail -5 $T/nogpu-build.log)"
+    fi
+fi
+
+if grep -q '^  device: *none' $T/version.txt; then
+    train $BIN cuda --set trainer.device=cuda --set data.max_examples=1000
+    check "trainer.device = cuda without a usable GPU: stops, naming why" \
+        sh -c "[ $? != 0 ] && grep -qE 'trainer.device = cuda: (no usable CUDA device|this build has no GPU support)' $T/cuda.log"
+    train $BIN auto --set trainer.device=auto --set data.max_examples=1000
+    check "trainer.device = auto without a usable GPU: trains on the CPU and says so" \
+        sh -c "[ $? = 0 ] && grep -q 'training on the CPU' $T/auto.log"
+    echo "SKIP GPU training runs (NE against the CPU, Hogwild workers, NCCL): skipped: no GPU ($(sed -n 's/^  device: *none: //p' $T/version.txt))"
+    exit 0
+fi
+
+# a device is there
+train $BIN cpu --set trainer.worker_threads=1
+train $BIN gpu --set trainer.worker_threads=1 --set trainer.device=cuda
+CPU=$(json eval_ne $T/cpu/metrics.json); GPU=$(json eval_ne $T/gpu/metrics.json)
+check "trainer.device = cuda: eval NE $GPU within 0.005 of the CPU's $CPU" near "$GPU" "$CPU" 0.005
+check "trainer.device = cuda: names the device" grep -q 'the dense layers on CUDA device 0' $T/gpu.log
+train $BIN gpu2 --set trainer.worker_threads=3 --set job.trainers=2 --set sync.algo=ma --set trainer.device=cuda
+NE2=$(json eval_ne $T/gpu2/metrics.json)
+check "2 trainers x 3 workers on the GPU, MA in the shadow thread: every example, eval NE $NE2 within 0.02 of the CPU's" \
+    sh -c "[ \"$(json examples $T/gpu2/metrics.json)\" = 60000 ] && awk -v a='$NE2' -v b='$CPU' 'BEGIN { exit !(a != \"\" && a - b < 0.02 && b - a < 0.02) }'"
+train $BIN gpuada --set trainer.worker_threads=2 --set trainer.device=cuda --set optim.dense=adagrad --set sync.algo=easgd --set job.trainers=2
+check "Adagrad + EASGD on the GPU train to the end" test "$(json examples $T/gpuada/metrics.json)" = 60000
+
+C="configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set sync.algo=ma"
+timeout -k 10 300 $MPIRUN -np 1 $BIN train $C --set trainer.device=cuda --set output.dir=$T/nccl > $T/nccl.log 2>&1
+check "MA across MPI ranks on GPUs runs over NCCL" sh -c "[ $? = 0 ] && grep -q 'over NCCL' $T/nccl.log"
+timeout -k 10 300 $MPIRUN -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set job.trainers=2 --set trainer.device=auto --set output.dir=$T/mixed : \
+    -np 1 $BIN train $C --set job.trainers=2 --set trainer.device=auto --set output.dir=$T/mixed > $T/mixed.log 2>&1
+check "a trainer set with one rank on the CPU falls back to MPI, saying so" \
+    sh -c "[ $? = 0 ] && grep -q 'some trainers run on GPUs, some on CPUs: MA/BMUF over MPI' $T/mixed.log"
+exit 0
