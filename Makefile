@@ -60,7 +60,7 @@ $(BUILD)/%.o: %.c include/shadowsync/*.h $(GEN_SRC)
 $(BUILD)/libshadowsync_gpu.so: src/gpu/gpu.cu src/gpu/api.h include/shadowsync/*.h
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $@"
-	@$(NVCC) -O3 -std=c++17 $(GENCODE) -shared -Xcompiler -fPIC,-Wall,-Wextra -Iinclude \
+	@$(NVCC) -O3 -std=c++17 $(GENCODE) -shared -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra -Iinclude \
 	    $(shell pkg-config --cflags ompi-c) $< -o $@ -L$(CUDA)/lib64 -lcublas -lnccl \
 	    $(shell pkg-config --libs ompi-c) -Xlinker -rpath,$(CUDA)/lib64
 

@@ -13,7 +13,7 @@ BIN=$BUILD/shadowsync
 T=$(mktemp -d)
 trap '[ -n "$KEEP" ] && echo "kept $T" || rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
 export OMPI_MCA_btl=self,vader   # tools/submit's mpirun too
 N=200000
 $BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 9 --config configs/tiny.ini > /dev/null 2>&1

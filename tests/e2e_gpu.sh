@@ -14,7 +14,7 @@ BIN=$BUILD/shadowsync
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-MPIRUN="mpirun --oversubscribe --bind-to none"
+MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none"
 check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }

@@ -13,7 +13,7 @@ BIN=$BUILD/shadowsync
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
 export OMPI_MCA_btl=self,vader   # tools/submit's mpirun too
 N=200000
 $BIN gen --out $T/d --examples $N --eval-examples 10000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
@@ -131,6 +131,16 @@ tools/submit configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 --se
     --set data.eval= --set output.dir=$T/submit --set output.quiet=true > $T/submit.log 2>&1
 rc=$?
 check "tools/submit: runs -np 3 for 2 trainers + 1 embedding PS" sh -c "[ $rc = 0 ] && grep -q 'mpirun -np 3' $T/submit.log"
+
+# tools/mpiguard.py: an mpirun that hangs after its ranks ended (Open MPI's
+# PMIx shutdown hang, simulated: the child exits 3, the parent never reaps
+# it and ignores SIGTERM) is killed after the grace, with the rank's status
+HANG="import os,time,signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); pid=os.fork(); os._exit(3) if pid==0 else time.sleep(1000)"
+t0=$(date +%s)
+MPIGUARD_GRACE_S=1 /usr/bin/python3 tools/mpiguard.py /usr/bin/python3 -c "$HANG" > $T/guard.log 2>&1
+rc=$?
+check "mpiguard: a launcher hung after its ranks ended is stopped, with their status ($rc, $(( $(date +%s) - t0 )) s)" \
+    sh -c "[ $rc = 3 ] && [ $(( $(date +%s) - t0 )) -le 10 ] && grep -q 'an Open MPI shutdown hang' $T/guard.log"
 check "tools/submit: the job trains" test "$(json examples $T/submit/metrics.json)" = 5000
 tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=4 > $T/slurm.log 2>&1
 check "tools/submit --slurm writes an sbatch script" grep -q 'SBATCH --ntasks=4' $T/slurm.log

@@ -41,6 +41,22 @@ static double rel(const float *a, const float *b, size_t n)
     return d / m;
 }
 
+/* rel() of each weight matrix and bias vector on its own: a small layer's
+ * error is not hidden by a large one's scale */
+static double rel_layers(const float *a, const float *b, const struct model_layout *L)
+{
+    double worst = 0;
+    for (int i = 0; i < L->n_bot; i++) {
+        worst = fmax(worst, rel(a + L->bot_w[i], b + L->bot_w[i], (size_t)L->bot[i] * L->bot[i + 1]));
+        worst = fmax(worst, rel(a + L->bot_b[i], b + L->bot_b[i], L->bot[i + 1]));
+    }
+    for (int i = 0; i < L->n_top; i++) {
+        worst = fmax(worst, rel(a + L->top_w[i], b + L->top_w[i], (size_t)L->top[i] * L->top[i + 1]));
+        worst = fmax(worst, rel(a + L->top_b[i], b + L->top_b[i], L->top[i + 1]));
+    }
+    return worst;
+}
+
 struct hog {
     struct gpu_dense *g;
     const struct model_layout *L;
@@ -53,7 +69,7 @@ static void *hog_main(void *arg)
     struct hog *h = arg;
     struct gpu_worker *w;
     struct batch b;
-    if ((h->rc = gpu_worker_create(&w, h->g, 64, &h->e)) < 0)
+    if ((h->rc = gpu_worker_create(&w, h->g, 80, &h->e)) < 0)
         return NULL;
     for (int it = 0; it < 50 && h->rc == 0; it++) {
         make_batch(h->L, &b, 64, 100 + it);
@@ -99,8 +115,8 @@ static void parity(const char *name, char **sets, int n_sets, int n)
     struct gpu_worker *w = NULL;
     double loss_gpu = 0;
     int rc = gpu_dense_create(&g, &L, 0, p, st, &e);
-    if (rc == 0)
-        rc = gpu_worker_create(&w, g, n, &e);
+    if (rc == 0) /* room for more than the batch, as for a data set's last batch */
+        rc = gpu_worker_create(&w, g, n + 5, &e);
     if (rc == 0) {
         memcpy(gpu_worker_emb(w), s.emb, TD * sizeof(float));
         rc = gpu_worker_grad(w, &b, g_gpu, &loss_gpu, &e);
@@ -109,13 +125,13 @@ static void parity(const char *name, char **sets, int n_sets, int n)
     CHECK(rc == 0, what, "%s", e.msg);
     if (rc < 0)
         goto out;
-    double ep = rel(gpu_worker_prob(w), s.prob, n), eg = rel(g_gpu, s.grad, P);
+    double ep = rel(gpu_worker_prob(w), s.prob, n), eg = rel_layers(g_gpu, s.grad, &L);
     double ee = rel(gpu_worker_d_emb(w), s.d_emb, TD), el = fabs(loss_gpu - loss_cpu) / loss_cpu;
     snprintf(what, sizeof what, "%s: forward outputs within 1e-4 of the CPU's (%.1e)", name, ep);
     CHECK(ep <= 1e-4, what, "relative error %.3g", ep);
     snprintf(what, sizeof what, "%s: loss within 1e-4 (%.6f vs %.6f)", name, loss_gpu, loss_cpu);
     CHECK(el <= 1e-4, what, "relative error %.3g", el);
-    snprintf(what, sizeof what, "%s: dense gradient within 1e-4 (%.1e)", name, eg);
+    snprintf(what, sizeof what, "%s: dense gradient within 1e-4, layer by layer (%.1e)", name, eg);
     CHECK(eg <= 1e-4, what, "relative error %.3g", eg);
     snprintf(what, sizeof what, "%s: embedding gradient within 1e-4 (%.1e)", name, ee);
     CHECK(ee <= 1e-4, what, "relative error %.3g", ee);
@@ -130,18 +146,18 @@ static void parity(const char *name, char **sets, int n_sets, int n)
         rc = gpu_dense_read(g, w_gpu, NULL, &e);
     for (size_t i = 0; i < P; i++) /* compare the steps, not the weights */
         w_gpu[i] -= p[i], p_sgd[i] -= p[i];
-    double es = rel(w_gpu, p_sgd, P);
+    double es = rel_layers(w_gpu, p_sgd, &L);
     snprintf(what, sizeof what, "%s: an SGD step on the device equals the CPU's (%.1e)", name, es);
     CHECK(rc == 0 && es <= 1e-4, what, "rc %d relative error %.3g %s", rc, es, e.msg);
     free(p_sgd);
 
-    /* Adagrad from the same start */
-    gpu_dense_free(g);
+    /* Adagrad from the same start (a worker goes before its device copy) */
     gpu_worker_free(w);
+    gpu_dense_free(g);
     g = NULL, w = NULL;
     rc = gpu_dense_create(&g, &L, 0, p, st, &e);
     if (rc == 0)
-        rc = gpu_worker_create(&w, g, n, &e);
+        rc = gpu_worker_create(&w, g, n + 5, &e);
     if (rc == 0) {
         memcpy(gpu_worker_emb(w), s.emb, TD * sizeof(float));
         rc = gpu_worker_train(w, &b, OPT_ADAGRAD, 0.05f, 1e-8f, &e);
@@ -154,15 +170,17 @@ static void parity(const char *name, char **sets, int n_sets, int n)
     model_forward(&L, p_ada, &b, &s);
     model_backward(&L, p_ada, &b, &s);
     optim_dense_step(OPT_ADAGRAD, p_ada, st_ada, s.grad, P, 0.05f, 1e-8f);
-    for (size_t i = 0; i < P; i++)
-        w_gpu[i] -= p[i], p_ada[i] -= p[i];
-    double ea = rel(w_gpu, p_ada, P), eas = rel(st_gpu, st_ada, P);
+    for (size_t i = 0; i < P; i++) /* the steps, and what each added to the state */
+        w_gpu[i] -= p[i], p_ada[i] -= p[i], st_gpu[i] -= st[i], st_ada[i] -= st[i];
+    double ea = rel_layers(w_gpu, p_ada, &L), eas = rel_layers(st_gpu, st_ada, &L);
     snprintf(what, sizeof what, "%s: an Adagrad step and its state equal the CPU's (%.1e, %.1e)",
              name, ea, eas);
-    CHECK(rc == 0 && ea <= 1e-3 && eas <= 1e-4, what, "rc %d errors %.3g %.3g %s", rc, ea, eas,
+    CHECK(rc == 0 && ea <= 1e-4 && eas <= 2e-4, what, "rc %d errors %.3g %.3g %s", rc, ea, eas,
           e.msg);
     free(p_ada);
     free(st_ada);
+    if (rc < 0)
+        goto out;
 
     /* the shadow thread's staging add: w + delta, exactly */
     for (size_t i = 0; i < P; i++)
@@ -196,7 +214,7 @@ static void parity(const char *name, char **sets, int n_sets, int n)
     snprintf(what, sizeof what, "%s: two workers train the one device copy at once (Hogwild)", name);
     CHECK(finite, what, "rc %d %s %s", rc, h[0].e.msg, h[1].e.msg);
 out:
-    gpu_worker_free(w);
+    gpu_worker_free(w); /* before the copy it works on */
     gpu_dense_free(g);
     model_scratch_free(&s);
     batch_free(&b);

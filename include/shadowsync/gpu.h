@@ -43,7 +43,8 @@ int gpu_dense_add(struct gpu_dense *g, const float *delta, struct ss_err *e);
 int gpu_dense_device(const struct gpu_dense *g);
 
 struct gpu_worker;
-/* A worker of up to cap examples a batch, on g's device; call from any thread. */
+/* A worker of up to cap examples a batch, on g's device; call from any
+ * thread. Free every worker of g before g. */
 int gpu_worker_create(struct gpu_worker **out, struct gpu_dense *g, int cap, struct ss_err *e);
 void gpu_worker_free(struct gpu_worker *w);
 /* Its pinned host buffers: the pooled embeddings [cap*T*dim] the lookup

@@ -117,11 +117,12 @@ struct trainer_env {
     int gpu, gpu_dev;           /* the dense half on CUDA device gpu_dev; gpu 0: the CPU */
 };
 /* trainer.device resolved on this process: *dev = the first device its
- * trainers use (OMPI_COMM_WORLD_LOCAL_RANK spreads ranks over a node's
- * devices), -1 for the CPU; *count = the devices seen. cuda without a
- * usable device fails naming why; auto falls back to the CPU, saying so
- * when verbose. */
-int trainer_device(const struct ss_config *c, int verbose, int *dev, int *count, struct ss_err *e);
+ * trainers use (local: this process's index among the trainer processes
+ * of its node, which spreads them over the node's devices), -1 for the
+ * CPU; *count = the devices seen. cuda without a usable device fails
+ * naming why; auto falls back to the CPU, saying so when verbose. */
+int trainer_device(const struct ss_config *c, int verbose, int local, int *dev, int *count,
+                   struct ss_err *e);
 int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, struct ss_err *e);
 /* A trainer rank of a cluster job (cluster.c). */
 struct job_plan;

@@ -87,6 +87,7 @@ static int cu_probe(char *why, size_t cap)
     }
     cudaDeviceProp p;
     if ((err = cudaGetDeviceProperties(&p, 0)) != cudaSuccess) {
+        (void)cudaGetLastError();
         snprintf(why, cap, "no usable CUDA device (cudaGetDeviceProperties: %s)",
                  cudaGetErrorString(err));
         return 0;
@@ -109,6 +110,8 @@ static cudaError_t stream_wait(cudaStream_t s)
     cudaError_t err;
     while ((err = cudaStreamQuery(s)) == cudaErrorNotReady)
         nanosleep(&nap, NULL);
+    if (err == cudaSuccess) /* launches are checked where made: leave no NotReady behind */
+        (void)cudaGetLastError();
     return err;
 }
 
@@ -237,18 +240,12 @@ struct gpu_dense {
     pthread_mutex_t mu;         /* one staging transfer at a time */
 };
 
-static int cu_dense_create(struct gpu_dense **out, const struct model_layout *l, int dev,
-                                const float *w, const float *state, struct ss_err *e)
+static void cu_dense_free(struct gpu_dense *g);
+
+static int dense_alloc(struct gpu_dense *g, const float *w, const float *state, struct ss_err *e)
 {
-    struct gpu_dense *g = (struct gpu_dense *)xcalloc(1, sizeof *g);
-    *out = g;
-    g->dev = dev;
-    g->l = *l;
-    g->l.rows = NULL;
-    g->n = l->n_params;
-    pthread_mutex_init(&g->mu, NULL);
     size_t bytes = g->n * sizeof(float);
-    CU(cudaSetDevice(dev));
+    CU(cudaSetDevice(g->dev));
     CU(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking));
     CU(cudaMalloc(&g->w, bytes));
     CU(cudaMalloc(&g->state, bytes));
@@ -256,6 +253,25 @@ static int cu_dense_create(struct gpu_dense **out, const struct model_layout *l,
     CU(cudaMemcpyAsync(g->w, w, bytes, cudaMemcpyHostToDevice, g->st));
     CU(cudaMemcpyAsync(g->state, state, bytes, cudaMemcpyHostToDevice, g->st));
     CU(stream_wait(g->st));
+    return 0;
+}
+
+static int cu_dense_create(struct gpu_dense **out, const struct model_layout *l, int dev,
+                           const float *w, const float *state, struct ss_err *e)
+{
+    struct gpu_dense *g = (struct gpu_dense *)xcalloc(1, sizeof *g);
+    *out = NULL;
+    g->dev = dev;
+    g->l = *l;
+    g->l.rows = NULL;
+    g->n = l->n_params;
+    pthread_mutex_init(&g->mu, NULL);
+    int rc = dense_alloc(g, w, state, e);
+    if (rc < 0) {
+        cu_dense_free(g);
+        return rc;
+    }
+    *out = g;
     return 0;
 }
 
@@ -269,6 +285,7 @@ static void cu_dense_free(struct gpu_dense *g)
     cudaFree(g->delta);
     if (g->st)
         cudaStreamDestroy(g->st);
+    (void)cudaGetLastError(); /* nothing of a teardown may fail a later call */
     pthread_mutex_destroy(&g->mu);
     free(g);
 }
@@ -318,8 +335,8 @@ static int cu_dense_add(struct gpu_dense *g, const float *delta, struct ss_err *
 
 /* ---- a worker ------------------------------------------------------------ */
 struct gpu_worker {
-    struct gpu_dense *g;
-    int cap;
+    struct gpu_dense *g;        /* must outlive the worker */
+    int dev, cap;
     cudaStream_t st;
     cublasHandle_t h;
     float *h_emb, *h_demb, *h_prob, *h_in; /* pinned: h_in = dense [cap*n_dense], labels [cap] */
@@ -342,7 +359,7 @@ static int worker_alloc(struct gpu_worker *w, struct ss_err *e)
 {
     const struct model_layout *l = &w->g->l;
     size_t n = w->cap, TD = (size_t)l->n_tables * l->dim, f = sizeof(float);
-    CU(cudaSetDevice(w->g->dev));
+    CU(cudaSetDevice(w->dev));
     CU(cudaStreamCreateWithFlags(&w->st, cudaStreamNonBlocking));
     CB(cublasCreate(&w->h));
     CB(cublasSetStream(w->h, w->st));
@@ -380,7 +397,7 @@ static void cu_worker_free(struct gpu_worker *w)
 {
     if (!w)
         return;
-    cudaSetDevice(w->g->dev);
+    cudaSetDevice(w->dev);
     if (w->st)
         cudaStreamSynchronize(w->st);
     float *dev[] = {w->x_raw, w->x0, w->emb, w->top_in, w->prob, w->loss, w->d_a, w->d_b,
@@ -398,6 +415,7 @@ static void cu_worker_free(struct gpu_worker *w)
         cublasDestroy(w->h);
     if (w->st)
         cudaStreamDestroy(w->st);
+    (void)cudaGetLastError();
     free(w);
 }
 
@@ -406,6 +424,7 @@ static int cu_worker_create(struct gpu_worker **out, struct gpu_dense *g, int ca
 {
     struct gpu_worker *w = (struct gpu_worker *)xcalloc(1, sizeof *w);
     w->g = g;
+    w->dev = g->dev;
     w->cap = cap;
     int rc = worker_alloc(w, e);
     if (rc < 0) {
@@ -465,7 +484,7 @@ static int step(struct gpu_worker *w, const struct batch *b, float *target, floa
     if (n > w->cap)
         return fail(e, SS_EINVAL, "gpu: a batch of %d examples, the worker holds %d", n, w->cap);
     size_t nd = (size_t)n * l->n_dense, TD = (size_t)n * T * d, f = sizeof(float);
-    CU(cudaSetDevice(w->g->dev));
+    CU(cudaSetDevice(w->dev));
     memcpy(w->h_in, b->dense, nd * f);
     memcpy(w->h_in + nd, b->label, n * f);
     CU(cudaMemcpyAsync(w->x_raw, w->h_in, nd * f, cudaMemcpyHostToDevice, w->st));
@@ -543,6 +562,8 @@ static int cu_worker_train(struct gpu_worker *w, const struct batch *b, int opt,
 {
     struct gpu_dense *g = w->g;
     int rc;
+    if (b->n == 0)
+        return 0;
     if (opt == OPT_ADAGRAD) {
         if ((rc = step(w, b, w->grad, 1.0f, 0.0f, e)) < 0)
             return rc;
@@ -561,6 +582,11 @@ static int cu_worker_grad(struct gpu_worker *w, const struct batch *b, float *gr
                                double *loss, struct ss_err *e)
 {
     int rc;
+    *loss = 0.0;
+    if (b->n == 0) {
+        memset(grad, 0, w->g->n * sizeof(float));
+        return 0;
+    }
     if ((rc = step(w, b, w->grad, 1.0f, 0.0f, e)) < 0 || (rc = download(w, b->n, e)) < 0)
         return rc;
     CU(cudaMemcpyAsync(grad, w->grad, w->g->n * sizeof(float), cudaMemcpyDeviceToHost, w->st));
@@ -597,7 +623,21 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
         return fail(e, SS_EIO, "ncclAllReduce on trainer %d of %d: %s", c->rank, c->size,
                        ncclGetErrorString(r));
     CU(cudaMemcpyAsync(buf, x->buf, n * sizeof(float), cudaMemcpyDeviceToHost, x->st));
-    CU(stream_wait(x->st));
+    /* as stream_wait, but a peer lost mid-sum ends the wait with an error, not a hang */
+    const struct timespec nap = {0, 20000};
+    cudaError_t err;
+    while ((err = cudaStreamQuery(x->st)) == cudaErrorNotReady) {
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(x->comm, &async) == ncclSuccess && async != ncclSuccess) {
+            ncclCommAbort(x->comm);
+            x->comm = NULL;
+            return fail(e, SS_EIO, "NCCL all-reduce on trainer %d of %d: %s", c->rank, c->size,
+                        ncclGetErrorString(async));
+        }
+        nanosleep(&nap, NULL);
+    }
+    CU(err);
+    (void)cudaGetLastError();
     return 0;
 }
 
@@ -605,7 +645,8 @@ static void nccl_free(struct collective *c)
 {
     struct nccl_impl *x = (struct nccl_impl *)c->impl;
     cudaSetDevice(x->dev);
-    ncclCommDestroy(x->comm);
+    if (x->comm)
+        ncclCommDestroy(x->comm);
     cudaFree(x->buf);
     cudaStreamDestroy(x->st);
     free(x);
@@ -614,6 +655,15 @@ static void nccl_free(struct collective *c)
 
 static const struct collective_ops nccl_ops = {"nccl", nccl_sum, nccl_free};
 
+static int device_setup(struct nccl_impl *x, struct ss_err *e)
+{
+    CU(cudaSetDevice(x->dev));
+    CU(cudaStreamCreateWithFlags(&x->st, cudaStreamNonBlocking));
+    return 0;
+}
+
+/* Every step that can fail on one trainer alone is agreed on before
+ * ncclCommInitRank, which the others would otherwise wait in for ever. */
 static int nccl_init(struct nccl_impl *x, MPI_Comm comm, int rank, int size, struct ss_err *e)
 {
     struct { int rc; ncclUniqueId id; } u; /* every rank learns whether trainer 0 made one */
@@ -621,16 +671,21 @@ static int nccl_init(struct nccl_impl *x, MPI_Comm comm, int rank, int size, str
     if (rank == 0)
         u.rc = ncclGetUniqueId(&u.id);
     MPI_Bcast(&u, (int)sizeof u, MPI_BYTE, 0, comm);
+    int rc = device_setup(x, e), ok = rc == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+    if (rc < 0)
+        return rc;
     if (u.rc != ncclSuccess)
         return fail(e, SS_EIO, "ncclGetUniqueId on trainer 0: %s",
-                       ncclGetErrorString((ncclResult_t)u.rc));
-    ncclUniqueId id = u.id;
-    CU(cudaSetDevice(x->dev));
-    CU(cudaStreamCreateWithFlags(&x->st, cudaStreamNonBlocking));
-    ncclResult_t r = ncclCommInitRank(&x->comm, size, id, rank);
-    if (r != ncclSuccess)
+                    ncclGetErrorString((ncclResult_t)u.rc));
+    if (!ok)
+        return fail(e, SS_EIO, "another trainer could not set up its device for NCCL");
+    ncclResult_t r = ncclCommInitRank(&x->comm, size, u.id, rank);
+    if (r != ncclSuccess) {
+        x->comm = NULL;
         return fail(e, SS_EIO, "ncclCommInitRank (trainer %d of %d, device %d): %s", rank, size,
-                       x->dev, ncclGetErrorString(r));
+                    x->dev, ncclGetErrorString(r));
+    }
     return 0;
 }
 
@@ -656,7 +711,7 @@ static struct collective *cu_nccl(MPI_Comm comm, int dev, struct ss_err *e)
     return c;
 }
 
-extern "C" const struct gpu_api *shadowsync_gpu_api(void)
+extern "C" __attribute__((visibility("default"))) const struct gpu_api *shadowsync_gpu_api(void)
 {
     static const struct gpu_api a = {
         SS_GPU_API_VERSION, cu_build_info,  cu_probe,      cu_dense_create, cu_dense_free,

@@ -268,8 +268,12 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             w.ps[s] = (struct emb_endpoint){w.names[first + s], all[first + s].host,
                                             all[first + s].port};
         const char *algo = c->sync.algo;
-        int dev, count;
-        rc = trainer_device(c, p->rank == 0 && !c->output.quiet, &dev, &count, e);
+        int dev, count, local;
+        MPI_Comm node; /* this node's trainers: their index spreads them over its GPUs */
+        MPI_Comm_split_type(p->trainers, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_free(&node);
+        rc = trainer_device(c, p->rank == 0 && !c->output.quiet, local, &dev, &count, e);
         env.gpu = dev >= 0, env.gpu_dev = dev;
         if (rc == 0 && (!strcmp(algo, "ma") || !strcmp(algo, "bmuf")))
             env.coll = trainers_collective(p, env.gpu, dev, !c->output.quiet);

@@ -110,10 +110,12 @@ static void *worker_main(void *arg)
     struct model_scratch s;
     struct gpu_worker *gw = NULL;
     batch_init(&b, c->trainer.batch_size, l->n_dense, l->n_tables);
-    model_scratch_init(&s, l, c->trainer.batch_size);
+    memset(&s, 0, sizeof s);
     int foreground = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") != 0;
     float lr = (float)c->optim.dense_lr, eps = (float)c->optim.eps;
     int rc = tr->gpu ? gpu_worker_create(&gw, tr->gpu, c->trainer.batch_size, &wk->err) : 0;
+    if (!tr->gpu) /* a GPU worker keeps its scratch on the device */
+        model_scratch_init(&s, l, c->trainer.batch_size);
     /* on a GPU the lookup and push use the worker's pinned buffers */
     float *emb = gw ? gpu_worker_emb(gw) : s.emb, *d_emb = gw ? gpu_worker_d_emb(gw) : s.d_emb;
     const float *prob = gw ? gpu_worker_prob(gw) : s.prob;
@@ -315,7 +317,8 @@ static int load_saved(struct job *j, const char *name, float **out, int max, str
     return k;
 }
 
-int trainer_device(const struct ss_config *c, int verbose, int *dev, int *count, struct ss_err *e)
+int trainer_device(const struct ss_config *c, int verbose, int local, int *dev, int *count,
+                   struct ss_err *e)
 {
     *dev = -1;
     *count = 0;
@@ -331,8 +334,7 @@ int trainer_device(const struct ss_config *c, int verbose, int *dev, int *count,
             printf("# trainer.device = auto: %s; training on the CPU\n", why);
         return 0;
     }
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    *dev = (lr ? atoi(lr) : 0) % n;
+    *dev = local % n;
     *count = n;
     if (verbose)
         printf("# trainer.device = %s: the dense layers on CUDA device %d of %s\n",
@@ -405,7 +407,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
         tr->workers_left = j->n_wk;
         if (j->gpu_dev >= 0) { /* the live copy goes to the device; w is read back from it */
             int rc = gpu_dense_create(&tr->gpu, &j->l, (j->gpu_dev + t) % j->gpu_count, tr->w,
-                                      tr->state, e);
+                                      tr->state, e); /* a cluster trainer: t = 0, count 1 */
             if (rc < 0)
                 return rc;
             tr->stage = ss_aligned(n * sizeof(float));
@@ -671,9 +673,6 @@ static void pause_workers(struct job *j)
     while (j->paused < j->workers_left)
         pthread_cond_wait(&j->cv, &j->mu);
     pthread_mutex_unlock(&j->mu);
-    struct ss_err e = {0};
-    if (read_back(j, &e) < 0) /* the snapshot then holds the last copy read */
-        fprintf(stderr, "shadowsync: reading the dense copy back from the GPU: %s\n", e.msg);
 }
 
 static void resume_workers(struct job *j)
@@ -706,10 +705,10 @@ static void snapshot_figures(struct job *j, double *fig)
  * the job writes dense-t.bin, state-t.bin, sync-t-K.bin, reader-t.pos. */
 static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
 {
-    int first = j->env ? j->env->index : 0, rc = 0;
+    int first = j->env ? j->env->index : 0, rc = read_back(j, e); /* a GPU's live copy */
     size_t n = j->l.n_params;
     char p[4500];
-    if (j->tables) {
+    if (rc == 0 && j->tables) {
         snprintf(p, sizeof p, "%s/tables.bin", dir);
         rc = embps_save(j->tables, p, e);
     }
@@ -986,7 +985,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     j.gpu_dev = -1;
     if (env && env->gpu) {
         j.gpu_dev = env->gpu_dev, j.gpu_count = 1;
-    } else if (!env && (rc = trainer_device(c, !c->output.quiet, &j.gpu_dev, &j.gpu_count, e)) < 0) {
+    } else if (!env && (rc = trainer_device(c, !c->output.quiet, 0, &j.gpu_dev, &j.gpu_count, e)) < 0) {
         goto out;
     }
     if ((rc = setup_model(&j, e)) < 0)
@@ -1014,8 +1013,9 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     wait_workers(&j);
     rc = finish_trainers(&j, e);
-    if (rc == 0)
-        rc = read_back(&j, e);
+    struct ss_err rbe = {0};
+    if (read_back(&j, &rbe) < 0 && rc == 0) /* the model and final checkpoint read w */
+        rc = rbe.code, *e = rbe;
     collect(&j, &f); /* the training's figures: the final checkpoint's time is not in them */
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
         final_checkpoint_part(&j);

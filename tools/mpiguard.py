@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""tools/mpiguard.py: runs mpirun, and stops it when it hangs after its ranks have ended.
+
+  tools/mpiguard.py mpirun ARGS...
+
+Open MPI 4.1.4 with Debian's PMIx now and then deadlocks in mpirun's own
+shutdown (PMIx_server_finalize, seen about once in 100 jobs here, after a
+rank called MPI_Abort or was killed): every rank has exited, mpirun never
+reaps them, and it ignores SIGTERM, so a job that has ended never returns.
+This watches mpirun's child processes (the ranks it started on this node,
+or the launchers of other nodes); GRACE_S seconds after all of them have
+ended with mpirun still there, it kills mpirun, says so, and exits with the
+ranks' status (the first failure, as a shell reports it: the code, or
+128 + the signal). A SIGTERM or SIGINT it gets goes to mpirun; if mpirun
+is still there GRACE_S seconds later, it is killed. tools/submit runs
+mpirun through this; so do the tests. MPIGUARD_GRACE_S sets the grace.
+"""
+import os, signal, subprocess, sys, threading, time
+
+GRACE_S = float(os.environ.get("MPIGUARD_GRACE_S", "10"))
+
+
+def children(pid):
+    kids = []
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                    kids += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return kids
+
+
+def proc_state(pid):
+    """(state letter, exit status as waitpid reports it) or None when gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2:].split()  # rest[0] is field 3 (state); field 52 is exit_code
+    return rest[0], int(rest[49]) if len(rest) > 49 else 0
+
+
+def shell_status(ws):
+    if ws & 0x7f:
+        return 128 + (ws & 0x7f)
+    return (ws >> 8) & 0xff
+
+
+def run(cmd, on_line=None):
+    """Runs cmd; returns its exit status. on_line(line): each line of its
+    standard error (which is passed through) when given."""
+    p = subprocess.Popen(cmd, stderr=subprocess.PIPE if on_line else None, text=True,
+                         errors="replace")
+    reader = None
+    if on_line:
+        def pump():
+            for line in p.stderr:
+                on_line(line)
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+    stop_at = [None]
+
+    def forward(sig, _frame):
+        try:
+            p.send_signal(sig)
+        except OSError:
+            pass
+        stop_at[0] = stop_at[0] or time.time() + GRACE_S
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    seen, ended_at, rc = {}, None, None
+    try:
+        while p.poll() is None:
+            kids = children(p.pid)
+            for k in kids:
+                st = proc_state(k)
+                if st:
+                    seen[k] = st
+            live = [k for k in kids if seen.get(k, ("R", 0))[0] not in "ZX"]
+            ended_at = (ended_at or time.time()) if seen and not live else None
+            now = time.time()
+            hung = ended_at is not None and now - ended_at > GRACE_S
+            if hung or (stop_at[0] and now > stop_at[0]):
+                codes = [seen[k][1] for k in kids if k in seen]
+                p.kill()
+                p.wait()
+                bad = [c for c in codes if c != 0]
+                rc = shell_status(bad[0]) if bad else 0 if hung else 143
+                sys.stderr.write(
+                    "mpiguard: mpirun %s %.0f s later: killed it (an Open MPI shutdown hang); "
+                    "its %d rank(s) here had ended with status %s\n" % (
+                        "was still there" if hung else "did not stop when asked, and",
+                        GRACE_S, len(codes), ", ".join(str(shell_status(c)) for c in codes) or "-"))
+                break
+            try:
+                p.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if reader:
+        reader.join(timeout=2)
+    if rc is None:
+        rc = p.returncode if p.returncode >= 0 else 128 - p.returncode
+    return rc
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        sys.exit(0 if len(sys.argv) > 1 else 2)
+    sys.exit(run(sys.argv[1:]))
