@@ -9,6 +9,7 @@
 #ifndef SHADOWSYNC_CORE_H
 #define SHADOWSYNC_CORE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,15 @@ struct ss_err {
 
 /* Fills e (when non-NULL) and returns code. */
 int ss_fail(struct ss_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Its body, inline for code that links nothing of ours (the GPU library). */
+static inline int ss_vfail(struct ss_err *e, int code, const char *fmt, va_list ap)
+{
+    if (e) {
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        e->code = code;
+    }
+    return code;
+}
 void *ss_xmalloc(size_t n);            /* aborts on OOM: memory for sizes we chose */
 void *ss_xcalloc(size_t n, size_t sz);
 void *ss_aligned(size_t n);            /* 64-byte aligned, zeroed; free() it */
@@ -134,6 +144,16 @@ struct model_layout {
 /* From the config; checks bottom ends at dim, top starts at dim + (T+1)T/2. */
 int model_layout_init(struct model_layout *l, const struct ss_config *c, struct ss_err *e);
 void model_layout_free(struct model_layout *l);
+/* The widest activation of a layer stack (input or any layer's output). */
+static inline int model_widest(const struct model_layout *l)
+{
+    int w = l->n_dense;
+    for (int i = 0; i <= l->n_bot; i++)
+        w = l->bot[i] > w ? l->bot[i] : w;
+    for (int i = 0; i <= l->n_top; i++)
+        w = l->top[i] > w ? l->top[i] : w;
+    return w;
+}
 /* Xavier-normal weights like the peer; deterministic from seed. */
 void model_init_params(const struct model_layout *l, float *params, uint64_t seed);
 

@@ -127,16 +127,6 @@ void model_init_params(const struct model_layout *l, float *p, uint64_t seed)
         init_layer(p + l->top_w[i], p + l->top_b[i], l->top[i], l->top[i + 1], &rng);
 }
 
-static int widest(const struct model_layout *l)
-{
-    int w = l->n_dense;
-    for (int i = 0; i <= l->n_bot; i++)
-        w = l->bot[i] > w ? l->bot[i] : w;
-    for (int i = 0; i <= l->n_top; i++)
-        w = l->top[i] > w ? l->top[i] : w;
-    return w;
-}
-
 void model_scratch_init(struct model_scratch *s, const struct model_layout *l, int cap)
 {
     size_t n = cap, TD = (size_t)l->n_tables * l->dim;
@@ -151,8 +141,8 @@ void model_scratch_init(struct model_scratch *s, const struct model_layout *l, i
     s->top_in = ss_aligned(n * l->top[0] * sizeof(float));
     s->logit = s->top_act[l->n_top - 1];
     s->prob = ss_aligned(n * sizeof(float));
-    s->d_a = ss_aligned(n * widest(l) * sizeof(float));
-    s->d_b = ss_aligned(n * widest(l) * sizeof(float));
+    s->d_a = ss_aligned(n * model_widest(l) * sizeof(float));
+    s->d_b = ss_aligned(n * model_widest(l) * sizeof(float));
     s->d_top_in = ss_aligned(n * l->top[0] * sizeof(float));
     s->d_emb = ss_aligned(n * TD * sizeof(float));
     s->d_bot_out = ss_aligned(n * l->dim * sizeof(float));

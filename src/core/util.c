@@ -12,13 +12,10 @@
 
 int ss_fail(struct ss_err *e, int code, const char *fmt, ...)
 {
-    if (e) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-        va_end(ap);
-        e->code = code;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    ss_vfail(e, code, fmt, ap);
+    va_end(ap);
     return code;
 }
 

@@ -34,13 +34,10 @@
 __attribute__((format(printf, 3, 4))) static int fail(struct ss_err *e, int code, const char *fmt,
                                                       ...)
 {
-    if (e) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-        va_end(ap);
-        e->code = code;
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    ss_vfail(e, code, fmt, ap);
+    va_end(ap);
     return code;
 }
 
@@ -345,16 +342,6 @@ struct gpu_worker {
     float *prob, *loss, *d_a, *d_b, *d_top_in, *d_emb, *d_bot, *grad, *ones;
 };
 
-static int widest(const struct model_layout *l)
-{
-    int w = l->n_dense;
-    for (int i = 0; i <= l->n_bot; i++)
-        w = l->bot[i] > w ? l->bot[i] : w;
-    for (int i = 0; i <= l->n_top; i++)
-        w = l->top[i] > w ? l->top[i] : w;
-    return w;
-}
-
 static int worker_alloc(struct gpu_worker *w, struct ss_err *e)
 {
     const struct model_layout *l = &w->g->l;
@@ -380,8 +367,8 @@ static int worker_alloc(struct gpu_worker *w, struct ss_err *e)
     CU(cudaMalloc(&w->top_in, n * l->top[0] * f));
     CU(cudaMalloc(&w->prob, n * f));
     CU(cudaMalloc(&w->loss, n * f));
-    CU(cudaMalloc(&w->d_a, n * widest(l) * f));
-    CU(cudaMalloc(&w->d_b, n * widest(l) * f));
+    CU(cudaMalloc(&w->d_a, n * model_widest(l) * f));
+    CU(cudaMalloc(&w->d_b, n * model_widest(l) * f));
     CU(cudaMalloc(&w->d_top_in, n * l->top[0] * f));
     CU(cudaMalloc(&w->d_emb, n * TD * f));
     CU(cudaMalloc(&w->d_bot, n * l->dim * f));
