@@ -7,8 +7,9 @@
 #   and says so; the GPU runs below print "SKIP ... skipped: no GPU";
 # - with one: cuda reaches the CPU's eval NE within 0.005 on the same data
 #   (one worker), several workers and 2 in-process trainers with MA in the
-#   shadow thread train to the end, MA across MPI ranks runs over NCCL, and
-#   a trainer set with one rank on the CPU falls back to MPI, saying so.
+#   shadow thread train to the end, MA between trainer ranks runs over NCCL
+#   (with one GPU for both, NCCL refuses and MPI carries it), and a trainer
+#   set with one rank on the CPU falls back to MPI, saying so.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -68,11 +69,20 @@ check "2 trainers x 3 workers on the GPU, MA in the shadow thread: every example
 train $BIN gpuada --set trainer.worker_threads=2 --set trainer.device=cuda --set optim.dense=adagrad --set sync.algo=easgd --set job.trainers=2
 check "Adagrad + EASGD on the GPU train to the end" test "$(json examples $T/gpuada/metrics.json)" = 60000
 
-C="configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set sync.algo=ma"
-timeout -k 10 300 $MPIRUN -np 1 $BIN train $C --set trainer.device=cuda --set output.dir=$T/nccl > $T/nccl.log 2>&1
-check "MA across MPI ranks on GPUs runs over NCCL" sh -c "[ $? = 0 ] && grep -q 'over NCCL' $T/nccl.log"
-timeout -k 10 300 $MPIRUN -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set job.trainers=2 --set trainer.device=auto --set output.dir=$T/mixed : \
-    -np 1 $BIN train $C --set job.trainers=2 --set trainer.device=auto --set output.dir=$T/mixed > $T/mixed.log 2>&1
+C="configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set sync.algo=ma --set job.trainers=2 --set job.embedding_ps=1 --set job.bind=127.0.0.1"
+# 2 trainer ranks (and an embedding PS): over NCCL with a GPU each; on one GPU NCCL refuses two
+# ranks on the same device, and the job falls back to MPI, saying so
+NDEV=$(sed -n 's/^  device: *\([0-9]*\) x .*/\1/p' $T/version.txt)
+timeout -k 10 300 $MPIRUN -np 3 $BIN train $C --set trainer.device=cuda --set output.dir=$T/nccl > $T/nccl.log 2>&1
+rc=$?
+if [ "${NDEV:-1}" -ge 2 ]; then
+    check "MA between 2 GPU trainer ranks runs over NCCL" sh -c "[ $rc = 0 ] && grep -q 'over NCCL' $T/nccl.log"
+else
+    check "MA between 2 GPU trainer ranks sharing the one GPU: NCCL refuses, MPI carries it, saying so" \
+        sh -c "[ $rc = 0 ] && grep -q 'NCCL could not start on every trainer: MA/BMUF over MPI' $T/nccl.log"
+fi
+timeout -k 10 300 $MPIRUN -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed : \
+    -np 2 $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed > $T/mixed.log 2>&1
 check "a trainer set with one rank on the CPU falls back to MPI, saying so" \
     sh -c "[ $? = 0 ] && grep -q 'some trainers run on GPUs, some on CPUs: MA/BMUF over MPI' $T/mixed.log"
 exit 0
