@@ -406,8 +406,8 @@ static int start_trainers(struct job *j, struct ss_err *e)
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
         tr->workers_left = j->n_wk;
         if (j->gpu_dev >= 0) { /* the live copy goes to the device; w is read back from it */
-            int rc = gpu_dense_create(&tr->gpu, &j->l, (j->gpu_dev + t) % j->gpu_count, tr->w,
-                                      tr->state, e); /* a cluster trainer: t = 0, count 1 */
+            int dev = t == 0 ? j->gpu_dev : (j->gpu_dev + t) % j->gpu_count; /* cluster: t 0 */
+            int rc = gpu_dense_create(&tr->gpu, &j->l, dev, tr->w, tr->state, e);
             if (rc < 0)
                 return rc;
             tr->stage = ss_aligned(n * sizeof(float));
