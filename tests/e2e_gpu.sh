@@ -30,7 +30,7 @@ $BIN --version > $T/version.txt 2>&1
 check "--version names the GPU support of the build" grep -qE '^  gpu: +(CUDA [0-9.]+, cuBLAS, NCCL|none)' $T/version.txt
 if grep -q '^  gpu: *CUDA' $T/version.txt; then
     # the same tree without the GPU objects
-    if make -s BUILD=build-nogpu GPU=0 build-nogpu/shadowsync > $T/nogpu-build.log 2>&1; then
+    if make -s -j2 BUILD=build-nogpu GPU=0 build-nogpu/shadowsync > $T/nogpu-build.log 2>&1; then
         build-nogpu/shadowsync --version > $T/nogpu-version.txt 2>&1
         check "GPU=0 builds without the GPU objects, and --version says so" \
             grep -q '^  gpu: *none' $T/nogpu-version.txt
