@@ -9,8 +9,9 @@ command -v clang > /dev/null || { echo "FAIL fuzzing: clang is not installed (to
 RUNS=${FUZZ_RUNS:-100000}
 SECS=${FUZZ_SECONDS:-60}   # and at most this long each, whatever the machine
 T=$(mktemp -d)
-trap 'rm -rf "$T" /tmp/ss_fuzz_saves /tmp/ss_fuzz_reader.*' EXIT
-mkdir -p /tmp/ss_fuzz_saves
+trap 'rm -rf "$T" /tmp/ss_fuzz_saves' EXIT
+export TMPDIR=$T   # the reader target's data file (fuzz_tmp): this run's own
+mkdir -p /tmp/ss_fuzz_saves   # where the seeds' save requests write
 if ! make -s fuzz > $T/build.log 2>&1; then
     echo "FAIL fuzz: build failed"; tail -20 $T/build.log; exit 0
 fi

@@ -13,6 +13,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* $TMPDIR/name (/tmp/name without TMPDIR): a run's files stay its own. */
+static inline const char *fuzz_tmp(const char *name)
+{
+    static char path[4][4200];
+    static int next;
+    const char *d = getenv("TMPDIR");
+    char *p = path[next++ % 4];
+    snprintf(p, sizeof path[0], "%s/%s", d && *d ? d : "/tmp", name);
+    return p;
+}
+
 /* A path whose contents are data[0..n). */
 static inline const char *fuzz_file(const uint8_t *data, size_t n)
 {

@@ -7,7 +7,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     static struct reader_service *svc;
     if (!svc) {
         rpc_types_init();
-        static char file[] = "/tmp/ss_fuzz_reader.XXXXXX";
+        char file[4200];
+        snprintf(file, sizeof file, "%s", fuzz_tmp("ss_fuzz_reader.XXXXXX"));
         int fd = mkstemp(file);
         for (int i = 0; i < 64; i++)
             dprintf(fd, "%d\t1\t2\ta%d\tb\n", i % 2, i);
@@ -23,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
             abort();
         ss_config_free(&c);
         svc = reader_service_create(r, s.n_dense, s.n_cat, fuzz_token);
-        reader_service_save_root(svc, "/tmp/ss_fuzz_saves");
+        reader_service_save_root(svc, "/tmp/ss_fuzz_saves"); /* the seeds' save path */
     }
     fuzz_request(reader_service_processor(svc), data, n);
     return 0;
