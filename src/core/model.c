@@ -169,11 +169,11 @@ void model_scratch_free(struct model_scratch *s)
 }
 
 /* y[n x out] = x[n x in] W^T + b, then ReLU unless last. */
-static void linear_fwd(const float *x, const float *w, const float *b, float *y, int n, int in,
+SS_HOGWILD static void linear_fwd(const float *x, const float *w, const float *b, float *y, int n, int in,
                        int out, int relu)
 {
     for (int i = 0; i < n; i++)
-        memcpy(y + (size_t)i * out, b, out * sizeof(float));
+        ss_copy(y + (size_t)i * out, b, out);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f, y,
                 out);
     if (relu)
@@ -186,7 +186,7 @@ static void linear_fwd(const float *x, const float *w, const float *b, float *y,
  * then dW = dy^T x and db = column sums of dy, written as
  * target <- beta*target + alpha*grad: the gradient itself (alpha 1, beta 0)
  * or an SGD step in place (alpha -lr, beta 1). */
-static void linear_bwd(const float *x, const float *w, const float *dy, float *tw, float *tb,
+SS_HOGWILD static void linear_bwd(const float *x, const float *w, const float *dy, float *tw, float *tb,
                        float *dx, int n, int in, int out, float alpha, float beta)
 {
     if (dx)

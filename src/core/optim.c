@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-void optim_dense_step(int kind, float *w, float *state, const float *g, size_t n, float lr,
+SS_HOGWILD void optim_dense_step(int kind, float *w, float *state, const float *g, size_t n, float lr,
                       float eps)
 {
     if (kind == OPT_ADAGRAD) {
@@ -20,7 +20,7 @@ void optim_dense_step(int kind, float *w, float *state, const float *g, size_t n
     }
 }
 
-void optim_row_step(int kind, float *row, float *state, const float *g, int dim, float lr,
+SS_HOGWILD void optim_row_step(int kind, float *row, float *state, const float *g, int dim, float lr,
                     float eps)
 {
     if (kind == OPT_ROWWISE_ADAGRAD) {

@@ -136,7 +136,7 @@ static inline float *row_of(struct emb_tables *t, int k, uint64_t id)
     return t->data[k] + (size_t)(r - (uint64_t)t->lo[k]) * t->stride;
 }
 
-void embps_pool(struct emb_tables *t, const struct batch *b, float *out)
+SS_HOGWILD void embps_pool(struct emb_tables *t, const struct batch *b, float *out)
 {
     int T = t->o.n_tables, d = t->o.dim;
     for (int i = 0; i < b->n; i++) {
@@ -147,7 +147,7 @@ void embps_pool(struct emb_tables *t, const struct batch *b, float *out)
                 memset(o, 0, d * sizeof(float));
                 continue;
             }
-            memcpy(o, row_of(t, k, b->ids[lo]), d * sizeof(float));
+            ss_copy(o, row_of(t, k, b->ids[lo]), d);
             for (int32_t j = lo + 1; j < hi; j++) {
                 const float *r = row_of(t, k, b->ids[j]);
                 for (int c = 0; c < d; c++)

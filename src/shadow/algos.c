@@ -14,7 +14,7 @@
 #include <string.h>
 
 /* w <- (1-a) w + a target, on the live buffer (Hogwild). */
-static void blend(float *w, const float *target, size_t n, float a)
+SS_HOGWILD static void blend(float *w, const float *target, size_t n, float a)
 {
     for (size_t i = 0; i < n; i++)
         w[i] = (1.0f - a) * w[i] + a * target[i];
@@ -35,7 +35,7 @@ static int easgd_init(struct sync_ctx *c, struct ss_err *e)
 
 static int easgd_sync(struct sync_ctx *c, int active, struct ss_err *e)
 {
-    memcpy(c->buf, c->w, c->n * sizeof(float));
+    ss_copy(c->buf, c->w, c->n);
     int rc = c->center->ops->elastic(c->center, c->buf, c->buf, c->n, (float)c->cfg->sync.alpha, e);
     if (rc < 0)
         return rc;
@@ -54,7 +54,7 @@ static int collective_init(struct sync_ctx *c, struct ss_err *e)
 /* buf <- mean over trainers of w; returns the count of active trainers. */
 static int average(struct sync_ctx *c, int active, struct ss_err *e)
 {
-    memcpy(c->buf, c->w, c->n * sizeof(float));
+    ss_copy(c->buf, c->w, c->n);
     c->buf[c->n] = active ? 1.0f : 0.0f;
     int rc = c->coll->ops->allreduce_sum(c->coll, c->buf, c->n + 1, e);
     if (rc < 0)
