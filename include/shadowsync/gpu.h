@@ -40,7 +40,6 @@ void gpu_dense_free(struct gpu_dense *g);
 int gpu_dense_read(struct gpu_dense *g, float *w, float *state, struct ss_err *e);
 /* Device w += delta[0..n_params), from the host. */
 int gpu_dense_add(struct gpu_dense *g, const float *delta, struct ss_err *e);
-int gpu_dense_device(const struct gpu_dense *g);
 
 struct gpu_worker;
 /* A worker of up to cap examples a batch, on g's device; call from any

@@ -21,7 +21,6 @@ struct gpu_api {
     void (*dense_free)(struct gpu_dense *g);
     int (*dense_read)(struct gpu_dense *g, float *w, float *state, struct ss_err *e);
     int (*dense_add)(struct gpu_dense *g, const float *delta, struct ss_err *e);
-    int (*dense_device)(const struct gpu_dense *g);
     int (*worker_create)(struct gpu_worker **out, struct gpu_dense *g, int cap, struct ss_err *e);
     void (*worker_free)(struct gpu_worker *w);
     float *(*worker_emb)(struct gpu_worker *w);

@@ -287,11 +287,6 @@ static void cu_dense_free(struct gpu_dense *g)
     free(g);
 }
 
-static int cu_dense_device(const struct gpu_dense *g)
-{
-    return g->dev;
-}
-
 static int dense_read(struct gpu_dense *g, float *w, float *state, struct ss_err *e)
 {
     size_t bytes = g->n * sizeof(float);
@@ -702,7 +697,7 @@ extern "C" __attribute__((visibility("default"))) const struct gpu_api *shadowsy
 {
     static const struct gpu_api a = {
         SS_GPU_API_VERSION, cu_build_info,  cu_probe,      cu_dense_create, cu_dense_free,
-        cu_dense_read,      cu_dense_add,   cu_dense_device, cu_worker_create, cu_worker_free,
+        cu_dense_read,      cu_dense_add,   cu_worker_create, cu_worker_free,
         cu_worker_emb,      cu_worker_d_emb, cu_worker_prob, cu_worker_train, cu_worker_grad,
         cu_nccl};
     return &a;

@@ -126,11 +126,6 @@ int gpu_dense_add(struct gpu_dense *g, const float *delta, struct ss_err *e)
     CALL(dense_add, g, delta, e);
 }
 
-int gpu_dense_device(const struct gpu_dense *g)
-{
-    return g ? get()->dense_device(g) : -1;
-}
-
 int gpu_worker_create(struct gpu_worker **out, struct gpu_dense *g, int cap, struct ss_err *e)
 {
     *out = NULL;
