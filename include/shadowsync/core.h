@@ -38,6 +38,7 @@ static inline int ss_vfail(struct ss_err *e, int code, const char *fmt, va_list 
 void *ss_xmalloc(size_t n);            /* aborts on OOM: memory for sizes we chose */
 void *ss_xcalloc(size_t n, size_t sz);
 void *ss_aligned(size_t n);            /* 64-byte aligned, zeroed; free() it */
+void *ss_alloc_big(size_t n);          /* NULL on failure; not zeroed; huge pages; free() it */
 double ss_now(void);                   /* monotonic seconds */
 uint64_t ss_splitmix(uint64_t *state); /* deterministic PRNG */
 double ss_uniform(uint64_t *state);    /* in [0,1) */
@@ -187,6 +188,7 @@ struct model_scratch {
     float *d_top_in;
     float *d_emb;                     /* gradient of the pooled embeddings [cap*T*dim] */
     float *d_bot_out;
+    float *vt;                        /* one example's vectors transposed [dim x V rounded to 16] */
     float *grad;                      /* dense gradient, flat [n_params] */
 };
 

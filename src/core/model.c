@@ -127,6 +127,17 @@ void model_init_params(const struct model_layout *l, float *p, uint64_t seed)
         init_layer(p + l->top_w[i], p + l->top_b[i], l->top[i], l->top[i + 1], &rng);
 }
 
+/* The interaction works on SS_LANES-float blocks held in registers: a dot
+ * product per pair, reduced across lanes, cost more than the rest of the
+ * interaction, and an accumulator kept in memory chains every update on a
+ * store. */
+#define SS_LANES 16
+
+static int vt_width(const struct model_layout *l)
+{
+    return (l->n_tables + 1 + SS_LANES - 1) / SS_LANES * SS_LANES;
+}
+
 void model_scratch_init(struct model_scratch *s, const struct model_layout *l, int cap)
 {
     size_t n = cap, TD = (size_t)l->n_tables * l->dim;
@@ -146,6 +157,7 @@ void model_scratch_init(struct model_scratch *s, const struct model_layout *l, i
     s->d_top_in = ss_aligned(n * l->top[0] * sizeof(float));
     s->d_emb = ss_aligned(n * TD * sizeof(float));
     s->d_bot_out = ss_aligned(n * l->dim * sizeof(float));
+    s->vt = ss_aligned((size_t)l->dim * vt_width(l) * sizeof(float));
     s->grad = ss_aligned(l->n_params * sizeof(float));
 }
 
@@ -164,6 +176,7 @@ void model_scratch_free(struct model_scratch *s)
     free(s->d_top_in);
     free(s->d_emb);
     free(s->d_bot_out);
+    free(s->vt);
     free(s->grad);
     memset(s, 0, sizeof *s);
 }
@@ -209,15 +222,6 @@ static void relu_bwd(float *restrict dy, const float *restrict y, size_t n)
         dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-static inline float dotf(const float *restrict a, const float *restrict b, int d)
-{
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int k = 0; k < d; k++)
-        s += a[k] * b[k];
-    return s;
-}
-
 static inline const float *vec(const struct model_layout *l, const struct model_scratch *s, int i,
                                int j)
 {
@@ -226,43 +230,94 @@ static inline const float *vec(const struct model_layout *l, const struct model_
                   : s->emb + ((size_t)i * l->n_tables + (j - 1)) * l->dim;
 }
 
+/* SS_LANES floats in one register (GCC vector extension; unaligned loads
+ * and stores through memcpy compile to single moves). */
+typedef float lanes __attribute__((vector_size(SS_LANES * sizeof(float))));
+
+static inline lanes lanes_load(const float *p)
+{
+    lanes v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* acc + sum over c < d of x[c] * m[c*ld + 0..SS_LANES) */
+static inline lanes block_gemv(lanes acc, const float *restrict x, const float *restrict m, int d,
+                               size_t ld)
+{
+    lanes acc2 = {0};
+    int c = 0;
+    for (; c + 1 < d; c += 2) {
+        acc += x[c] * lanes_load(m + c * ld);
+        acc2 += x[c + 1] * lanes_load(m + (c + 1) * ld);
+    }
+    if (c < d)
+        acc += x[c] * lanes_load(m + c * ld);
+    return acc + acc2;
+}
+
+/* Pair (a, b), a > b, goes to d + a(a-1)/2 + b of the top input: for each a,
+ * the dots with every b < a at once, from the example's vectors transposed
+ * (vt[c][b] = v_b[c], lanes past V zero). */
 static void interact_fwd(const struct model_layout *l, struct model_scratch *s, int n)
 {
     int d = l->dim, V = l->n_tables + 1, w = l->top[0];
+    size_t ld = vt_width(l);
+    float *vt = s->vt;
     for (int i = 0; i < n; i++) {
         float *out = s->top_in + (size_t)i * w;
+        for (int b = 0; b < V; b++) {
+            const float *vb = vec(l, s, i, b);
+            for (int c = 0; c < d; c++)
+                vt[c * ld + b] = vb[c];
+        }
         memcpy(out, vec(l, s, i, 0), d * sizeof(float));
-        int k = d;
-        for (int a = 1; a < V; a++)
-            for (int b = 0; b < a; b++)
-                out[k++] = dotf(vec(l, s, i, a), vec(l, s, i, b), d);
+        for (int a = 1; a < V; a++) {
+            float *row = out + d + a * (a - 1) / 2;
+            for (int b0 = 0; b0 < a; b0 += SS_LANES) {
+                lanes acc = block_gemv((lanes){0}, vec(l, s, i, a), vt + b0, d, ld);
+                memcpy(row + b0, &acc, (a - b0 < SS_LANES ? a - b0 : SS_LANES) * sizeof(float));
+            }
+        }
     }
 }
 
 /* dv_a = sum_b S_ab v_b, S the symmetric matrix of the pair gradients with a
  * zero diagonal; pair (hi, lo), hi > lo, sits at d + hi(hi-1)/2 + lo of the
- * top input. One vectorizable pass over d per (a, b). */
+ * top input. Per example and a: S's row a gathered (into s->vt), then the
+ * weighted sum of the vectors in SS_LANES-wide blocks of the dimension. */
 static void interact_bwd(const struct model_layout *l, struct model_scratch *s, int n)
 {
     int d = l->dim, T = l->n_tables, V = T + 1, w = l->top[0];
+    float *srow = s->vt; /* V floats */
     for (int i = 0; i < n; i++) {
         const float *g = s->d_top_in + (size_t)i * w;
         for (int a = 0; a < V; a++) {
-            float *restrict dv = a == 0 ? s->d_bot_out + (size_t)i * d
-                                        : s->d_emb + ((size_t)i * T + (a - 1)) * d;
-            if (a == 0)
-                memcpy(dv, g, d * sizeof(float));
-            else
-                memset(dv, 0, d * sizeof(float));
-            for (int b = 0; b < V; b++) {
-                if (b == a)
-                    continue;
-                int hi = a > b ? a : b, lo = a > b ? b : a;
-                float sab = g[d + hi * (hi - 1) / 2 + lo];
-                const float *restrict vb = vec(l, s, i, b);
-#pragma omp simd
-                for (int c = 0; c < d; c++)
-                    dv[c] += sab * vb[c];
+            float *dv = a == 0 ? s->d_bot_out + (size_t)i * d
+                               : s->d_emb + ((size_t)i * T + (a - 1)) * d;
+            for (int b = 0; b < a; b++)
+                srow[b] = g[d + a * (a - 1) / 2 + b];
+            srow[a] = 0.0f;
+            for (int b = a + 1; b < V; b++)
+                srow[b] = g[d + b * (b - 1) / 2 + a];
+            int c0 = 0;
+            for (; c0 + SS_LANES <= d; c0 += SS_LANES) {
+                lanes acc = a == 0 ? lanes_load(g + c0) : (lanes){0}, acc2 = {0};
+                int b = 0;
+                for (; b + 1 < V; b += 2) {
+                    acc += srow[b] * lanes_load(vec(l, s, i, b) + c0);
+                    acc2 += srow[b + 1] * lanes_load(vec(l, s, i, b + 1) + c0);
+                }
+                if (b < V)
+                    acc += srow[b] * lanes_load(vec(l, s, i, b) + c0);
+                acc += acc2;
+                memcpy(dv + c0, &acc, sizeof acc);
+            }
+            for (int c = c0; c < d; c++) { /* the dimension's tail */
+                float t = a == 0 ? g[c] : 0.0f;
+                for (int b = 0; b < V; b++)
+                    t += srow[b] * vec(l, s, i, b)[c];
+                dv[c] = t;
             }
         }
     }

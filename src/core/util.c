@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -48,6 +49,21 @@ void *ss_aligned(size_t n)
         abort();
     }
     memset(p, 0, sz ? sz : 64);
+    return p;
+}
+
+/* Memory read at random (embedding tables): from 2 MiB up it is 2 MiB
+ * aligned and asks for transparent huge pages, so a random row costs no
+ * page walk of its own (this kernel kind runs THP in madvise mode). */
+void *ss_alloc_big(size_t n)
+{
+    const size_t huge = 2u << 20;
+    if (n < huge)
+        return malloc(n ? n : 1);
+    void *p = NULL;
+    if (posix_memalign(&p, huge, (n + huge - 1) / huge * huge) != 0)
+        return NULL;
+    madvise(p, (n + huge - 1) / huge * huge, MADV_HUGEPAGE); /* advice: a refusal changes nothing */
     return p;
 }
 

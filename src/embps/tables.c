@@ -76,7 +76,7 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
                            (long long)o->table_rows[k]);
         }
         size_t cnt = (size_t)t->rows[k] * t->stride;
-        t->data[k] = malloc(cnt * sizeof(float));
+        t->data[k] = ss_alloc_big(cnt * sizeof(float));
         if (!t->data[k]) {
             embps_free(t);
             return ss_fail(e, SS_ENOMEM, "embedding table %d: cannot allocate %zu MB", k,
