@@ -91,3 +91,29 @@ for algo in easgd bmuf; do
     rc=$?
     check "$algo: resumes from it" sh -c "[ $rc = 0 ] && [ \"$(json examples $T/s2-$algo/metrics.json)\" = 60000 ]"
 done
+
+# a full disk: checkpoint.dir on a tmpfs with room for one checkpoint of
+# this model (~1 MB) but not two, mounted in a private mount namespace (as
+# root, or in a user namespace); the first checkpoint is written, the later
+# ones fail for want of space, training goes on to its end, no half-written
+# part is left, and the good one resumes
+if unshare -rm true 2>/dev/null; then
+    mkdir -p $T/small
+    unshare -rm sh -c "mount -t tmpfs -o size=1600k tmpfs $T/small || exit 9
+        timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+            --set output.dir=$T/fulldisk --set checkpoint.dir=$T/small/ck --set checkpoint.interval_s=0.2 \
+            --set trainer.worker_threads=1 --set data.max_examples=150000 > $T/full1.log 2>&1
+        echo \$? > $T/full1.rc
+        ls $T/small/ck > $T/full.ls
+        timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+            --set output.dir=$T/fulldisk2 --set trainer.worker_threads=1 --set data.max_examples=150000 \
+            --resume $T/small/ck > $T/full2.log 2>&1
+        echo \$? > $T/full2.rc"
+    rc=$?
+    check "full disk: the tmpfs was mounted" test $rc != 9
+    check "full disk: reported ('No space left'), training goes on to its end" sh -c "[ \"\$(cat $T/full1.rc)\" = 0 ] && grep -q 'checkpoint failed, training goes on.*No space left' $T/full1.log && [ \"$(json examples $T/fulldisk/metrics.json)\" = 150000 ] && [ \"$(json checkpoint_failures $T/fulldisk/metrics.json)\" -ge 1 ]"
+    check "full disk: the good checkpoint is kept and no half-written one is left ($(cat $T/full.ls | tr '\n' ' '))" sh -c "grep -q '^ckpt-[0-9]*$' $T/full.ls && ! grep -q tmp $T/full.ls"
+    check "full disk: the kept checkpoint resumes, every example once" sh -c "[ \"\$(cat $T/full2.rc)\" = 0 ] && grep -q 'resuming from $T/small/ck/ckpt-' $T/full2.log && [ \"$(json examples $T/fulldisk2/metrics.json)\" = 150000 ]"
+else
+    echo "SKIP full disk: no private mount namespace here (unshare -rm)"
+fi
