@@ -230,30 +230,30 @@ static inline const float *vec(const struct model_layout *l, const struct model_
                   : s->emb + ((size_t)i * l->n_tables + (j - 1)) * l->dim;
 }
 
-/* SS_LANES floats in one register (GCC vector extension; unaligned loads
- * and stores through memcpy compile to single moves). */
+/* SS_LANES floats in one register (GCC vector extension; loads and stores
+ * through memcpy compile to single unaligned moves). Never passed or
+ * returned by value: without AVX-512 (sanitizer builds) that is an ABI
+ * change GCC warns about. */
 typedef float lanes __attribute__((vector_size(SS_LANES * sizeof(float))));
 
-static inline lanes lanes_load(const float *p)
+/* out[0..SS_LANES) = sum over c < d of x[c] * m[c*ld + 0..SS_LANES) */
+static inline void block_gemv(float *out, const float *restrict x, const float *restrict m, int d,
+                              size_t ld)
 {
-    lanes v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-/* acc + sum over c < d of x[c] * m[c*ld + 0..SS_LANES) */
-static inline lanes block_gemv(lanes acc, const float *restrict x, const float *restrict m, int d,
-                               size_t ld)
-{
-    lanes acc2 = {0};
+    lanes acc = {0}, acc2 = {0}, t, u;
     int c = 0;
     for (; c + 1 < d; c += 2) {
-        acc += x[c] * lanes_load(m + c * ld);
-        acc2 += x[c + 1] * lanes_load(m + (c + 1) * ld);
+        memcpy(&t, m + c * ld, sizeof t);
+        memcpy(&u, m + (c + 1) * ld, sizeof u);
+        acc += x[c] * t;
+        acc2 += x[c + 1] * u;
     }
-    if (c < d)
-        acc += x[c] * lanes_load(m + c * ld);
-    return acc + acc2;
+    if (c < d) {
+        memcpy(&t, m + c * ld, sizeof t);
+        acc += x[c] * t;
+    }
+    acc += acc2;
+    memcpy(out, &acc, sizeof acc);
 }
 
 /* Pair (a, b), a > b, goes to d + a(a-1)/2 + b of the top input: for each a,
@@ -275,8 +275,9 @@ static void interact_fwd(const struct model_layout *l, struct model_scratch *s, 
         for (int a = 1; a < V; a++) {
             float *row = out + d + a * (a - 1) / 2;
             for (int b0 = 0; b0 < a; b0 += SS_LANES) {
-                lanes acc = block_gemv((lanes){0}, vec(l, s, i, a), vt + b0, d, ld);
-                memcpy(row + b0, &acc, (a - b0 < SS_LANES ? a - b0 : SS_LANES) * sizeof(float));
+                float dots[SS_LANES];
+                block_gemv(dots, vec(l, s, i, a), vt + b0, d, ld);
+                memcpy(row + b0, dots, (a - b0 < SS_LANES ? a - b0 : SS_LANES) * sizeof(float));
             }
         }
     }
@@ -302,14 +303,20 @@ static void interact_bwd(const struct model_layout *l, struct model_scratch *s, 
                 srow[b] = g[d + b * (b - 1) / 2 + a];
             int c0 = 0;
             for (; c0 + SS_LANES <= d; c0 += SS_LANES) {
-                lanes acc = a == 0 ? lanes_load(g + c0) : (lanes){0}, acc2 = {0};
+                lanes acc = {0}, acc2 = {0}, t, u;
+                if (a == 0)
+                    memcpy(&acc, g + c0, sizeof acc);
                 int b = 0;
                 for (; b + 1 < V; b += 2) {
-                    acc += srow[b] * lanes_load(vec(l, s, i, b) + c0);
-                    acc2 += srow[b + 1] * lanes_load(vec(l, s, i, b + 1) + c0);
+                    memcpy(&t, vec(l, s, i, b) + c0, sizeof t);
+                    memcpy(&u, vec(l, s, i, b + 1) + c0, sizeof u);
+                    acc += srow[b] * t;
+                    acc2 += srow[b + 1] * u;
                 }
-                if (b < V)
-                    acc += srow[b] * lanes_load(vec(l, s, i, b) + c0);
+                if (b < V) {
+                    memcpy(&t, vec(l, s, i, b) + c0, sizeof t);
+                    acc += srow[b] * t;
+                }
                 acc += acc2;
                 memcpy(dv + c0, &acc, sizeof acc);
             }
