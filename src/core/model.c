@@ -127,10 +127,10 @@ void model_init_params(const struct model_layout *l, float *p, uint64_t seed)
         init_layer(p + l->top_w[i], p + l->top_b[i], l->top[i], l->top[i + 1], &rng);
 }
 
-/* The interaction works on SS_LANES-float blocks held in registers: a dot
- * product per pair, reduced across lanes, cost more than the rest of the
- * interaction, and an accumulator kept in memory chains every update on a
- * store. */
+/* The interaction works on SS_LANES-float blocks kept in registers. Written
+ * as one dot product per pair, each summed across its lanes, it took more
+ * time than all the rest of the model outside sgemm; an accumulator left
+ * in memory makes every add wait on the store before it. */
 #define SS_LANES 16
 
 static int vt_width(const struct model_layout *l)
