@@ -103,4 +103,20 @@ check "unknown key: non-zero exit naming it" sh -c "[ $? != 0 ] && grep -q 'bogu
 train ro --set output.dir=/proc/nope
 check "unwritable run directory: reported before training" \
     sh -c "[ $? != 0 ] && grep -q '/proc/nope' $T/ro.log"
+
+# the BLAS kernel: one pinned by the environment is kept, and named as slower
+# when it holds an AVX-512 CPU to AVX2 (never when the kernel has AVX-512)
+blas_run() { OPENBLAS_CORETYPE=$1 $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+    --set data.max_examples=2000 --set output.dir=$T/blas > $T/blas-$1.log 2>&1; }
+blas_run Haswell
+check "OPENBLAS_CORETYPE=Haswell from the environment is kept" grep -q '^# blas: OpenBLAS Haswell kernel' $T/blas-Haswell.log
+avx512=yes
+for f in avx512f avx512bw avx512dq avx512vl; do grep -qw $f /proc/cpuinfo || avx512=no; done
+if [ $avx512 = yes ]; then
+    check "an AVX-512 CPU held to Haswell by the environment: said so" grep -q 'OPENBLAS_CORETYPE=Haswell from the environment is kept; this CPU has AVX-512' $T/blas-Haswell.log
+    blas_run SkylakeX
+    check "the SkylakeX kernel: nothing said" sh -c "grep -q '^# blas: OpenBLAS SkylakeX kernel' $T/blas-SkylakeX.log && ! grep -q 'this CPU has AVX-512' $T/blas-SkylakeX.log"
+else
+    check "a CPU without AVX-512 on Haswell: nothing said" sh -c "! grep -q 'this CPU has AVX-512' $T/blas-Haswell.log"
+fi
 exit 0

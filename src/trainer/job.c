@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -286,11 +287,31 @@ static int check_schema(const struct schema *s, const struct model_layout *l, co
     return 0;
 }
 
+/* An OPENBLAS_CORETYPE from the environment is kept (some machines set it
+ * because other kernels misbehave there), but a user should know when it
+ * holds an AVX-512 CPU to a kernel without AVX-512: on this project's AMD
+ * machines, Haswell trained 1.4-1.6x slower than SkylakeX (README). */
+static int blas_kernel_below_cpu(const char *core)
+{
+    static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+    for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
+        if (strcasecmp(core, avx512[i]) == 0)
+            return 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
 static void blas_note(const struct ss_config *c)
 {
     openblas_set_num_threads(1);
-    if (!c->output.quiet)
-        printf("# blas: OpenBLAS %s kernel, 1 thread per worker\n", openblas_get_corename());
+    if (c->output.quiet)
+        return;
+    const char *core = openblas_get_corename(), *env = getenv("OPENBLAS_CORETYPE");
+    printf("# blas: OpenBLAS %s kernel, 1 thread per worker\n", core);
+    if (env && *env && blas_kernel_below_cpu(core))
+        printf("# blas: OPENBLAS_CORETYPE=%s from the environment is kept; this CPU has AVX-512, "
+               "where the SkylakeX kernel is usually much faster (unset it, or set SkylakeX, "
+               "if that kernel works here)\n", env);
 }
 
 /* Arrays saved in the resumed checkpoint as NAME.bin (one) or NAME-K.bin
