@@ -95,6 +95,15 @@ for rr in $ROLES; do
     check "killed $role: --resume finishes the data, every example once ($(json examples $M 2>/dev/null) of $N)" sh -c "[ $rc = 0 ] && [ \"$(json examples $M 2>/dev/null)\" = $N ]"
 done
 
+# a whole job of 2 trainers killed, resumed with 3 (the reader services keep their shares)
+(job cut2 7 $FULL checkpoint.dir=$T/ck-t2 checkpoint.interval_s=0.3 &)
+wait_ckpt $T/ck-t2; sleep 0.2
+pkill -9 -f "output.dir=$T/cut2 "; sleep 0.5
+EXTRA="--resume $T/ck-t2" job trainers3 8 job.trainers=3 job.embedding_ps=2 job.sync_ps=1 job.readers=2 sync.algo=easgd
+rc=$?
+M=$T/trainers3/metrics.json
+check "a cluster checkpoint of 2 trainers resumes with 3: every example once ($(json examples $M 2>/dev/null) of $N), 3 trainers" sh -c "[ $rc = 0 ] && ! [ -f $T/cut2/metrics.json ] && grep -q 'resuming from .*ck-t2.*dense vectors reassigned' $T/trainers3.log && [ \"$(json examples $M 2>/dev/null)\" = $N ] && [ \"$(json trainers $M 2>/dev/null)\" = 3 ]"
+
 EXTRA="--resume $T/ck-reader" job readers3 8 job.trainers=2 job.embedding_ps=2 job.sync_ps=1 job.readers=3 sync.algo=easgd
 rc=$?
 check "resuming reader services with another job.readers is refused, saying why" sh -c "[ $rc != 0 ] && grep -q 'another number of readers than job.readers = 3' $T/readers3.log"
