@@ -4,6 +4,7 @@
 #include "shadowsync/embps.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int near(double a, double b, double tol) { return fabs(a - b) <= tol; }
@@ -75,10 +76,64 @@ static void test_tables(void)
     embps_free(t);
 }
 
+/* Rows are filled by several threads when a model is large: a whole table
+ * must equal the same table made as small shards (filled by one thread),
+ * row for row. */
+static void test_tables_init_threads(void)
+{
+    int64_t rows[2] = {300000, 70001}, lo_whole[2] = {0, 0};
+    int32_t gids[2] = {4, 9};
+    struct emb_opts o = {.n_tables = 2, .dim = 3, .rows = rows, .opt = OPT_ROWWISE_ADAGRAD,
+                         .init_acc = 0.25f, .seed = 11, .global_ids = gids, .row_lo = lo_whole};
+    struct emb_tables *whole, *shard;
+    struct ss_err e;
+    CHECK(embps_create(&whole, &o, &e) == 0, "a large table created", "%s", e.msg);
+    int64_t piece = 20000, diffs = 0, checked = 0;
+    for (int k = 0; k < 2; k++)
+        for (int64_t lo = 0; lo < rows[k]; lo += piece) {
+            int64_t n = rows[k] - lo < piece ? rows[k] - lo : piece, tr = rows[k];
+            struct emb_opts so = {.n_tables = 1, .dim = 3, .rows = &n, .opt = OPT_ROWWISE_ADAGRAD,
+                                  .init_acc = 0.25f, .seed = 11, .global_ids = &gids[k],
+                                  .table_rows = &tr, .row_lo = &lo};
+            if (embps_create(&shard, &so, &e) != 0) {
+                diffs++;
+                continue;
+            }
+            /* pool every row of the shard from both: one id a bag */
+            struct batch b;
+            batch_init(&b, (int)n, 1, 1);
+            struct batch bw;
+            batch_init(&bw, (int)n, 1, 2);
+            float *a = malloc(n * 3 * sizeof(float)), *w = malloc(n * 2 * 3 * sizeof(float));
+            /* in the whole tables, table k's bag holds the row, the other is empty */
+            for (int64_t i = 0; i < n; i++) {
+                b.ids[i] = bw.ids[i] = (uint64_t)(lo + i);
+                b.off[i] = bw.off[2 * i] = (int32_t)i;
+                bw.off[2 * i + 1] = (int32_t)(k == 0 ? i + 1 : i);
+            }
+            b.off[n] = bw.off[2 * n] = (int32_t)n;
+            b.n = bw.n = (int)n;
+            embps_pool(shard, &b, a);
+            embps_pool(whole, &bw, w);
+            for (int64_t i = 0; i < n; i++, checked++)
+                diffs += memcmp(a + i * 3, w + (i * 2 + k) * 3, 3 * sizeof(float)) != 0;
+            free(a);
+            free(w);
+            batch_free(&b);
+            batch_free(&bw);
+            embps_free(shard);
+        }
+    CHECK(diffs == 0 && checked == rows[0] + rows[1],
+          "a table filled by several threads equals its shards filled by one, row for row",
+          "%lld of %lld rows differ", (long long)diffs, (long long)checked);
+    embps_free(whole);
+}
+
 int main(void)
 {
     test_optim();
     test_metrics();
     test_tables();
+    test_tables_init_threads();
     CHECK_DONE();
 }

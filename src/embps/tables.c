@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EMB_MAGIC "SSEMB\0\0\0"
 #define EMB_VERSION 2
@@ -49,6 +51,71 @@ struct emb_opts emb_opts_from_config(const struct ss_config *c, int n, int dim,
         .init_acc = (float)c->optim.init_acc, .seed = (uint64_t)c->job.seed};
 }
 
+/* Filling the rows (and faulting their pages in) is most of the start of a
+ * large model: the cores share it, each taking the next chunk of rows of
+ * the next table. A row's values depend only on (seed, table, row), so the
+ * result does not depend on the thread count. */
+#define INIT_CHUNK (1 << 16)
+
+struct init_work {
+    struct emb_tables *t;
+    int k;          /* next chunk: rows [r, r + INIT_CHUNK) of table k; under mu */
+    int64_t r;
+    pthread_mutex_t mu;
+};
+
+static int next_chunk(struct init_work *w, int *k, int64_t *r)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->k < w->t->o.n_tables && w->r >= w->t->rows[w->k])
+        w->k++, w->r = 0;
+    int more = w->k < w->t->o.n_tables;
+    if (more) {
+        *k = w->k, *r = w->r;
+        w->r += INIT_CHUNK;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return more;
+}
+
+static void *init_worker(void *arg)
+{
+    struct init_work *w = arg;
+    struct emb_tables *t = w->t;
+    int k;
+    int64_t r0;
+    while (next_chunk(w, &k, &r0)) {
+        float bound = (float)sqrt(1.0 / (double)t->table_rows[k]);
+        int64_t end = r0 + INIT_CHUNK < t->rows[k] ? r0 + INIT_CHUNK : t->rows[k];
+        for (int64_t r = r0; r < end; r++) {
+            float *row = t->data[k] + (size_t)r * t->stride;
+            init_row(row, &t->o, t->gid[k], t->lo[k] + r, bound);
+            if (t->stride > t->o.dim)
+                row[t->o.dim] = t->o.init_acc;
+        }
+    }
+    return NULL;
+}
+
+static void init_rows(struct emb_tables *t)
+{
+    struct init_work w = {.t = t};
+    pthread_mutex_init(&w.mu, NULL);
+    int64_t total = 0;
+    for (int k = 0; k < t->o.n_tables; k++)
+        total += t->rows[k];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = total < 4 * INIT_CHUNK || cpus < 2 ? 1 : cpus > 16 ? 16 : (int)cpus;
+    pthread_t th[16];
+    int started = 0;
+    for (int i = 1; i < n; i++) /* a thread that cannot start leaves its share to the rest */
+        started += pthread_create(&th[started], NULL, init_worker, &w) == 0;
+    init_worker(&w);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&w.mu);
+}
+
 int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_err *e)
 {
     if (o->n_tables <= 0 || o->dim <= 0)
@@ -82,14 +149,8 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
             return ss_fail(e, SS_ENOMEM, "embedding table %d: cannot allocate %zu MB", k,
                            cnt * sizeof(float) >> 20);
         }
-        float bound = (float)sqrt(1.0 / (double)t->table_rows[k]);
-        for (int64_t r = 0; r < t->rows[k]; r++) {
-            float *row = t->data[k] + (size_t)r * t->stride;
-            init_row(row, o, t->gid[k], t->lo[k] + r, bound);
-            if (t->stride > o->dim)
-                row[o->dim] = o->init_acc;
-        }
     }
+    init_rows(t);
     *out = t;
     return 0;
 }
