@@ -170,12 +170,15 @@ static void parity(const char *name, char **sets, int n_sets, int n)
     model_forward(&L, p_ada, &b, &s);
     model_backward(&L, p_ada, &b, &s);
     optim_dense_step(OPT_ADAGRAD, p_ada, st_ada, s.grad, P, 0.05f, 1e-8f);
-    for (size_t i = 0; i < P; i++) /* the steps, and what each added to the state */
-        w_gpu[i] -= p[i], p_ada[i] -= p[i], st_gpu[i] -= st[i], st_ada[i] -= st[i];
-    double ea = rel_layers(w_gpu, p_ada, &L), eas = rel_layers(st_gpu, st_ada, &L);
+    /* the states whole: their increments (squared gradients of ~1e-5 on 0.1)
+     * would take one rounding of 0.1f for an error of ~5e-4 */
+    double eas = rel_layers(st_gpu, st_ada, &L);
+    for (size_t i = 0; i < P; i++) /* the steps */
+        w_gpu[i] -= p[i], p_ada[i] -= p[i];
+    double ea = rel_layers(w_gpu, p_ada, &L);
     snprintf(what, sizeof what, "%s: an Adagrad step and its state equal the CPU's (%.1e, %.1e)",
              name, ea, eas);
-    CHECK(rc == 0 && ea <= 1e-4 && eas <= 2e-4, what, "rc %d errors %.3g %.3g %s", rc, ea, eas,
+    CHECK(rc == 0 && ea <= 1e-4 && eas <= 1e-6, what, "rc %d errors %.3g %.3g %s", rc, ea, eas,
           e.msg);
     free(p_ada);
     free(st_ada);

@@ -584,7 +584,9 @@ static int cu_worker_grad(struct gpu_worker *w, const struct batch *b, float *gr
 struct nccl_impl {
     ncclComm_t comm;
     cudaStream_t st;
-    float *buf;
+    float *buf;                 /* the sum on the device */
+    float *hbuf;                /* pinned: a copy into pageable memory would block until the
+                                   sum is done, and a lost peer would hang it */
     size_t max;
     int dev;
 };
@@ -594,17 +596,22 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
     struct nccl_impl *x = (struct nccl_impl *)c->impl;
     CU(cudaSetDevice(x->dev));
     if (n > x->max) { /* the first round sizes it */
+        x->max = 0;
         CU(cudaFree(x->buf));
         x->buf = NULL;
+        CU(cudaFreeHost(x->hbuf));
+        x->hbuf = NULL;
         CU(cudaMalloc(&x->buf, n * sizeof(float)));
+        CU(cudaMallocHost(&x->hbuf, n * sizeof(float)));
         x->max = n;
     }
-    CU(cudaMemcpyAsync(x->buf, buf, n * sizeof(float), cudaMemcpyHostToDevice, x->st));
+    memcpy(x->hbuf, buf, n * sizeof(float));
+    CU(cudaMemcpyAsync(x->buf, x->hbuf, n * sizeof(float), cudaMemcpyHostToDevice, x->st));
     ncclResult_t r = ncclAllReduce(x->buf, x->buf, n, ncclFloat, ncclSum, x->comm, x->st);
     if (r != ncclSuccess)
         return fail(e, SS_EIO, "ncclAllReduce on trainer %d of %d: %s", c->rank, c->size,
                        ncclGetErrorString(r));
-    CU(cudaMemcpyAsync(buf, x->buf, n * sizeof(float), cudaMemcpyDeviceToHost, x->st));
+    CU(cudaMemcpyAsync(x->hbuf, x->buf, n * sizeof(float), cudaMemcpyDeviceToHost, x->st));
     /* as stream_wait, but a peer lost mid-sum ends the wait with an error, not a hang */
     const struct timespec nap = {0, 20000};
     cudaError_t err;
@@ -620,6 +627,7 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
     }
     CU(err);
     (void)cudaGetLastError();
+    memcpy(buf, x->hbuf, n * sizeof(float));
     return 0;
 }
 
@@ -630,6 +638,7 @@ static void nccl_free(struct collective *c)
     if (x->comm)
         ncclCommDestroy(x->comm);
     cudaFree(x->buf);
+    cudaFreeHost(x->hbuf);
     cudaStreamDestroy(x->st);
     free(x);
     free(c);
@@ -662,9 +671,12 @@ static int nccl_init(struct nccl_impl *x, MPI_Comm comm, int rank, int size, str
                     ncclGetErrorString((ncclResult_t)u.rc));
     if (!ok)
         return fail(e, SS_EIO, "another trainer could not set up its device for NCCL");
-    ncclResult_t r = ncclCommInitRank(&x->comm, size, u.id, rank);
+    ncclComm_t made = NULL;
+    ncclResult_t r = ncclCommInitRank(&made, size, u.id, rank);
+    x->comm = r == ncclSuccess ? made : NULL;
     if (r != ncclSuccess) {
-        x->comm = NULL;
+        if (made) /* a half-made communicator keeps NCCL's threads and sockets */
+            ncclCommAbort(made);
         return fail(e, SS_EIO, "ncclCommInitRank (trainer %d of %d, device %d): %s", rank, size,
                     x->dev, ncclGetErrorString(r));
     }
