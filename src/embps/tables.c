@@ -9,6 +9,7 @@
 #include <glob.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -104,7 +105,9 @@ static void init_rows(struct emb_tables *t)
     int64_t total = 0;
     for (int k = 0; k < t->o.n_tables; k++)
         total += t->rows[k];
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set; /* the cores this process may run on (mpirun may bind it) */
+    long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                            : sysconf(_SC_NPROCESSORS_ONLN);
     int n = total < 4 * INIT_CHUNK || cpus < 2 ? 1 : cpus > 16 ? 16 : (int)cpus;
     pthread_t th[16];
     int started = 0;
