@@ -58,7 +58,7 @@ static void pick_blas_kernel(char **argv)
     if (getenv("OPENBLAS_CORETYPE") || getenv("SS_BLAS_REEXEC"))
         return;
     const char *core = openblas_get_corename();
-    if (!core || strcasecmp(core, "prescott") != 0 || !__builtin_cpu_supports("avx512f"))
+    if (!core || strcasecmp(core, "prescott") != 0 || !ss_cpu_has_avx512())
         return;
     setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
     setenv("SS_BLAS_REEXEC", "1", 1);

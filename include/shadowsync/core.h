@@ -40,6 +40,7 @@ void *ss_xcalloc(size_t n, size_t sz);
 void *ss_aligned(size_t n);            /* 64-byte aligned, zeroed; free() it */
 void *ss_alloc_big(size_t n);          /* NULL on failure; not zeroed; huge pages; free() it */
 double ss_now(void);                   /* monotonic seconds */
+int ss_cpu_has_avx512(void);           /* F, BW, DQ and VL: what OpenBLAS's SkylakeX kernel needs */
 uint64_t ss_splitmix(uint64_t *state); /* deterministic PRNG */
 double ss_uniform(uint64_t *state);    /* in [0,1) */
 double ss_normal(uint64_t *state);

@@ -67,6 +67,12 @@ void *ss_alloc_big(size_t n)
     return p;
 }
 
+int ss_cpu_has_avx512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
 double ss_now(void)
 {
     struct timespec ts;

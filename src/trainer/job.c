@@ -297,8 +297,7 @@ static int blas_kernel_below_cpu(const char *core)
     for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
         if (strcasecmp(core, avx512[i]) == 0)
             return 0;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    return ss_cpu_has_avx512();
 }
 
 static void blas_note(const struct ss_config *c)
