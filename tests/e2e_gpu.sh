@@ -49,6 +49,10 @@ if grep -q '^  device: *none' $T/version.txt; then
     train $BIN cuda --set trainer.device=cuda --set data.max_examples=1000
     check "trainer.device = cuda without a usable GPU: stops, naming why" \
         sh -c "[ $? != 0 ] && grep -qE 'trainer.device = cuda: (no usable CUDA device|this build has no GPU support)' $T/cuda.log"
+    if grep -q '^  gpu: *CUDA' $T/version.txt && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+        check "no NVIDIA driver on the machine: the reason says so" \
+            grep -q 'no usable CUDA device (.*; no NVIDIA driver on this machine)' $T/cuda.log
+    fi
     train $BIN auto --set trainer.device=auto --set data.max_examples=1000
     check "trainer.device = auto without a usable GPU: trains on the CPU and says so" \
         sh -c "[ $? = 0 ] && grep -q 'training on the CPU' $T/auto.log"

@@ -77,8 +77,18 @@ static int cu_probe(char *why, size_t cap)
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n <= 0) { /* 35 (no driver) and the rest: no GPU (TOOLCHAIN.md) */
-        snprintf(why, cap, "no usable CUDA device (cudaGetDeviceCount: %s)",
-                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        int drv = 0, rt = 0;
+        cudaDriverGetVersion(&drv); /* 0: no driver at all */
+        cudaRuntimeGetVersion(&rt);
+        char hint[160] = "";
+        if (err == cudaErrorInsufficientDriver && drv == 0)
+            snprintf(hint, sizeof hint, "; no NVIDIA driver on this machine");
+        else if (err == cudaErrorInsufficientDriver)
+            snprintf(hint, sizeof hint, "; the driver supports CUDA %d.%d, this build's runtime "
+                     "needs %d.%d (a newer driver, or cuda-compat)", drv / 1000, drv % 1000 / 10,
+                     rt / 1000, rt % 1000 / 10);
+        snprintf(why, cap, "no usable CUDA device (cudaGetDeviceCount: %s%s)",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices", hint);
         cudaGetLastError();
         return 0;
     }
