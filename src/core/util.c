@@ -60,10 +60,11 @@ void *ss_alloc_big(size_t n)
     const size_t huge = 2u << 20;
     if (n < huge)
         return malloc(n ? n : 1);
+    size_t whole = (n + huge - 1) / huge * huge;
     void *p = NULL;
-    if (posix_memalign(&p, huge, (n + huge - 1) / huge * huge) != 0)
+    if (posix_memalign(&p, huge, whole) != 0)
         return NULL;
-    madvise(p, (n + huge - 1) / huge * huge, MADV_HUGEPAGE); /* advice: a refusal changes nothing */
+    madvise(p, whole, MADV_HUGEPAGE); /* advice: a refusal changes nothing */
     return p;
 }
 
