@@ -19,7 +19,10 @@ LDLIBS  += $(shell pkg-config --libs $(PKGS)) -lm -pthread
 # NCCL are found, with code for sm_80 and sm_90 (and sm_90 PTX for newer
 # chips), as $(BUILD)/libshadowsync_gpu.so, which src/gpu/loader.c opens on
 # first use (a process that never uses a GPU never maps CUDA). Without it
-# the loader says why there is no GPU.
+# the loader says why there is no GPU. The CPU simulation of that library
+# (src/gpu/sim.c: the same device trainer over OpenBLAS and loops) is built
+# everywhere as $(BUILD)/libshadowsync_gpusim.so; the tests load it with
+# SS_GPU_LIB to run trainer.device = cuda where there is no GPU.
 CUDA    ?= /usr/local/cuda
 NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA)/bin/nvcc))
 NCCL_H  := $(firstword $(wildcard $(CUDA)/include/nccl.h /usr/include/nccl.h))
@@ -32,7 +35,7 @@ CFLAGS  += -DSS_GPU=1
 endif
 LDLIBS  += -ldl
 
-SRC     := $(filter-out src/main.c,$(wildcard src/*/*.c))
+SRC     := $(filter-out src/main.c src/gpu/sim.c,$(wildcard src/*/*.c))
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
 GEN_SRC := $(GEN_DIR)/ss_shadowsync_types.c $(GEN_DIR)/ss_embedding_p_s.c $(GEN_DIR)/ss_sync_p_s.c $(GEN_DIR)/ss_reader.c
 GEN_OBJ := $(GEN_SRC:%.c=%.o)
@@ -41,7 +44,7 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests
 FUZZ    := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: all test demo deps clean asan tsan bench fuzz fuzz-targets
-all: $(BUILD)/shadowsync $(GPU_LIB) $(TESTS) $(BUILD)/rpc_bench
+all: $(BUILD)/shadowsync $(GPU_LIB) $(BUILD)/libshadowsync_gpusim.so $(TESTS) $(BUILD)/rpc_bench
 
 # Thrift code is generated at build time, never committed (DESIGN layout).
 $(GEN_SRC) &: src/rpc/shadowsync.thrift tools/thrift-fixup
@@ -57,12 +60,18 @@ $(BUILD)/%.o: %.c include/shadowsync/*.h $(GEN_SRC)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/libshadowsync_gpu.so: src/gpu/gpu.cu src/gpu/api.h include/shadowsync/*.h
+GPU_SRC := src/gpu/api.h src/gpu/common.h src/gpu/kernels.h include/shadowsync/*.h
+$(BUILD)/libshadowsync_gpu.so: src/gpu/gpu.cu $(GPU_SRC)
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $@"
 	@$(NVCC) -O3 -std=c++17 $(GENCODE) -shared -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra -Iinclude \
 	    $(shell pkg-config --cflags ompi-c) $< -o $@ -L$(CUDA)/lib64 -lcublas -lnccl \
 	    $(shell pkg-config --libs ompi-c) -Xlinker -rpath,$(CUDA)/lib64
+
+$(BUILD)/libshadowsync_gpusim.so: src/gpu/sim.c $(GPU_SRC)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -shared $< -o $@ $(shell pkg-config --libs openblas) -lm
 
 $(BUILD)/libshadowsync.a: $(OBJ) $(GEN_OBJ)
 	@rm -f $@; ar rcs $@ $^

@@ -9,7 +9,10 @@
 #   (one worker), several workers and 2 in-process trainers with MA in the
 #   shadow thread train to the end, MA between trainer ranks runs over NCCL
 #   (with one GPU for both, NCCL refuses and MPI carries it), and a trainer
-#   set with one rank on the CPU falls back to MPI, saying so.
+#   set with one rank on the CPU falls back to MPI, saying so;
+# - on every machine, the same runs and test_gpu's parity checks on the CPU
+#   simulation of the device library (SS_GPU_LIB=libshadowsync_gpusim.so,
+#   src/gpu/sim.c), which has no NCCL: there MPI carries MA, saying so.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -57,36 +60,51 @@ if grep -q '^  device: *none' $T/version.txt; then
     check "trainer.device = auto without a usable GPU: trains on the CPU and says so" \
         sh -c "[ $? = 0 ] && grep -q 'training on the CPU' $T/auto.log"
     echo "SKIP GPU training runs (NE against the CPU, Hogwild workers, NCCL): skipped: no GPU ($(sed -n 's/^  device: *none: //p' $T/version.txt))"
-    exit 0
 fi
 
-# a device is there
+# device_runs LABEL: the runs that need a device, on whichever SS_GPU_LIB names (none: the GPU)
+device_runs() {
+on=$1
+$BIN --version > $T/dev-version.txt 2>&1
 train $BIN cpu --set trainer.worker_threads=1
 train $BIN gpu --set trainer.worker_threads=1 --set trainer.device=cuda
 CPU=$(json eval_ne $T/cpu/metrics.json); GPU=$(json eval_ne $T/gpu/metrics.json)
-check "trainer.device = cuda: eval NE $GPU within 0.005 of the CPU's $CPU" near "$GPU" "$CPU" 0.005
-check "trainer.device = cuda: names the device" grep -q 'the dense layers on CUDA device 0' $T/gpu.log
+check "${on}trainer.device = cuda: eval NE $GPU within 0.005 of the CPU's $CPU" near "$GPU" "$CPU" 0.005
+check "${on}trainer.device = cuda: names the device" grep -q 'the dense layers on CUDA device 0' $T/gpu.log
 train $BIN gpu2 --set trainer.worker_threads=3 --set job.trainers=2 --set sync.algo=ma --set trainer.device=cuda
 NE2=$(json eval_ne $T/gpu2/metrics.json)
-check "2 trainers x 3 workers on the GPU, MA in the shadow thread: every example, eval NE $NE2 within 0.02 of the CPU's" \
+check "${on}2 trainers x 3 workers on the device, MA in the shadow thread: every example, eval NE $NE2 within 0.02 of the CPU's" \
     sh -c "[ \"$(json examples $T/gpu2/metrics.json)\" = 60000 ] && awk -v a='$NE2' -v b='$CPU' 'BEGIN { exit !(a != \"\" && a - b < 0.02 && b - a < 0.02) }'"
 train $BIN gpuada --set trainer.worker_threads=2 --set trainer.device=cuda --set optim.dense=adagrad --set sync.algo=easgd --set job.trainers=2
-check "Adagrad + EASGD on the GPU train to the end" test "$(json examples $T/gpuada/metrics.json)" = 60000
+check "${on}Adagrad + EASGD on the device train to the end" test "$(json examples $T/gpuada/metrics.json)" = 60000
 
 C="configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set sync.algo=ma --set job.trainers=2 --set job.embedding_ps=1 --set job.bind=127.0.0.1"
 # 2 trainer ranks (and an embedding PS): over NCCL with a GPU each; on one GPU NCCL refuses two
-# ranks on the same device, and the job falls back to MPI, saying so
-NDEV=$(sed -n 's/^  device: *\([0-9]*\) x .*/\1/p' $T/version.txt)
+# ranks on the same device (the CPU simulation has no NCCL), and the job falls back to MPI, saying so
+NDEV=$(sed -n 's/^  device: *\([0-9]*\) x .*/\1/p' $T/dev-version.txt)
 timeout -k 10 300 $MPIRUN -np 3 $BIN train $C --set trainer.device=cuda --set output.dir=$T/nccl > $T/nccl.log 2>&1
 rc=$?
 if [ "${NDEV:-1}" -ge 2 ]; then
-    check "MA between 2 GPU trainer ranks runs over NCCL" sh -c "[ $rc = 0 ] && grep -q 'over NCCL' $T/nccl.log"
+    check "${on}MA between 2 GPU trainer ranks runs over NCCL" sh -c "[ $rc = 0 ] && grep -q 'over NCCL' $T/nccl.log"
 else
-    check "MA between 2 GPU trainer ranks sharing the one GPU: NCCL refuses, MPI carries it, saying so" \
+    check "${on}MA between 2 trainer ranks on the one device: NCCL refuses, MPI carries it, saying so" \
         sh -c "[ $rc = 0 ] && grep -q 'NCCL could not start on every trainer: MA/BMUF over MPI' $T/nccl.log"
 fi
 timeout -k 10 300 $MPIRUN -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed : \
     -np 2 $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed > $T/mixed.log 2>&1
-check "a trainer set with one rank on the CPU falls back to MPI, saying so" \
+check "${on}a trainer set with one rank on the CPU falls back to MPI, saying so" \
     sh -c "[ $? = 0 ] && grep -q 'some trainers run on GPUs, some on CPUs: MA/BMUF over MPI' $T/mixed.log"
+}
+
+# the CPU simulation of the device library, on every machine
+SIM=$(pwd)/$BUILD/libshadowsync_gpusim.so
+(
+    export SS_GPU_LIB=$SIM
+    $BUILD/tests/test_gpu > $T/sim-parity.txt 2>&1; rc=$?
+    grep -v '^#' $T/sim-parity.txt
+    [ $rc = 0 ] || grep -q '^FAIL' $T/sim-parity.txt || echo "FAIL CPU simulation: test_gpu exited with status $rc"
+    device_runs "CPU simulation: "
+)
+# the GPU, where there is one
+grep -q '^  device: *none' $T/version.txt || device_runs ""
 exit 0

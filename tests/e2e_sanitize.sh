@@ -2,8 +2,11 @@
 # Sanitizer builds on a short job (STYLE.md "Tests"): ASan+UBSan and TSan
 # builds of everything, their unit tests, and a 2 trainers x 2 workers run
 # with MA in the shadow thread and EASGD in foreground mode, and one taking
-# checkpoints every 20 ms (the workers' pause under foreground MA). Any sanitizer
-# report fails. SKIP_SANITIZE=1 skips (for quick local runs).
+# checkpoints every 20 ms (the workers' pause under foreground MA), and the
+# device trainer (trainer.device = cuda) on the CPU simulation of the device
+# library (src/gpu/sim.c) with Adagrad and MA in the shadow thread: its
+# parity test and a 2x2 run. Any sanitizer report fails. SKIP_SANITIZE=1
+# skips (for quick local runs).
 [ -n "$SKIP_SANITIZE" ] && { echo "PASS sanitizers skipped (SKIP_SANITIZE set)"; exit 0; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -37,5 +40,20 @@ for kind in asan tsan; do
             echo "FAIL $kind: 2x2 train with $run"; head -40 $T/run.log
         fi
     done
+    SIM=$(pwd)/$B/libshadowsync_gpusim.so
+    if SS_GPU_LIB=$SIM $B/tests/test_gpu > $T/out.log 2>&1 && grep -q '^PASS CPU simulation' $T/out.log; then
+        echo "PASS $kind: test_gpu on the CPU simulation of the device library"
+    else
+        echo "FAIL $kind: test_gpu on the CPU simulation of the device library"; grep -v '^PASS' $T/out.log | head -30
+    fi
+    if SS_GPU_LIB=$SIM timeout -k 10 300 $B/shadowsync train configs/tiny.ini --set data.train=$T/d/train.tsv \
+           --set data.eval=$T/d/eval.tsv --set output.dir=$T/run --set output.quiet=true \
+           --set job.trainers=2 --set trainer.worker_threads=2 --set trainer.device=cuda \
+           --set optim.dense=adagrad --set sync.algo=ma > $T/run.log 2>&1 \
+       && ! grep -qE 'Sanitizer|runtime error' $T/run.log; then
+        echo "PASS $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread"
+    else
+        echo "FAIL $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread"; head -40 $T/run.log
+    fi
 done
 exit 0

@@ -1,9 +1,11 @@
 /* gpu.h for the rest of shadowsync: forwards each call to the CUDA trainer
  * in libshadowsync_gpu.so (src/gpu/gpu.cu, see api.h), loaded on first use
  * from beside the executable (or its parent directory, for build/tests/),
- * or from $SS_GPU_LIB. A build without CUDA (SS_GPU unset: nvcc or NCCL not
- * found, or GPU=0) has no library; then, as when it cannot be loaded,
- * gpu_probe says why and every other call fails with that message. */
+ * or from $SS_GPU_LIB (in every build: the tests name the CPU simulation,
+ * libshadowsync_gpusim.so, there). A build without CUDA (SS_GPU unset:
+ * nvcc or NCCL not found, or GPU=0) has no library of its own; then, as
+ * when it cannot be loaded, gpu_probe says why and every other call fails
+ * with that message. */
 #include "api.h"
 
 #include <dlfcn.h>
@@ -42,28 +44,32 @@ static void *open_beside_exe(void)
 
 static void load(void)
 {
-#ifdef SS_GPU
     const char *env = getenv("SS_GPU_LIB");
-    void *h = env && *env ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : open_beside_exe();
+    int named = env && *env;
+#ifdef SS_GPU
+    void *h = named ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : open_beside_exe();
+#else
+    if (!named) {
+        snprintf(why_not, sizeof why_not,
+                 "this build has no GPU support (built without CUDA: nvcc or NCCL not found, or GPU=0)");
+        return;
+    }
+    void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+#endif
     if (!h) {
         const char *err = dlerror();
-        snprintf(why_not, sizeof why_not, "cannot load %s (%s): %s", env && *env ? env : SS_GPU_LIB,
-                 env && *env ? "$SS_GPU_LIB" : "beside the executable",
-                 err ? err : "not found");
+        snprintf(why_not, sizeof why_not, "cannot load %s (%s): %s", named ? env : SS_GPU_LIB,
+                 named ? "$SS_GPU_LIB" : "beside the executable", err ? err : "not found");
         return;
     }
     const struct gpu_api *(*get)(void) = (const struct gpu_api *(*)(void))dlsym(h, "shadowsync_gpu_api");
     const struct gpu_api *a = get ? get() : NULL;
     if (!a || a->version != SS_GPU_API_VERSION) {
         snprintf(why_not, sizeof why_not, "%s is not this build's (interface %d, expected %d)",
-                 SS_GPU_LIB, a ? a->version : -1, SS_GPU_API_VERSION);
+                 named ? env : SS_GPU_LIB, a ? a->version : -1, SS_GPU_API_VERSION);
         return;
     }
     api = a;
-#else
-    snprintf(why_not, sizeof why_not,
-             "this build has no GPU support (built without CUDA: nvcc or NCCL not found, or GPU=0)");
-#endif
 }
 
 static const struct gpu_api *get(void)
