@@ -18,7 +18,8 @@ BIN=$BUILD/shadowsync
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none"
+PY=$(command -v /usr/bin/python3 python3 | head -1)
+MPIRUN="$PY tools/mpiguard.py mpirun --oversubscribe --bind-to none"
 check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
@@ -30,8 +31,10 @@ train() { # train BIN OUT [--set ...]
 $BIN gen --out $T/d --examples 60000 --eval-examples 5000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
 
 $BIN --version > $T/version.txt 2>&1
-check "--version names the GPU support of the build" grep -qE '^  gpu: +(CUDA [0-9.]+, cuBLAS, NCCL|none)' $T/version.txt
-if grep -q '^  gpu: *CUDA' $T/version.txt; then
+check "--version names the GPU support of the build" grep -qE '^  gpu: +(CUDA [0-9.]+, cuBLAS, NCCL|none|built with CUDA, but cannot load)' $T/version.txt
+if grep -q '^  gpu: *CUDA' $T/version.txt && ! pkg-config --exists thrift_c_glib 2>/dev/null; then
+    echo "SKIP GPU=0 build: skipped: this machine lacks the build's packages (a bundle from tools/device-bundle)"
+elif grep -q '^  gpu: *CUDA' $T/version.txt; then
     # the same tree without the GPU objects
     if make -s -j2 BUILD=build-nogpu GPU=0 build-nogpu/shadowsync > $T/nogpu-build.log 2>&1; then
         build-nogpu/shadowsync --version > $T/nogpu-version.txt 2>&1
@@ -51,7 +54,7 @@ fi
 if grep -q '^  device: *none' $T/version.txt; then
     train $BIN cuda --set trainer.device=cuda --set data.max_examples=1000
     check "trainer.device = cuda without a usable GPU: stops, naming why" \
-        sh -c "[ $? != 0 ] && grep -qE 'trainer.device = cuda: (no usable CUDA device|this build has no GPU support)' $T/cuda.log"
+        sh -c "[ $? != 0 ] && grep -qE 'trainer.device = cuda: (no usable CUDA device|this build has no GPU support|cannot load libshadowsync_gpu.so)' $T/cuda.log"
     if grep -q '^  gpu: *CUDA' $T/version.txt && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
         check "no NVIDIA driver on the machine: the reason says so" \
             grep -q 'no usable CUDA device (.*; no NVIDIA driver on this machine)' $T/cuda.log
