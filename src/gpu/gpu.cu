@@ -168,12 +168,15 @@ static unsigned blocks(size_t n, unsigned t)
     return (unsigned)(b > 65535 * 8 ? 65535 * 8 : b);
 }
 
-/* An elementwise kernel: body(args..., i) for i < n, grid-stride. */
+/* An elementwise kernel's loop: i < n, grid-stride. */
 #define GRID_LOOP(n)                                                                               \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
+/* Launches an elementwise kernel over n (none for n = 0: an empty grid is an error), returns. */
 #define LAUNCH(kernel, s, n, ...)                                                                  \
     do {                                                                                           \
+        if ((n) == 0)                                                                              \
+            return 0;                                                                              \
         kernel<<<blocks(n, 256), 256, 0, s>>>(__VA_ARGS__);                                        \
         CU(cudaGetLastError());                                                                    \
         return 0;                                                                                  \
