@@ -3,8 +3,8 @@
  * reached through the table of api.h: streams, cuBLAS in plain FP32 (no
  * TF32, so the CPU path is matched to float rounding), the kernel bodies of
  * kernels.h launched over grids, and MA/BMUF's all-reduce over NCCL. Waits
- * poll the stream with a short sleep instead of blocking in the driver's
- * spin. */
+ * poll the stream, then sleep between polls, instead of blocking in the
+ * driver's spin. */
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
@@ -93,12 +93,19 @@ static int be_stream_create(be_stream *s, struct ss_err *e)
 
 static void be_stream_destroy(be_stream s) { cudaStreamDestroy(s); }
 
+/* Polls for the first 200 us (a step's tail: a sleep's timer slack alone
+ * is ~50 us), then with short sleeps, so a long wait costs no core. */
 static cudaError_t stream_wait(cudaStream_t s)
 {
     const struct timespec nap = {0, 20000};
+    struct timespec t0, t;
     cudaError_t err;
-    while ((err = cudaStreamQuery(s)) == cudaErrorNotReady)
-        nanosleep(&nap, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while ((err = cudaStreamQuery(s)) == cudaErrorNotReady) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 200000L)
+            nanosleep(&nap, NULL);
+    }
     if (err == cudaSuccess) /* launches are checked where made: leave no NotReady behind */
         (void)cudaGetLastError();
     return err;
