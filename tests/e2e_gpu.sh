@@ -80,6 +80,16 @@ check "${on}2 trainers x 3 workers on the device, MA in the shadow thread: every
     sh -c "[ \"$(json examples $T/gpu2/metrics.json)\" = 60000 ] && awk -v a='$NE2' -v b='$CPU' 'BEGIN { exit !(a != \"\" && a - b < 0.02 && b - a < 0.02) }'"
 train $BIN gpuada --set trainer.worker_threads=2 --set trainer.device=cuda --set optim.dense=adagrad --set sync.algo=easgd --set job.trainers=2
 check "${on}Adagrad + EASGD on the device train to the end" test "$(json examples $T/gpuada/metrics.json)" = 60000
+# checkpoints read the device copy (weights and Adagrad state); a mid-run one resumes onto the device
+rm -rf $T/gck
+G="--set trainer.device=cuda --set trainer.worker_threads=2 --set optim.dense=adagrad"
+train $BIN gck $G --set checkpoint.dir=$T/gck --set checkpoint.interval_s=0.05
+rm -rf "$(ls -d $T/gck/ckpt-* | tail -1)" # the final one: resume the one before
+MID=$(ls -d $T/gck/ckpt-* 2>/dev/null | tail -1)
+train $BIN gck2 $G --resume $T/gck
+rc=$?
+check "${on}a mid-run checkpoint of the device copy resumes on the device, every example once (NE $(json eval_ne $T/gck2/metrics.json) vs $(json eval_ne $T/gck/metrics.json))" \
+    sh -c "[ $rc = 0 ] && [ -n '$MID' ] && grep -q 'resuming from $MID: [1-9][0-9]* examples done' $T/gck2.log && [ \"$(json examples $T/gck2/metrics.json)\" = 60000 ] && awk -v a='$(json eval_ne $T/gck2/metrics.json)' -v b='$(json eval_ne $T/gck/metrics.json)' 'BEGIN { exit !(a != \"\" && a - b < 0.02 && b - a < 0.02) }'"
 
 C="configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set sync.algo=ma --set job.trainers=2 --set job.embedding_ps=1 --set job.bind=127.0.0.1"
 # 2 trainer ranks (and an embedding PS): over NCCL with a GPU each; on one GPU NCCL refuses two
