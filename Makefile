@@ -122,4 +122,4 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_common.h $(BUILD)/libshadowsync.
 	@$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-nogpu
+	rm -rf build build-asan build-tsan build-fuzz build-nogpu build-dev-v4 build-dev-v3
