@@ -62,7 +62,7 @@ enum { BE_H2D, BE_D2H, BE_D2D };
 static int be_set_device(int dev, struct ss_err *e);
 static int be_stream_create(be_stream *s, struct ss_err *e);
 static void be_stream_destroy(be_stream s);
-/* Until the stream's work is done; a worker's core is the trainer's, so no busy spin. */
+/* Until the stream's work is done; a long wait sleeps (a worker's core is the trainer's). */
 static int be_wait(be_stream s, struct ss_err *e);
 static int be_blas_create(be_blas *h, be_stream s, struct ss_err *e);
 static void be_blas_destroy(be_blas h);
@@ -380,8 +380,8 @@ static int download(struct gpu_worker *w, int n, struct ss_err *e)
     return be_copy(w->h_demb, w->d_emb, TD * f, BE_D2H, w->st, e);
 }
 
-static int cm_worker_train(struct gpu_worker *w, const struct batch *b, int opt, float lr,
-                           float eps, struct ss_err *e)
+static int worker_train(struct gpu_worker *w, const struct batch *b, int opt, float lr, float eps,
+                        struct ss_err *e)
 {
     struct gpu_dense *g = w->g;
     if (b->n == 0)
@@ -396,8 +396,8 @@ static int cm_worker_train(struct gpu_worker *w, const struct batch *b, int opt,
     return be_wait(w->st, e);
 }
 
-static int cm_worker_grad(struct gpu_worker *w, const struct batch *b, float *grad, double *loss,
-                          struct ss_err *e)
+static int worker_grad(struct gpu_worker *w, const struct batch *b, float *grad, double *loss,
+                       struct ss_err *e)
 {
     *loss = 0.0;
     if (b->n == 0) {
@@ -415,7 +415,28 @@ static int cm_worker_grad(struct gpu_worker *w, const struct batch *b, float *gr
     return 0;
 }
 
-/* The entry table, with the backend's own build_info, probe and nccl. */
+/* A step that fails part way leaves copies queued that read and write the
+ * pinned buffers: they end before the caller may touch those again. */
+static int cm_worker_train(struct gpu_worker *w, const struct batch *b, int opt, float lr,
+                           float eps, struct ss_err *e)
+{
+    int rc = worker_train(w, b, opt, lr, eps, e);
+    if (rc < 0)
+        be_wait(w->st, NULL);
+    return rc;
+}
+
+static int cm_worker_grad(struct gpu_worker *w, const struct batch *b, float *grad, double *loss,
+                          struct ss_err *e)
+{
+    int rc = worker_grad(w, b, grad, loss, e);
+    if (rc < 0)
+        be_wait(w->st, NULL);
+    return rc;
+}
+
+/* The entry table, with the backend's own build_info, probe and nccl
+ * (filled on each call: the loader makes the one call, under pthread_once). */
 static const struct gpu_api *api_table(const char *(*build_info)(void),
                                        int (*probe)(char *, size_t),
                                        struct collective *(*nccl)(MPI_Comm, int, struct ss_err *))

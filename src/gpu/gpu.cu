@@ -120,8 +120,13 @@ static int be_wait(be_stream s, struct ss_err *e)
 static int be_blas_create(be_blas *h, be_stream s, struct ss_err *e)
 {
     CB(cublasCreate(h));
-    CB(cublasSetStream(*h, s));
-    CB(cublasSetMathMode(*h, CUBLAS_DEFAULT_MATH));
+    cublasStatus_t st = cublasSetStream(*h, s);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasSetMathMode(*h, CUBLAS_DEFAULT_MATH);
+    if (st != CUBLAS_STATUS_SUCCESS) { /* the handle is made: the caller frees only whole ones */
+        cublasDestroy(*h);
+        CB(st);
+    }
     return 0;
 }
 
@@ -261,6 +266,8 @@ static int be_fill(be_stream s, float *x, float v, size_t n, struct ss_err *e)
 static int be_loss(be_stream s, const float *z, const float *label, float *prob, float *loss,
                    float *dy, int n, struct ss_err *e)
 {
+    if (n == 0) /* an empty grid is an error */
+        return 0;
     k_loss<<<(n + 127) / 128, 128, 0, s>>>(z, label, prob, loss, dy, n);
     CU(cudaGetLastError());
     return 0;
@@ -269,6 +276,8 @@ static int be_loss(be_stream s, const float *z, const float *label, float *prob,
 static int be_interact_fwd(be_stream s, const float *bot, const float *emb, float *top_in, int n,
                            int T, int d, int w, struct ss_err *e)
 {
+    if (n == 0) /* an empty grid is an error */
+        return 0;
     k_interact_fwd<<<n, 128, 0, s>>>(bot, emb, top_in, T, d, w);
     CU(cudaGetLastError());
     return 0;
@@ -278,6 +287,8 @@ static int be_interact_bwd(be_stream s, const float *g, const float *bot, const 
                            float *d_bot, float *d_emb, int n, int T, int d, int w,
                            struct ss_err *e)
 {
+    if (n == 0) /* an empty grid is an error */
+        return 0;
     k_interact_bwd<<<n, 128, 0, s>>>(g, bot, emb, d_bot, d_emb, T, d, w);
     CU(cudaGetLastError());
     return 0;
