@@ -36,6 +36,12 @@ for k in examples seconds eps train_ne eval_ne eval_logloss eval_auc syncs avg_s
     grep -q "\"$k\":" $M || fail "metrics.json has $k" "missing"
 done
 pass "metrics.json has the keys of DESIGN 7"
+# the one worker's time split: every part measured, the dense half the largest, together
+# no more than the run's seconds
+SPLIT="$(json worker_read_s $M) $(json worker_lookup_s $M) $(json worker_dense_s $M) $(json worker_push_s $M) $(json seconds $M)"
+check "metrics.json splits the worker's time: read lookup dense push of seconds = $SPLIT" \
+    awk -v s="$SPLIT" 'BEGIN { n = split(s, v, " "); exit !(n == 5 && v[1] > 0 && v[2] > 0 && v[4] > 0 &&
+        v[3] > v[1] && v[3] > v[2] && v[3] > v[4] && v[1] + v[2] + v[3] + v[4] <= v[5] * 1.01) }'
 NE1=$(json eval_ne $M)
 check "eval NE well below 1 (it learned): $NE1" lt "$NE1" 0.975
 check "eval NE not below the Bayes NE $BAYES" lt "$BAYES" "$NE1"
