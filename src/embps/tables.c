@@ -200,10 +200,29 @@ static inline float *row_of(struct emb_tables *t, int k, uint64_t id)
     return t->data[k] + (size_t)(r - (uint64_t)t->lo[k]) * t->stride;
 }
 
+/* The rows of example i of b into the cache (rw 1: for an update). A
+ * lookup or push waits on DRAM, not on arithmetic: asking for the rows of
+ * the example PREFETCH_AHEAD ahead overlaps those waits. Measured by
+ * alternating binaries with and without, 3 runs each (metrics.json
+ * worker_*_s): on the Criteo-Kaggle tables at batch 1024 with a tiny dense
+ * half (a GPU worker's host work), lookup -22 %, push -30 %, EPS +17 %;
+ * on the peer model with 2 workers, lookup -36 %, push -48 %, EPS +4.5 %.
+ * A macro: gcc 12 dropped every prefetch of an inline function that took
+ * rw as a parameter. */
+enum { PREFETCH_AHEAD = 4 };
+#define PREFETCH_ROWS(t, b, i, rw)                                                                 \
+    do {                                                                                           \
+        int T_ = (t)->o.n_tables;                                                                  \
+        for (int k_ = 0; (i) < (b)->n && k_ < T_; k_++)                                            \
+            for (int32_t j_ = (b)->off[(i) * T_ + k_]; j_ < (b)->off[(i) * T_ + k_ + 1]; j_++)     \
+                __builtin_prefetch(row_of((t), k_, (b)->ids[j_]), (rw));                           \
+    } while (0)
+
 SS_HOGWILD void embps_pool(struct emb_tables *t, const struct batch *b, float *out)
 {
     int T = t->o.n_tables, d = t->o.dim;
     for (int i = 0; i < b->n; i++) {
+        PREFETCH_ROWS(t, b, i + PREFETCH_AHEAD, 0);
         for (int k = 0; k < T; k++) {
             float *o = out + ((size_t)i * T + k) * d;
             int32_t lo = b->off[i * T + k], hi = b->off[i * T + k + 1];
@@ -224,7 +243,8 @@ SS_HOGWILD void embps_pool(struct emb_tables *t, const struct batch *b, float *o
 void embps_push(struct emb_tables *t, const struct batch *b, const float *g)
 {
     int T = t->o.n_tables, d = t->o.dim;
-    for (int i = 0; i < b->n; i++)
+    for (int i = 0; i < b->n; i++) {
+        PREFETCH_ROWS(t, b, i + PREFETCH_AHEAD, 1);
         for (int k = 0; k < T; k++) {
             const float *gk = g + ((size_t)i * T + k) * d;
             for (int32_t j = b->off[i * T + k]; j < b->off[i * T + k + 1]; j++) {
@@ -232,6 +252,7 @@ void embps_push(struct emb_tables *t, const struct batch *b, const float *g)
                 optim_row_step(t->o.opt, r, r + d, gk, d, t->o.lr, t->o.eps);
             }
         }
+    }
 }
 
 struct emb_header {
