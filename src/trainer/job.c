@@ -34,7 +34,7 @@ struct worker {
     pthread_mutex_t mu;         /* guards the figures below */
     int64_t examples, iterations;
     struct ne_acc ne;
-    double t_read, t_lookup, t_dense, t_push; /* seconds in each part of a step */
+    double t_part[4];           /* seconds in each part of a step: read, lookup, dense, push */
     int rc;
     struct ss_err err;
 };
@@ -125,7 +125,8 @@ static void *worker_main(void *arg)
         struct batch_feed *feed = j->env ? j->env->feed : NULL;
         if (!feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE))
             wait_while_paused(j);
-        double t0 = ss_now();
+        double t[5]; /* the step's part boundaries */
+        t[0] = ss_now();
         rc = feed ? feed_next(feed, &b, &wk->err) : reader_next(j->reader, &b, &wk->err);
         if (rc == FEED_PAUSED) { /* the queue drained for a checkpoint */
             wait_while_paused(j);
@@ -134,10 +135,10 @@ static void *worker_main(void *arg)
         }
         if (rc < 0 || b.n == 0)
             break;
-        double t1 = ss_now();
+        t[1] = ss_now();
         if ((rc = wk->emb->ops->lookup(wk->emb, &b, emb, &wk->err)) < 0)
             break;
-        double t2 = ss_now();
+        t[2] = ss_now();
         struct ne_acc scored = {0}; /* scored before it is trained on */
         if (gw) { /* forward, backward and step on the device; prob from its forward */
             if ((rc = gpu_worker_train(gw, &b, c->optim.dense, lr, eps, &wk->err)) < 0)
@@ -153,14 +154,15 @@ static void *worker_main(void *arg)
                 optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
             }
         }
-        double t3 = ss_now();
+        t[3] = ss_now();
         if ((rc = wk->emb->ops->push(wk->emb, &b, d_emb, &wk->err)) < 0)
             break;
-        double t4 = ss_now();
+        t[4] = ss_now();
         pthread_mutex_lock(&wk->mu);
         wk->examples += b.n;
         wk->iterations++;
-        wk->t_read += t1 - t0, wk->t_lookup += t2 - t1, wk->t_dense += t3 - t2, wk->t_push += t4 - t3;
+        for (int p = 0; p < 4; p++)
+            wk->t_part[p] += t[p + 1] - t[p];
         ne_merge(&wk->ne, &scored);
         pthread_mutex_unlock(&wk->mu);
         if (foreground && it % c->sync.gap == 0 && (rc = shadow_request(tr->shadow)) < 0) {
@@ -646,18 +648,15 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
         fprintf(out, "  \"resumed_from\": \"%s\",\n", j->resumed_from);
     /* where the workers' time went, summed over them: reading batches, the
      * embedding lookup, the dense half (on the CPU or the device), the push */
-    double ts[4] = {0};
-    for (int t = 0; t < j->n_tr; t++)
-        for (int k = 0; k < j->n_wk; k++) {
-            struct worker *wk = &j->tr[t].workers[k];
-            pthread_mutex_lock(&wk->mu);
-            ts[0] += wk->t_read, ts[1] += wk->t_lookup, ts[2] += wk->t_dense, ts[3] += wk->t_push;
-            pthread_mutex_unlock(&wk->mu);
-        }
-    json_num(out, "worker_read_s", ts[0], 0);
-    json_num(out, "worker_lookup_s", ts[1], 0);
-    json_num(out, "worker_dense_s", ts[2], 0);
-    json_num(out, "worker_push_s", ts[3], 0);
+    static const char *const part[4] = {"worker_read_s", "worker_lookup_s", "worker_dense_s",
+                                        "worker_push_s"};
+    for (int p = 0; p < 4; p++) {
+        double sum = 0;
+        for (int t = 0; t < j->n_tr; t++)
+            for (int k = 0; k < j->n_wk; k++) /* the workers have ended */
+                sum += j->tr[t].workers[k].t_part[p];
+        json_num(out, part[p], sum, 0);
+    }
     json_num(out, "dense_params", (double)j->l.n_params, 0);
     json_num(out, "embedding_bytes", j->tables ? (double)embps_bytes(j->tables) : NAN, 0);
     struct rusage ru;
