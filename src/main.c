@@ -9,6 +9,7 @@
 #include "shadowsync/embps.h"
 #include "shadowsync/gpu.h"
 #include "shadowsync/rpc.h"
+#include "shadowsync/shadow.h"
 #include "shadowsync/syncps.h"
 #include "shadowsync/trainer.h"
 
@@ -177,7 +178,7 @@ static int cluster_train(struct ss_config *c, const char *resume)
     if (rc == 0 && c->job.embedding_ps < 1)
         rc = ss_fail(&e, SS_EINVAL, "a cluster job needs job.embedding_ps >= 1 (the tables "
                                     "live on the embedding PSs)");
-    if (rc == 0 && !strcmp(c->sync.algo, "easgd") && c->job.sync_ps < 1)
+    if (rc == 0 && sync_algo_needs(c->sync.algo) == SYNC_NEEDS_CENTER && c->job.sync_ps < 1)
         rc = ss_fail(&e, SS_EINVAL, "sync.algo = easgd in a cluster job needs job.sync_ps >= 1");
     if (rc == 0 && p.rank == 0) {
         printf("# cluster job: %d ranks\n", p.size);

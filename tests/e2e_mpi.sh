@@ -20,6 +20,7 @@ $BIN gen --out $T/d --examples $N --eval-examples 10000 --seed 3 --config config
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
 check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a != "") }'; }
 
 $MPIRUN -np 3 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv > $T/np.log 2>&1
 rc=$?
@@ -48,7 +49,8 @@ check "roles by rank, trainers first" sh -c "grep -q 'rank 1: trainer 1' $T/easg
 check "per-role figures: lookups served by each embedding PS" grep -q 'embedding_ps 1 (rank 3 on .*): lookups [1-9]' $T/easgd.log
 check "per-role figures: syncs served by the sync PS" grep -q 'sync_ps 0 (rank 4 on .*): syncs served [1-9]' $T/easgd.log
 check "per-role figures in the run directory (roles.json)" grep -q '"role": "embedding_ps", "index": 1.*"lookups_per_s"' $T/easgd/roles.json
-for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=easgd sync.mode=foreground sync.gap=5"; do
+for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=easgd sync.mode=foreground sync.gap=5" \
+           "allreduce-fg sync.algo=allreduce sync.mode=foreground sync.gap=1"; do
     name=${run%% *}
     [ "$name" != easgd ] && { cluster $run; rc=$?; check "cluster $name: exits 0" test $rc = 0; }
     M=$T/$name/metrics.json
@@ -57,6 +59,12 @@ for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=e
     check "cluster $name: eval NE $NE within 0.01 of the embedded default's $REF" near "$NE" "$REF" 0.01
     check "cluster $name: syncs happened" sh -c "[ \"$(json syncs $M)\" -gt 0 ]"
 done
+# synchronous dense training: both trainer ranks end with one model, bit for bit;
+# ma's blend (alpha 0.5) leaves them apart
+check "cluster allreduce/foreground gap 1: the trainers' replicas are identical (replica_spread $(json replica_spread $T/allreduce-fg/metrics.json))" \
+    test "$(json replica_spread $T/allreduce-fg/metrics.json)" = 0
+check "cluster ma: the replicas differ at the end (replica_spread $(json replica_spread $T/ma/metrics.json))" \
+    lt 0 "$(json replica_spread $T/ma/metrics.json)"
 
 # placement by profile, table 0 split by row range over both PSs (pins):
 # the client sums partial bags; each PS saves its shards; eval reads them all

@@ -59,7 +59,7 @@ check "eval of the saved model reproduces the run's eval NE ($EV vs $NE1)" \
     awk -v a="$EV" -v b="$NE1" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }'
 
 # every algorithm, both modes, 2 trainers x 2 workers in one process
-for algo in none easgd ma bmuf; do
+for algo in none easgd ma bmuf allreduce; do
     for mode in shadow foreground; do
         [ $algo = none ] && [ $mode = foreground ] && continue
         train "$algo-$mode" --set job.trainers=2 --set trainer.worker_threads=2 \
@@ -74,6 +74,17 @@ for algo in none easgd ma bmuf; do
         fi
     done
 done
+# Persia's hybrid: allreduce in the foreground after every step of 2 trainers x 1 worker is
+# synchronous dense training: one model at the end, bit for bit; without sync they differ
+train sync1 --set job.trainers=2 --set trainer.worker_threads=1 --set sync.algo=allreduce \
+    --set sync.mode=foreground --set sync.gap=1
+rc=$?
+check "allreduce/foreground gap 1: exits 0, a sync round per step" sh -c \
+    "[ $rc = 0 ] && [ $(json syncs $T/sync1/metrics.json) -ge $(json iterations $T/sync1/metrics.json) ]"
+check "allreduce/foreground gap 1: the trainers' replicas are identical ($(json replica_spread $T/sync1/metrics.json))" \
+    test "$(json replica_spread $T/sync1/metrics.json)" = 0
+check "sync none: the replicas differ ($(json replica_spread $T/none-shadow/metrics.json))" \
+    lt 0.01 "$(json replica_spread $T/none-shadow/metrics.json)"
 G=$(json avg_sync_gap $T/ma-foreground/metrics.json)
 check "foreground gap 5 gives an average sync gap near 5 ($G)" \
     awk -v g="$G" 'BEGIN { exit !(g >= 4 && g <= 6) }'

@@ -1,6 +1,7 @@
 /* The sync algorithms and the shadow thread, on in-process transports:
- * MA and BMUF against hand computations, EASGD's elastic exchange, every
- * member stopping on the same (final) round, and foreground requests. */
+ * MA, BMUF and allreduce against hand computations, EASGD's elastic
+ * exchange, every member stopping on the same (final) round, and
+ * foreground requests. */
 #include "check.h"
 #include "shadowsync/shadow.h"
 
@@ -127,6 +128,59 @@ static void test_bmuf(void)
     }
 }
 
+/* A worker's step landing while the round runs: member 0's collective
+ * adds it between the snapshot and the all-reduce's answer. */
+struct stepping { struct collective c; struct collective *inner; float *w; };
+
+static int step_then_reduce(struct collective *c, float *buf, size_t n, struct ss_err *e)
+{
+    struct stepping *s = (struct stepping *)c;
+    s->w[1] += 0.25f;           /* a Hogwild step taken meanwhile */
+    return s->inner->ops->allreduce_sum(s->inner, buf, n, e);
+}
+
+static void test_allreduce(void)
+{
+    /* exact mean {3,3,3,3} of init after one round, every member equal */
+    struct member m[N] = {{.rounds_active = 0}, {.rounds_active = 0}, {.rounds_active = 0}};
+    run_group("allreduce", m, init);
+    int same = 1;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < LEN; k++)
+            same &= m[i].w[k] == 3.0f;
+    CHECK(same && m[0].rounds == 1 && m[0].rc == 0,
+          "allreduce: every trainer ends the round at exactly the mean", "%g %g %g", m[0].w[0],
+          m[1].w[1], m[2].w[2]);
+    /* a step taken during the round is kept on top of the mean (ma with alpha 1 drops it) */
+    struct collective *coll[N];
+    collective_local_group(coll, N, LEN + 1);
+    static const struct collective_ops stepping_ops = {"stepping", step_then_reduce, NULL};
+    struct stepping st = {{&stepping_ops, 0, N, NULL}, coll[0], m[0].w};
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        memcpy(m[i].w, init[i], sizeof m[i].w);
+        m[i].rounds = 0;
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf, NULL};
+        m[i].algo->init(&m[i].ctx, NULL);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_create(&th[i], NULL, run_member, &m[i]);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    CHECK(m[0].w[1] == 3.25f && m[0].w[0] == 3.0f && m[1].w[1] == 3.0f,
+          "allreduce keeps a step taken while its round ran", "%g %g %g", m[0].w[1], m[0].w[0],
+          m[1].w[1]);
+    for (int i = 0; i < N; i++) {
+        m[i].algo->free(&m[i].ctx);
+        coll[i]->ops->free(coll[i]);
+    }
+    CHECK(sync_algo_needs("allreduce") == SYNC_NEEDS_COLLECTIVE &&
+              sync_algo_needs("easgd") == SYNC_NEEDS_CENTER &&
+              sync_algo_needs("none") == SYNC_NEEDS_NOTHING,
+          "each algorithm says what it talks through", "%d %d", sync_algo_needs("allreduce"),
+          sync_algo_needs("easgd"));
+}
+
 static void test_easgd(void)
 {
     cfg.sync.alpha = 0.5;
@@ -192,6 +246,7 @@ int main(void)
 {
     test_ma();
     test_bmuf();
+    test_allreduce();
     test_easgd();
     test_foreground();
     CHECK_DONE();

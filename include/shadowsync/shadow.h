@@ -7,7 +7,7 @@
  * In foreground mode it runs a round only when a worker asks for one, and
  * that worker waits for it. An algorithm reads and writes the trainer's
  * live dense buffer without locks (Hogwild). Adding an algorithm = one file
- * here and one line in the table of algo.c. */
+ * here and one line in the table of algos.c. */
 #ifndef SHADOWSYNC_SHADOW_H
 #define SHADOWSYNC_SHADOW_H
 
@@ -67,14 +67,18 @@ struct sync_ctx {
     const struct ss_config *cfg;
     float *w;                   /* the trainer's live dense buffer */
     size_t n;
-    struct collective *coll;    /* ma, bmuf */
+    struct collective *coll;    /* ma, bmuf, allreduce */
     struct center *center;      /* easgd */
     float *buf;                 /* scratch of n+1 floats */
     void *state;                /* the algorithm's own */
 };
 
+/* What an algorithm talks through: the trainer sets up that much. */
+enum sync_needs { SYNC_NEEDS_NOTHING, SYNC_NEEDS_CENTER, SYNC_NEEDS_COLLECTIVE };
+
 struct sync_algo_ops {
     const char *name;
+    int needs;                  /* enum sync_needs */
     int (*init)(struct sync_ctx *c, struct ss_err *e);
     /* One round. active: this trainer still has data. Returns how many
      * trainers were active in the round as far as it can tell (0: this was
@@ -86,6 +90,7 @@ struct sync_algo_ops {
     int (*state)(struct sync_ctx *c, float **arrays);
 };
 const struct sync_algo_ops *sync_algo_find(const char *name);
+int sync_algo_needs(const char *name); /* enum sync_needs; nothing for an unknown name */
 
 /* The shadow thread. */
 struct shadow;

@@ -85,7 +85,7 @@ int trainer_run(const struct ss_config *c, const char *resume, struct ss_err *e)
 struct trainer_env {
     int index, count;           /* this trainer among count: its share of the data */
     int is_master;              /* writes the progress lines and the run directory */
-    struct collective *coll;    /* ma, bmuf: the trainers' all-reduce */
+    struct collective *coll;    /* ma, bmuf, allreduce: the trainers' all-reduce */
     struct center *center;      /* easgd: the center on the sync PSs */
     struct batch_feed *feed;    /* the reader services; NULL: read a share of data.train */
     /* A new emb_client to the embedding PSs (one per worker, one for eval). */

@@ -62,7 +62,7 @@ static const struct choice emb_opts[] = {
 static const struct choice devices[] = {
     {"cpu", DEV_CPU}, {"cuda", DEV_CUDA}, {"auto", DEV_AUTO}, {NULL, 0}};
 static const struct choice sync_algos[] = {
-    {"none", 0}, {"easgd", 0}, {"ma", 0}, {"bmuf", 0}, {NULL, 0}};
+    {"none", 0}, {"easgd", 0}, {"ma", 0}, {"bmuf", 0}, {"allreduce", 0}, {NULL, 0}};
 static const struct choice sync_modes[] = {
     {"shadow", SYNC_SHADOW}, {"foreground", SYNC_FOREGROUND}, {NULL, 0}};
 static const struct choice sync_outputs[] = {

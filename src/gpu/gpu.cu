@@ -2,7 +2,7 @@
  * common.h, its interface in gpu.h), built into libshadowsync_gpu.so and
  * reached through the table of api.h: streams, cuBLAS in plain FP32 (no
  * TF32, so the CPU path is matched to float rounding), the kernel bodies of
- * kernels.h launched over grids, and MA/BMUF's all-reduce over NCCL. Waits
+ * kernels.h launched over grids, and the trainers' all-reduce (MA, BMUF, allreduce) over NCCL. Waits
  * poll the stream, then sleep between polls, instead of blocking in the
  * driver's spin. */
 #define OMPI_SKIP_MPICXX 1

@@ -5,6 +5,13 @@
  *   bmuf:  c <- AllReduce(w_i)/n, d <- c - w_global, v <- mu v + eta d,
  *          w_global <- w_global + v, w_i <- (1-a) w_i + a w_global
  *          (Nesterov: a w_global + mu v target instead).
+ *   allreduce: s <- w_i (a snapshot), m <- AllReduce(s)/n, w_i <- m + (w_i - s):
+ *          every trainer ends the round at the exact mean, with the steps its
+ *          workers took while the round ran kept on top (MA with alpha 1
+ *          would drop them). With sync.mode = foreground and sync.gap = 1
+ *          the workers wait for every round: fully synchronous dense
+ *          training beside asynchronous embeddings (Persia's hybrid,
+ *          DESIGN §9), the accuracy reference for the others.
  * The all-reduce carries one extra float, the count of trainers with data
  * left, so every member runs the same number of rounds and all stop
  * together after a round in which nobody had data: the final sync. */
@@ -51,10 +58,11 @@ static int collective_init(struct sync_ctx *c, struct ss_err *e)
     return 0;
 }
 
-/* buf <- mean over trainers of w; returns the count of active trainers. */
-static int average(struct sync_ctx *c, int active, struct ss_err *e)
+/* buf <- mean over trainers of src (n floats); returns the count of active trainers. */
+static int average_of(struct sync_ctx *c, const float *src, int active, struct ss_err *e)
 {
-    ss_copy(c->buf, c->w, c->n);
+    if (src != c->buf)
+        ss_copy(c->buf, src, c->n);
     c->buf[c->n] = active ? 1.0f : 0.0f;
     int rc = c->coll->ops->allreduce_sum(c->coll, c->buf, c->n + 1, e);
     if (rc < 0)
@@ -63,6 +71,11 @@ static int average(struct sync_ctx *c, int active, struct ss_err *e)
     for (size_t i = 0; i < c->n; i++)
         c->buf[i] *= inv;
     return (int)(c->buf[c->n] + 0.5f);
+}
+
+static int average(struct sync_ctx *c, int active, struct ss_err *e)
+{
+    return average_of(c, c->w, active, e);
 }
 
 static int ma_sync(struct sync_ctx *c, int active, struct ss_err *e)
@@ -128,11 +141,44 @@ static int bmuf_state(struct sync_ctx *c, float **arrays)
     return 2;
 }
 
+/* The state is the round's snapshot: nothing to checkpoint. */
+static int allreduce_init(struct sync_ctx *c, struct ss_err *e)
+{
+    int rc = collective_init(c, e);
+    if (rc == 0)
+        c->state = ss_aligned(c->n * sizeof(float));
+    return rc;
+}
+
+/* w <- mean + (w - snap): exactly the mean where no worker stepped meanwhile. */
+SS_HOGWILD static void keep_steps(float *w, const float *mean, const float *snap, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] = mean[i] + (w[i] - snap[i]);
+}
+
+static int allreduce_sync(struct sync_ctx *c, int active, struct ss_err *e)
+{
+    float *snap = c->state;
+    ss_copy(snap, c->w, c->n);
+    int act = average_of(c, snap, active, e);
+    if (act >= 0)
+        keep_steps(c->w, c->buf, snap, c->n);
+    return act;
+}
+
+static void allreduce_free(struct sync_ctx *c)
+{
+    free(c->state);
+    c->state = NULL;
+}
+
 static const struct sync_algo_ops algos[] = {
-    {"none", NULL, none_sync, NULL, NULL},
-    {"easgd", easgd_init, easgd_sync, NULL, NULL},
-    {"ma", collective_init, ma_sync, NULL, NULL},
-    {"bmuf", bmuf_init, bmuf_sync, bmuf_free, bmuf_state},
+    {"none", SYNC_NEEDS_NOTHING, NULL, none_sync, NULL, NULL},
+    {"easgd", SYNC_NEEDS_CENTER, easgd_init, easgd_sync, NULL, NULL},
+    {"ma", SYNC_NEEDS_COLLECTIVE, collective_init, ma_sync, NULL, NULL},
+    {"bmuf", SYNC_NEEDS_COLLECTIVE, bmuf_init, bmuf_sync, bmuf_free, bmuf_state},
+    {"allreduce", SYNC_NEEDS_COLLECTIVE, allreduce_init, allreduce_sync, allreduce_free, NULL},
 };
 
 const struct sync_algo_ops *sync_algo_find(const char *name)
@@ -141,4 +187,10 @@ const struct sync_algo_ops *sync_algo_find(const char *name)
         if (strcmp(algos[i].name, name) == 0)
             return &algos[i];
     return NULL;
+}
+
+int sync_algo_needs(const char *name)
+{
+    const struct sync_algo_ops *a = sync_algo_find(name);
+    return a ? a->needs : SYNC_NEEDS_NOTHING;
 }

@@ -1,7 +1,7 @@
 /* A trainer rank of the cluster job (DESIGN §2): learns where the services
  * listen, wires the same trainer as the embedded default to them (Thrift
  * emb_clients to the embedding PSs, one per worker; the sync PSs as the
- * EASGD center; MPI all-reduce among the trainers for MA/BMUF) and trains
+ * EASGD center; MPI all-reduce among the trainers for MA/BMUF/allreduce) and trains
  * its share of the data; rank 0, trainer 0, is the master that writes the
  * run directory with the figures summed over the trainers, and runs the
  * checkpoints: the trainers snapshot on its word (MPI messages on their own
@@ -125,7 +125,7 @@ static void ckpt_final_done(void *arg)
     MPI_Barrier(w->ctrl);
 }
 
-/* MA and BMUF's all-reduce among the trainers: NCCL when every trainer runs
+/* The all-reduce among the trainers (ma, bmuf, allreduce): NCCL when every trainer runs
  * on a GPU (DESIGN §6), else MPI, saying why on the master. Collective over
  * the trainers. */
 static struct collective *trainers_collective(struct job_plan *p, int gpu, int dev, int verbose)
@@ -136,7 +136,7 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
     verbose = verbose && p->rank == 0;
     if (!all) {
         if (any && verbose)
-            printf("# some trainers run on GPUs, some on CPUs: MA/BMUF over MPI\n");
+            printf("# some trainers run on GPUs, some on CPUs: the trainers' all-reduce over MPI\n");
         return collective_mpi(p->trainers);
     }
     struct ss_err e = {0};
@@ -149,11 +149,11 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
         else
             fprintf(stderr, "shadowsync: trainer %d: NCCL: %s\n", p->role_index, e.msg);
         if (verbose)
-            printf("# NCCL could not start on every trainer: MA/BMUF over MPI\n");
+            printf("# NCCL could not start on every trainer: the trainers' all-reduce over MPI\n");
         return collective_mpi(p->trainers);
     }
     if (verbose)
-        printf("# MA/BMUF between the GPU trainers over NCCL\n");
+        printf("# the trainers' all-reduce between the GPU trainers over NCCL\n");
     return c;
 }
 
@@ -275,9 +275,9 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         MPI_Comm_free(&node);
         rc = trainer_device(c, p->rank == 0 && !c->output.quiet, local, &dev, &count, e);
         env.gpu = dev >= 0, env.gpu_dev = dev;
-        if (rc == 0 && (!strcmp(algo, "ma") || !strcmp(algo, "bmuf")))
+        if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE)
             env.coll = trainers_collective(p, env.gpu, dev, !c->output.quiet);
-        if (!strcmp(algo, "easgd")) {
+        if (sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
             int S = p->count[ROLE_SYNC_PS], s0 = first + w.n_ps;
             sps = ss_xcalloc(S, sizeof *sps);
             for (int s = 0; s < S; s++)

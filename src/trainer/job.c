@@ -190,6 +190,7 @@ static void *worker_main(void *arg)
 
 struct figures {
     double elapsed, eps, train_ne, train_logloss, syncs_per_s, sync_gap;
+    double spread;              /* replica_spread at the end */
     int64_t examples, iterations, syncs;
     struct ne_acc ne;
 };
@@ -409,7 +410,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
     size_t n = j->l.n_params;
     j->tr = ss_xcalloc(j->n_tr, sizeof *j->tr);
     const char *algo = c->sync.algo;
-    if (!j->env && (!strcmp(algo, "ma") || !strcmp(algo, "bmuf"))) {
+    if (!j->env && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE) {
         j->coll = ss_xcalloc(j->n_tr, sizeof *j->coll);
         collective_local_group(j->coll, j->n_tr, n + 1);
     }
@@ -446,7 +447,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
     }
     float *saved[4] = {NULL};   /* a resumed checkpoint's center or algorithm state */
     int rc = 0;
-    if (!j->env && !strcmp(algo, "easgd")) {
+    if (!j->env && sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
         j->center = center_local_create(j->tr[0].w, n);
         if (j->resumed_from[0] && (rc = load_saved(j, "center.bin", saved, 1, e)) > 0)
             j->center->ops->set(j->center, saved[0]);
@@ -640,6 +641,7 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "eval_examples", (double)ev->examples, 0);
     json_num(out, "syncs", (double)f->syncs, 0);
     json_num(out, "avg_sync_gap", f->sync_gap, 0);
+    json_num(out, "replica_spread", f->spread, 0);
     json_num(out, "iterations", (double)f->iterations, 0);
     json_num(out, "bad_lines", (double)rs->bad_lines, 0);
     json_num(out, "checkpoints", (double)j->checkpoints, 0);
@@ -986,6 +988,47 @@ static void sum_over_trainers(struct job *j, struct figures *f, struct reader_st
     f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
 }
 
+/* How far the trainers' dense replicas are apart at the end: the largest
+ * |w_t[i] - w_0[i]| over trainers t and parameters i (0: they hold one
+ * model; NaN if any is NaN). Collective in a cluster job. */
+static double replica_spread(struct job *j)
+{
+    size_t n = j->l.n_params;
+    int count = j->env ? j->env->count : j->n_tr;
+    double spread = 0;
+    if (count < 2)
+        return 0;
+    float *w0 = j->tr[0].w;
+    if (j->env) { /* trainer 0's vector on every trainer: x + 0 + ... + 0 is x */
+        w0 = ss_aligned(n * sizeof(float));
+        if (j->env->index == 0)
+            memcpy(w0, j->tr[0].w, n * sizeof(float));
+        else
+            memset(w0, 0, n * sizeof(float));
+        j->env->sum_floats(j->env->arg, w0, n);
+    }
+    for (int t = 0; t < j->n_tr; t++)
+        for (size_t i = 0; i < n; i++) {
+            double d = fabs((double)j->tr[t].w[i] - w0[i]);
+            if (d > spread || d != d)
+                spread = d;
+            if (spread != spread)
+                break;
+        }
+    if (j->env) { /* the largest over the trainers: each sends its own in its slot */
+        free(w0);
+        double *v = ss_xcalloc(count, sizeof *v);
+        v[j->env->index] = spread;
+        j->env->sum(j->env->arg, v, count);
+        spread = 0;
+        for (int t = 0; t < count; t++)
+            if (v[t] > spread || v[t] != v[t])
+                spread = v[t];
+        free(v);
+    }
+    return spread;
+}
+
 static int run(const struct ss_config *c, const struct trainer_env *env, const char *resume,
                struct ss_err *e);
 
@@ -1068,6 +1111,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         sum_over_trainers(&j, &f, &rs);
     if (env && env->feed) /* the readers' counts, not a sum: every trainer saw them all */
         rs.bad_lines = feed_bad_lines(env->feed);
+    f.spread = replica_spread(&j); /* collective, even after a failure */
     if (rc < 0)
         goto out;
     w = output_model(&j); /* collective for sync.output = average */
