@@ -78,12 +78,12 @@ train $BIN gpu2 --set trainer.worker_threads=3 --set job.trainers=2 --set sync.a
 NE2=$(json eval_ne $T/gpu2/metrics.json)
 check "${on}2 trainers x 3 workers on the device, MA in the shadow thread: every example, eval NE $NE2 within 0.02 of the CPU's" \
     sh -c "[ \"$(json examples $T/gpu2/metrics.json)\" = 60000 ] && awk -v a='$NE2' -v b='$CPU' 'BEGIN { exit !(a != \"\" && a - b < 0.02 && b - a < 0.02) }'"
-# synchronous dense training through the staging copy: the round's change, added back on the
-# device, leaves the two trainers with one model at the end (w + (mean - w) may round: 1e-6)
+# synchronous dense training through the staging copy: the final round's change, added back on
+# the device, leaves the two trainers with one model (w + (mean - w) may round: 1e-6)
 train $BIN gpusync --set trainer.worker_threads=1 --set job.trainers=2 --set trainer.device=cuda \
     --set sync.algo=allreduce --set sync.mode=foreground --set sync.gap=1
 check "${on}allreduce after every step of 2 device trainers: one model at the end (replica_spread $(json replica_spread $T/gpusync/metrics.json))" \
-    sh -c "[ \"$(json examples $T/gpusync/metrics.json)\" = 60000 ] && awk -v s='$(json replica_spread $T/gpusync/metrics.json)' 'BEGIN { exit !(s != \"\" && s + 0 < 1e-6) }'"
+    sh -c "[ \"$(json examples $T/gpusync/metrics.json)\" = 60000 ] && awk -v s='$(json replica_spread $T/gpusync/metrics.json)' 'BEGIN { exit !(s ~ /^[0-9.eE+-]+$/ && s + 0 < 1e-6) }'"
 train $BIN gpuada --set trainer.worker_threads=2 --set trainer.device=cuda --set optim.dense=adagrad --set sync.algo=easgd --set job.trainers=2
 check "${on}Adagrad + EASGD on the device train to the end" test "$(json examples $T/gpuada/metrics.json)" = 60000
 # checkpoints read the device copy (weights and Adagrad state); a mid-run one resumes onto the device

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The cluster job under mpirun on loopback (DESIGN §2): a wrong -np is
 # refused naming the counts; roles go by rank, trainers first; 2 trainers +
-# 2 embedding PS + 1 sync PS train easgd, ma and bmuf in shadow mode and
-# easgd in foreground mode, every example counted once, eval NE within 0.01
-# of the embedded default's on the same data; placement by profile with a
+# 2 embedding PS + 1 sync PS train easgd, ma and bmuf in shadow mode,
+# easgd and allreduce in foreground mode, every example counted once, eval
+# NE within 0.01 of the embedded default's on the same data, allreduce's
+# final round leaving both trainer ranks with one model; placement by profile with a
 # split table, the cluster model saved and evaluated, `plan`; a wrong token
 # sent to a live job's PS is refused while the job goes on; killing an
 # embedding PS ends the job with a message naming it; the MPI all-reduce
@@ -59,8 +60,8 @@ for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=e
     check "cluster $name: eval NE $NE within 0.01 of the embedded default's $REF" near "$NE" "$REF" 0.01
     check "cluster $name: syncs happened" sh -c "[ \"$(json syncs $M)\" -gt 0 ]"
 done
-# synchronous dense training: both trainer ranks end with one model, bit for bit;
-# ma's blend (alpha 0.5) leaves them apart
+# allreduce's final round leaves both trainer ranks with one model, bit for bit (replica_spread,
+# computed across the ranks); ma's blend (alpha 0.5) leaves them apart
 check "cluster allreduce/foreground gap 1: the trainers' replicas are identical (replica_spread $(json replica_spread $T/allreduce-fg/metrics.json))" \
     test "$(json replica_spread $T/allreduce-fg/metrics.json)" = 0
 check "cluster ma: the replicas differ at the end (replica_spread $(json replica_spread $T/ma/metrics.json))" \

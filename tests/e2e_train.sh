@@ -75,7 +75,8 @@ for algo in none easgd ma bmuf allreduce; do
     done
 done
 # Persia's hybrid: allreduce in the foreground after every step of 2 trainers x 1 worker is
-# synchronous dense training: one model at the end, bit for bit; without sync they differ
+# synchronous dense training (a round per step), and its final round leaves one model, bit for
+# bit; without sync the replicas differ
 train sync1 --set job.trainers=2 --set trainer.worker_threads=1 --set sync.algo=allreduce \
     --set sync.mode=foreground --set sync.gap=1
 rc=$?

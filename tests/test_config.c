@@ -186,7 +186,7 @@ static const struct bad_case bad_cases[] = {
     {"int out of range", NULL, "trainer.worker_threads=0", {"trainer.worker_threads", "0"}},
     {"bad enum", "[trainer]\ndevice = gpu\n", NULL, {"trainer.device", "gpu", "cpu|cuda|auto"}},
     {"bad bool", "[output]\nquiet = maybe\n", NULL, {"output.quiet", "maybe"}},
-    {"bad sync.algo", NULL, "sync.algo=sgd", {"sync.algo", "sgd", "none|easgd|ma|bmuf"}},
+    {"bad sync.algo", NULL, "sync.algo=sgd", {"sync.algo", "sgd", "none|easgd|ma|bmuf|allreduce"}},
     {"bad placement.strategy", NULL, "placement.strategy=greedy",
      {"placement.strategy", "greedy"}},
     {"malformed override", NULL, "foo", {"override \"foo\""}},

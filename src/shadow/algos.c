@@ -8,10 +8,11 @@
  *   allreduce: s <- w_i (a snapshot), m <- AllReduce(s)/n, w_i <- m + (w_i - s):
  *          every trainer ends the round at the exact mean, with the steps its
  *          workers took while the round ran kept on top (MA with alpha 1
- *          would drop them). With sync.mode = foreground and sync.gap = 1
- *          the workers wait for every round: fully synchronous dense
- *          training beside asynchronous embeddings (Persia's hybrid,
- *          DESIGN §9), the accuracy reference for the others.
+ *          overwrites them on the live buffer). With sync.mode = foreground,
+ *          sync.gap = 1 and one worker per trainer, each step waits for its
+ *          round: fully synchronous dense training beside asynchronous
+ *          embeddings (Persia's hybrid, DESIGN §9), the accuracy reference
+ *          for the others.
  * The all-reduce carries one extra float, the count of trainers with data
  * left, so every member runs the same number of rounds and all stop
  * together after a round in which nobody had data: the final sync. */
@@ -61,8 +62,7 @@ static int collective_init(struct sync_ctx *c, struct ss_err *e)
 /* buf <- mean over trainers of src (n floats); returns the count of active trainers. */
 static int average_of(struct sync_ctx *c, const float *src, int active, struct ss_err *e)
 {
-    if (src != c->buf)
-        ss_copy(c->buf, src, c->n);
+    ss_copy(c->buf, src, c->n);
     c->buf[c->n] = active ? 1.0f : 0.0f;
     int rc = c->coll->ops->allreduce_sum(c->coll, c->buf, c->n + 1, e);
     if (rc < 0)
