@@ -179,7 +179,8 @@ static int cluster_train(struct ss_config *c, const char *resume)
         rc = ss_fail(&e, SS_EINVAL, "a cluster job needs job.embedding_ps >= 1 (the tables "
                                     "live on the embedding PSs)");
     if (rc == 0 && sync_algo_needs(c->sync.algo) == SYNC_NEEDS_CENTER && c->job.sync_ps < 1)
-        rc = ss_fail(&e, SS_EINVAL, "sync.algo = easgd in a cluster job needs job.sync_ps >= 1");
+        rc = ss_fail(&e, SS_EINVAL, "sync.algo = %s in a cluster job needs job.sync_ps >= 1 (its "
+                                    "central copy lives there)", c->sync.algo);
     if (rc == 0 && p.rank == 0) {
         printf("# cluster job: %d ranks\n", p.size);
         for (int r = 0; r < p.size; r++) {

@@ -370,13 +370,13 @@ static int step(struct gpu_worker *w, const struct batch *b, float *target, floa
     return 0;
 }
 
-/* The probabilities, losses and embedding gradients back to the host. */
+/* The probabilities and embedding gradients back to the host (the losses
+ * only for worker_grad: training scores from the probabilities). */
 static int download(struct gpu_worker *w, int n, struct ss_err *e)
 {
     const struct model_layout *l = &w->g->l;
     size_t f = sizeof(float), TD = (size_t)n * l->n_tables * l->dim;
     TRY(be_copy(w->h_prob, w->prob, n * f, BE_D2H, w->st, e));
-    TRY(be_copy(w->h_loss, w->loss, n * f, BE_D2H, w->st, e));
     return be_copy(w->h_demb, w->d_emb, TD * f, BE_D2H, w->st, e);
 }
 
@@ -406,6 +406,7 @@ static int worker_grad(struct gpu_worker *w, const struct batch *b, float *grad,
     }
     TRY(step(w, b, w->grad, 1.0f, 0.0f, e));
     TRY(download(w, b->n, e));
+    TRY(be_copy(w->h_loss, w->loss, b->n * sizeof(float), BE_D2H, w->st, e));
     TRY(be_copy(grad, w->grad, w->g->n * sizeof(float), BE_D2H, w->st, e));
     TRY(be_wait(w->st, e));
     double s = 0;

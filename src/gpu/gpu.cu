@@ -184,15 +184,18 @@ static unsigned blocks(size_t n, unsigned t)
 #define GRID_LOOP(n)                                                                               \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                        \
          i += (size_t)gridDim.x * blockDim.x)
-/* Launches an elementwise kernel over n (none for n = 0: an empty grid is an error), returns. */
-#define LAUNCH(kernel, s, n, ...)                                                                  \
+/* Launches kernel over grid blocks of threads (none for an empty grid: CUDA
+ * refuses one), returns. */
+#define LAUNCH_GRID(kernel, s, grid, threads, ...)                                                 \
     do {                                                                                           \
-        if ((n) == 0)                                                                              \
+        if ((grid) == 0)                                                                           \
             return 0;                                                                              \
-        kernel<<<blocks(n, 256), 256, 0, s>>>(__VA_ARGS__);                                        \
+        kernel<<<grid, threads, 0, s>>>(__VA_ARGS__);                                              \
         CU(cudaGetLastError());                                                                    \
         return 0;                                                                                  \
     } while (0)
+/* An elementwise kernel over n. */
+#define LAUNCH(kernel, s, n, ...) LAUNCH_GRID(kernel, s, blocks(n, 256), 256, __VA_ARGS__)
 
 __global__ void k_log1p_relu(const float *x, float *y, size_t n) { GRID_LOOP(n) kb_log1p_relu(x, y, i); }
 __global__ void k_bias_act(float *y, const float *b, size_t n, int out, int relu)
@@ -266,32 +269,20 @@ static int be_fill(be_stream s, float *x, float v, size_t n, struct ss_err *e)
 static int be_loss(be_stream s, const float *z, const float *label, float *prob, float *loss,
                    float *dy, int n, struct ss_err *e)
 {
-    if (n == 0) /* an empty grid is an error */
-        return 0;
-    k_loss<<<(n + 127) / 128, 128, 0, s>>>(z, label, prob, loss, dy, n);
-    CU(cudaGetLastError());
-    return 0;
+    LAUNCH_GRID(k_loss, s, (n + 127) / 128, 128, z, label, prob, loss, dy, n);
 }
 
 static int be_interact_fwd(be_stream s, const float *bot, const float *emb, float *top_in, int n,
                            int T, int d, int w, struct ss_err *e)
 {
-    if (n == 0) /* an empty grid is an error */
-        return 0;
-    k_interact_fwd<<<n, 128, 0, s>>>(bot, emb, top_in, T, d, w);
-    CU(cudaGetLastError());
-    return 0;
+    LAUNCH_GRID(k_interact_fwd, s, n, 128, bot, emb, top_in, T, d, w);
 }
 
 static int be_interact_bwd(be_stream s, const float *g, const float *bot, const float *emb,
                            float *d_bot, float *d_emb, int n, int T, int d, int w,
                            struct ss_err *e)
 {
-    if (n == 0) /* an empty grid is an error */
-        return 0;
-    k_interact_bwd<<<n, 128, 0, s>>>(g, bot, emb, d_bot, d_emb, T, d, w);
-    CU(cudaGetLastError());
-    return 0;
+    LAUNCH_GRID(k_interact_bwd, s, n, 128, g, bot, emb, d_bot, d_emb, T, d, w);
 }
 
 /* ---- NCCL all-reduce ------------------------------------------------------ */

@@ -988,6 +988,12 @@ static void sum_over_trainers(struct job *j, struct figures *f, struct reader_st
     f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
 }
 
+/* The larger of a and b, NaN if either is. */
+static double max_nan(double a, double b)
+{
+    return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+}
+
 /* How far the trainers' dense replicas are apart at the end: the largest
  * |w_t[i] - w_0[i]| over trainers t and parameters i (0: they hold one
  * model; NaN if any is NaN). Collective in a cluster job. */
@@ -1008,13 +1014,8 @@ static double replica_spread(struct job *j)
         j->env->sum_floats(j->env->arg, w0, n);
     }
     for (int t = 0; t < j->n_tr; t++)
-        for (size_t i = 0; i < n; i++) {
-            double d = fabs((double)j->tr[t].w[i] - w0[i]);
-            if (d > spread || d != d)
-                spread = d;
-            if (spread != spread)
-                break;
-        }
+        for (size_t i = 0; i < n; i++)
+            spread = max_nan(spread, fabs((double)j->tr[t].w[i] - w0[i]));
     if (j->env) { /* the largest over the trainers: each sends its own in its slot */
         free(w0);
         double *v = ss_xcalloc(count, sizeof *v);
@@ -1022,8 +1023,7 @@ static double replica_spread(struct job *j)
         j->env->sum(j->env->arg, v, count);
         spread = 0;
         for (int t = 0; t < count; t++)
-            if (v[t] > spread || v[t] != v[t])
-                spread = v[t];
+            spread = max_nan(spread, v[t]);
         free(v);
     }
     return spread;
