@@ -39,6 +39,10 @@ void embps_pool(struct emb_tables *t, const struct batch *b, float *out);
 /* Applies d_pooled (same layout as embps_pool's out) to every row of each bag. */
 void embps_push(struct emb_tables *t, const struct batch *b, const float *d_pooled);
 
+/* Row row (< the table's rows, held here) of table k: dim floats, then its
+ * optimizer state when it has one. */
+float *embps_row(struct emb_tables *t, int k, uint64_t row);
+
 /* Model files: a header, each held table's (global id, table rows, first
  * row, rows), then the rows with their optimizer state. Loading fills the
  * held rows from any set of files that covers them (a model saved by some
@@ -117,6 +121,11 @@ void placement_assume(const struct model_layout *l, const struct ss_config *c,
 /* Profiles placement.profile_batches batches of data.train (0: assume). */
 int placement_profile(const struct ss_config *c, const struct model_layout *l,
                       struct table_profile *tp, struct ss_err *e);
+/* Up to batches batches of data.train: per[t] (T single-table batches,
+ * initialised here, batch_free them) holds the rows (id mod rows) of every
+ * profiled bag of table t; *examples how many were read. */
+int profile_rows(const struct ss_config *c, const struct model_layout *l, int batches,
+                 struct batch *per, int64_t *examples, struct ss_err *e);
 /* The plan of strategy over T tables and P PSs of capacity_mb each, around
  * the pins "T:PS,T@LO-HI:PS". Fails (naming need and capacity) only when
  * profile cannot fit the tables; round_robin and hash report over_memory. */
@@ -142,6 +151,46 @@ void placement_summary(const struct placement *plans, int chosen, int profiled, 
  * item i (fixed may be NULL); bin[i] out. -1 when memory does not fit. */
 int place_pack(const double *load, const double *bytes, int n, int P, double cap,
                const int *fixed, int *bin);
+
+/* ---- hot embeddings (hot.c, DESIGN §9 "FAE") -----------------------------
+ * The rows looked up at least hot_embeddings.min_lookups times in the
+ * profiled batches, the most looked up first, as many as fit in
+ * hot_embeddings.memory_mb (dim floats each). Trainers replicate them
+ * (trainer/emb_hot.c); slot i is row[i] of table[i], sorted by table, row. */
+struct hot_set {
+    int n_tables, dim;
+    int64_t n;                  /* hot rows */
+    int32_t *table;             /* [n] */
+    int64_t *row;               /* [n] */
+    int64_t *table_rows;        /* [n_tables] rows of each whole table */
+    double profiled_share;      /* of the profiled lookups, the share on hot rows */
+    size_t mask;                /* the index: open addressing over (table, row) */
+    int64_t *keys;              /* [mask+1]: table * 2^40 + row, -1 empty */
+    int32_t *slots;
+};
+/* From the profile; *out = NULL when memory_mb is 0 or no row is hot. */
+int hot_find(const struct ss_config *c, const struct model_layout *l, struct hot_set **out,
+             struct ss_err *e);
+/* From a list (a checkpoint's, or the master's); takes neither array. */
+struct hot_set *hot_from_list(int n_tables, int dim, const int64_t *table_rows, int64_t n,
+                              const int32_t *table, const int64_t *row);
+/* The slot of row (already id mod table_rows) of table t, or -1. */
+static inline int64_t hot_slot(const struct hot_set *h, int t, uint64_t row)
+{
+    int64_t key = (int64_t)t << 40 | (int64_t)row;
+    for (size_t i = ((uint64_t)key * 0x9E3779B97F4A7C15ull >> 20) & h->mask;; i = (i + 1) & h->mask) {
+        if (h->keys[i] == key)
+            return h->slots[i];
+        if (h->keys[i] < 0)
+            return -1;
+    }
+}
+/* hot-rows.bin: the list (magic, version, n_tables, dim, table rows, then
+ * (table, row) pairs). Loading checks it against the model's tables. */
+int hot_save(const struct hot_set *h, const char *path, struct ss_err *e);
+int hot_load(struct hot_set **out, const char *path, const struct model_layout *l,
+             struct ss_err *e);
+void hot_free(struct hot_set *h);
 
 /* The tables of PS ps's shards of pl (ids[0..k) its shard ids; k = 0 and
  * *t = NULL when it holds none), with base's optimizer, dim and seed. */

@@ -27,6 +27,28 @@ struct emb_client {
 };
 struct emb_client *emb_client_local(struct emb_tables *t);
 
+/* Hot embeddings (emb_hot.c, DESIGN §9): a trainer's replica of the hot
+ * rows, slot i at rows[i*dim] with its row-wise Adagrad state at acc[i]. */
+struct hot_replica {
+    const struct hot_set *set;
+    float *rows, *acc;
+    int opt;                    /* the embedding optimizer, as the tables' */
+    float lr, eps;
+};
+/* What a worker's hot client saw (summed by the trainer once they end). */
+struct hot_stats {
+    int64_t batches, ps_skipped, examples, hot_examples, lookups, hot_lookups;
+    double bytes_saved;         /* wire bytes not sent (the Thrift format's sizes) */
+};
+/* A worker's client that serves the hot rows from r and the rest through
+ * inner (freed with it when own_inner); cap: the examples a batch usually
+ * holds (a larger batch grows its buffers). st: NULL counts nothing. */
+struct emb_client *emb_client_hot(struct emb_client *inner, int own_inner,
+                                  const struct hot_replica *r, int cap, struct hot_stats *st);
+/* rows[slot*dim] <- the tables' row of each hot slot, looked up through emb. */
+int hot_replica_fill(struct emb_client *emb, const struct hot_set *s, float *rows,
+                     struct ss_err *e);
+
 /* An embedding PS as a trainer's client sees it: where it listens. */
 struct emb_endpoint {
     const char *name;           /* for errors, e.g. "embedding_ps 1 (rank 3 on node7)" */

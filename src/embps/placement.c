@@ -109,17 +109,15 @@ static int time_table(const struct ss_config *c, struct table_profile *tp, int t
     return 0;
 }
 
-int placement_profile(const struct ss_config *c, const struct model_layout *l,
-                      struct table_profile *tp, struct ss_err *e)
+int profile_rows(const struct ss_config *c, const struct model_layout *l, int batches,
+                 struct batch *per, int64_t *examples, struct ss_err *e)
 {
-    placement_assume(l, c, tp);
-    if (c->placement.profile_batches == 0)
-        return 0;
-    if (!c->data.train[0])
-        return ss_fail(e, SS_EINVAL, "placement.strategy = profile reads data.train, which is "
-                                     "not set (or set placement.profile_batches = 0)");
     struct schema s;
     struct reader *r = NULL;
+    int T = l->n_tables, cap = c->trainer.batch_size;
+    *examples = 0;
+    for (int t = 0; t < T; t++)
+        batch_init(&per[t], cap, 0, 1);
     int rc = schema_from_config(&s, c, c->data.train, e);
     if (rc == 0 && s.n_cat != l->n_tables)
         rc = ss_fail(e, SS_EINVAL, "%s has %d categorical features, model.rows lists %d tables",
@@ -128,15 +126,9 @@ int placement_profile(const struct ss_config *c, const struct model_layout *l,
         rc = reader_open(&r, c->data.train, &s, 0, 0, e);
     if (rc < 0)
         return rc;
-    int T = l->n_tables, cap = c->trainer.batch_size;
     struct batch b;
     batch_init(&b, cap, s.n_dense, T);
-    /* per table, the profiled bags as one single-table batch view */
-    struct batch *per = ss_xcalloc(T, sizeof *per);
-    int64_t examples = 0;
-    for (int t = 0; t < T; t++)
-        batch_init(&per[t], cap, 0, 1);
-    for (int k = 0; k < c->placement.profile_batches; k++) {
+    for (int k = 0; k < batches; k++) {
         if ((rc = reader_next(r, &b, e)) < 0 || b.n == 0)
             break;
         for (int t = 0; t < T; t++) {
@@ -150,20 +142,37 @@ int placement_profile(const struct ss_config *c, const struct model_layout *l,
                 int32_t lo = b.off[i * T + t], hi = b.off[i * T + t + 1];
                 size_t at = (size_t)p->off[p->n];
                 batch_reserve_ids(p, at + (size_t)(hi - lo));
-                for (int32_t q = lo; q < hi; q++) {
-                    uint64_t row = b.ids[q] % (uint64_t)l->rows[t];
-                    p->ids[at++] = row;
-                    tp[t].bucket[row * PLACE_BUCKETS / (uint64_t)l->rows[t]] += 1;
-                }
+                for (int32_t q = lo; q < hi; q++)
+                    p->ids[at++] = b.ids[q] % (uint64_t)l->rows[t];
                 p->off[++p->n] = (int32_t)at;
             }
         }
-        examples += b.n;
+        *examples += b.n;
     }
     batch_free(&b);
     reader_close(r);
-    for (int t = 0; rc == 0 && t < T && examples > 0; t++) {
+    if (rc == 0 && *examples == 0)
+        return ss_fail(e, SS_EINVAL, "%s: no examples to profile", c->data.train);
+    return rc;
+}
+
+int placement_profile(const struct ss_config *c, const struct model_layout *l,
+                      struct table_profile *tp, struct ss_err *e)
+{
+    placement_assume(l, c, tp);
+    if (c->placement.profile_batches == 0)
+        return 0;
+    if (!c->data.train[0])
+        return ss_fail(e, SS_EINVAL, "placement.strategy = profile reads data.train, which is "
+                                     "not set (or set placement.profile_batches = 0)");
+    int T = l->n_tables;
+    struct batch *per = ss_xcalloc(T, sizeof *per); /* per table, the profiled bags' rows */
+    int64_t examples;
+    int rc = profile_rows(c, l, c->placement.profile_batches, per, &examples, e);
+    for (int t = 0; rc == 0 && t < T; t++) {
         double ids = (double)per[t].off[per[t].n], bags = 0;
+        for (int64_t q = 0; q < per[t].off[per[t].n]; q++)
+            tp[t].bucket[per[t].ids[q] * PLACE_BUCKETS / (uint64_t)l->rows[t]] += 1;
         for (int i = 0; i < per[t].n; i++)
             bags += per[t].off[i + 1] > per[t].off[i];
         tp[t].lookups_per_ex = ids / (double)examples;
@@ -176,8 +185,6 @@ int placement_profile(const struct ss_config *c, const struct model_layout *l,
     for (int t = 0; t < T; t++)
         batch_free(&per[t]);
     free(per);
-    if (rc == 0 && examples == 0)
-        return ss_fail(e, SS_EINVAL, "%s: no examples to profile", c->data.train);
     return rc;
 }
 

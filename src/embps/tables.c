@@ -200,6 +200,11 @@ static inline float *row_of(struct emb_tables *t, int k, uint64_t id)
     return t->data[k] + (size_t)(r - (uint64_t)t->lo[k]) * t->stride;
 }
 
+float *embps_row(struct emb_tables *t, int k, uint64_t row)
+{
+    return row_of(t, k, row);
+}
+
 /* The rows of example i of b into the cache (rw 1: for an update). A
  * lookup or push waits on DRAM, not on arithmetic: asking for the rows of
  * the example PREFETCH_AHEAD ahead overlaps those waits. Measured by

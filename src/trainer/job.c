@@ -35,6 +35,7 @@ struct worker {
     int64_t examples, iterations;
     struct ne_acc ne;
     double t_part[4];           /* seconds in each part of a step: read, lookup, dense, push */
+    struct hot_stats hot;       /* its hot client's figures (read once it has ended) */
     int rc;
     struct ss_err err;
 };
@@ -63,6 +64,8 @@ struct job {
     struct reader *reader;
     struct emb_tables *tables;
     struct emb_client *emb;
+    struct hot_set *hot;        /* hot embeddings (NULL: none), replicated at w + n_params */
+    size_t n_sync;              /* the floats a trainer syncs: dense parameters, hot rows */
     struct trainer *tr;
     int n_tr, n_wk;
     int gpu_dev;                /* trainer t's dense half on device gpu_dev + t; -1: the CPU */
@@ -278,8 +281,51 @@ static int setup_model(struct job *j, struct ss_err *e)
     return 0;
 }
 
+/* The hot rows: a resumed checkpoint's (its replicas match them), else
+ * found by profiling data.train when hot_embeddings.memory_mb > 0. */
+static int setup_hot(struct job *j, struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    char p[4500];
+    int rc = 0, from_ckpt = 0;
+    double t0 = ss_now();
+    j->n_sync = j->l.n_params;
+    if (j->resumed_from[0]) {
+        snprintf(p, sizeof p, "%s/hot-rows.bin", j->resumed_from);
+        if ((from_ckpt = access(p, F_OK) == 0) && (rc = hot_load(&j->hot, p, &j->l, e)) < 0)
+            return rc;
+        if (!from_ckpt && c->hot_embeddings.memory_mb > 0 && j->is_master && !c->output.quiet)
+            printf("# hot embeddings: none, as in %s (hot_embeddings.memory_mb applies to a "
+                   "fresh run)\n", j->resumed_from);
+    } else if ((rc = hot_find(c, &j->l, &j->hot, e)) < 0) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return ss_fail(e, rc, "hot_embeddings: %s", why);
+    }
+    if (!j->hot)
+        return 0;
+    if (j->env)
+        return ss_fail(e, SS_EINVAL, "hot_embeddings.memory_mb > 0 in a cluster job: not "
+                       "supported yet (the embedded default, `shadowsync train`, has it)");
+    if (j->gpu_dev >= 0)
+        return ss_fail(e, SS_EINVAL, "hot_embeddings.memory_mb > 0 with trainer.device = %s: "
+                       "not supported yet on a GPU trainer (use trainer.device = cpu)",
+                       c->trainer.device == DEV_CUDA ? "cuda" : "auto on a machine with a GPU");
+    j->n_sync += (size_t)j->hot->n * j->l.dim;
+    if (j->is_master && !c->output.quiet)
+        printf("# hot embeddings: %lld rows (%.2f MB) replicated on every trainer, %s (%.1f s)\n",
+               (long long)j->hot->n, j->hot->n * j->l.dim * 4.0 / 1048576.0,
+               from_ckpt ? "as in the checkpoint" : "found by profiling data.train", ss_now() - t0);
+    if (!from_ckpt && j->is_master && !c->output.quiet)
+        printf("# hot embeddings: %.1f %% of the profiled lookups fall on them\n",
+               100.0 * j->hot->profiled_share);
+    fflush(stdout);
+    return 0;
+}
+
 static void teardown_model(struct job *j)
 {
+    hot_free(j->hot);
     if (j->emb)
         j->emb->ops->free(j->emb);
     embps_free(j->tables);
@@ -328,7 +374,7 @@ static void blas_note(const struct ss_config *c)
  * reused); returns how many were there. */
 static int load_saved(struct job *j, const char *name, float **out, int max, struct ss_err *e)
 {
-    size_t n = j->l.n_params;
+    size_t n = j->n_sync;
     int k = 0;
     for (; k < max; k++) {
         char p[4500];
@@ -404,10 +450,20 @@ static int read_back(struct job *j, struct ss_err *e)
     return 0;
 }
 
+/* Trainer tr's replica of the hot rows, in its dense buffer. */
+static struct hot_replica replica_of(struct job *j, struct trainer *tr)
+{
+    const struct ss_config *c = j->c;
+    size_t np = j->l.n_params;
+    return (struct hot_replica){j->hot, tr->w + np, tr->state + np,
+                                c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
+                                (float)c->optim.emb_lr, (float)c->optim.eps};
+}
+
 static int start_trainers(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
-    size_t n = j->l.n_params;
+    size_t n = j->n_sync;
     j->tr = ss_xcalloc(j->n_tr, sizeof *j->tr);
     const char *algo = c->sync.algo;
     if (!j->env && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE) {
@@ -423,6 +479,14 @@ static int start_trainers(struct job *j, struct ss_err *e)
         model_init_params(&j->l, tr->w, (uint64_t)c->job.seed); /* one init for every trainer */
         for (size_t i = 0; i < n; i++)
             tr->state[i] = (float)c->optim.init_acc;
+        size_t np = j->l.n_params, hot = n - np; /* the hot rows start as the tables' */
+        if (hot && t > 0) {
+            memcpy(tr->w + np, j->tr[0].w + np, hot * sizeof(float));
+        } else if (hot) {
+            int rc = hot_replica_fill(j->emb, j->hot, tr->w + np, e);
+            if (rc < 0)
+                return rc;
+        }
         if (j->resumed_from[0]) { /* trainer t of the job takes the saved one t mod count */
             char p[4400];
             int rc, gi = ((j->env ? j->env->index : 0) + t) % j->resumed_trainers;
@@ -482,6 +546,11 @@ static int start_trainers(struct job *j, struct ss_err *e)
             wk->emb = j->emb;
             if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0)
                 return rc; /* before any worker thread of this trainer runs */
+            if (j->hot) {
+                struct hot_replica r = replica_of(j, &j->tr[t]);
+                wk->emb = emb_client_hot(wk->emb, j->env != NULL, &r, c->trainer.batch_size,
+                                         &wk->hot);
+            }
             pthread_mutex_init(&wk->mu, NULL);
             if (pthread_create(&wk->th, NULL, worker_main, wk) != 0) {
                 fprintf(stderr, "shadowsync: cannot start worker thread %d of trainer %d\n", k, t);
@@ -595,7 +664,7 @@ static void free_trainers(struct job *j)
 /* trainer0's vector, or the mean of the replicas (sync.output = average). */
 static float *output_model(struct job *j)
 {
-    size_t n = j->l.n_params;
+    size_t n = j->n_sync;
     float *w = ss_aligned(n * sizeof(float));
     if (j->c->sync.output == OUT_AVERAGE && j->env) {
         memcpy(w, j->tr[0].w, n * sizeof(float));
@@ -610,6 +679,38 @@ static float *output_model(struct job *j)
         memcpy(w, j->tr[0].w, n * sizeof(float));
     }
     return w;
+}
+
+/* The hot clients' figures, summed over every worker (all have ended). */
+static struct hot_stats hot_figures(struct job *j)
+{
+    struct hot_stats h = {0};
+    for (int t = 0; t < j->n_tr; t++)
+        for (int k = 0; k < j->n_wk; k++) {
+            const struct hot_stats *s = &j->tr[t].workers[k].hot;
+            h.batches += s->batches;
+            h.ps_skipped += s->ps_skipped;
+            h.examples += s->examples;
+            h.hot_examples += s->hot_examples;
+            h.lookups += s->lookups;
+            h.hot_lookups += s->hot_lookups;
+            h.bytes_saved += s->bytes_saved;
+        }
+    return h;
+}
+
+static double share(int64_t part, int64_t whole)
+{
+    return whole > 0 ? (double)part / (double)whole : NAN;
+}
+
+static void print_hot(struct job *j)
+{
+    struct hot_stats h = hot_figures(j);
+    printf("hot: rows %lld  lookups %.1f %%  examples without the tables %.1f %%  batches "
+           "without them %lld of %lld  wire MB saved %.1f\n", (long long)j->hot->n,
+           100 * share(h.hot_lookups, h.lookups), 100 * share(h.hot_examples, h.examples),
+           (long long)h.ps_skipped, (long long)h.batches, h.bytes_saved / 1e6);
 }
 
 static void json_num(FILE *f, const char *k, double v, int last)
@@ -660,6 +761,12 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
         json_num(out, part[p], sum, 0);
     }
     json_num(out, "dense_params", (double)j->l.n_params, 0);
+    struct hot_stats h = hot_figures(j); /* hot embeddings: all zero without them */
+    json_num(out, "hot_rows", j->hot ? (double)j->hot->n : 0, 0);
+    json_num(out, "hot_lookup_share", j->hot ? share(h.hot_lookups, h.lookups) : 0, 0);
+    json_num(out, "hot_example_share", j->hot ? share(h.hot_examples, h.examples) : 0, 0);
+    json_num(out, "hot_batches_without_tables", (double)h.ps_skipped, 0);
+    json_num(out, "hot_bytes_saved", h.bytes_saved, 0);
     json_num(out, "embedding_bytes", j->tables ? (double)embps_bytes(j->tables) : NAN, 0);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -676,6 +783,35 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     return 0;
 }
 
+/* Scores path with the model w (its hot rows, if any, from w too). */
+static int eval_with(struct job *j, const float *w, const char *path, struct eval_result *ev,
+                     struct ss_err *e)
+{
+    struct emb_client *emb = j->emb;
+    if (j->hot) { /* only looks up: the replica is not written */
+        struct hot_replica r = {j->hot, (float *)w + j->l.n_params, NULL, OPT_SGD, 0, 0};
+        emb = emb_client_hot(j->emb, 0, &r, j->c->trainer.batch_size, NULL);
+    }
+    int rc = trainer_eval(&j->l, w, emb, j->c, path, ev, e);
+    if (emb != j->emb)
+        emb->ops->free(emb);
+    return rc;
+}
+
+/* The embedded tables take the output model's hot rows (and trainer 0's
+ * optimizer state for them), so tables.bin is the whole model. */
+static void write_back_hot(struct job *j, const float *w)
+{
+    int d = j->l.dim;
+    const float *acc = j->tr[0].state + j->l.n_params;
+    for (int64_t i = 0; j->hot && j->tables && i < j->hot->n; i++) {
+        float *row = embps_row(j->tables, j->hot->table[i], (uint64_t)j->hot->row[i]);
+        memcpy(row, w + j->l.n_params + (size_t)i * d, (size_t)d * sizeof(float));
+        if (j->c->optim.emb == OPT_ROWWISE_ADAGRAD)
+            row[d] = acc[i];
+    }
+}
+
 static int save_model(struct job *j, const float *w, struct ss_err *e)
 {
     char p[4096];
@@ -688,6 +824,7 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
         return rc;
     if (!j->tables)
         return 0; /* cluster job: each embedding PS saves its shards, tables-psK.bin */
+    write_back_hot(j, w);
     snprintf(p, sizeof p, "%s/model/tables.bin", j->c->output.dir);
     return embps_save(j->tables, p, e);
 }
@@ -748,11 +885,15 @@ static void snapshot_figures(struct job *j, double *fig)
 static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
 {
     int first = j->env ? j->env->index : 0, rc = read_back(j, e); /* a GPU's live copy */
-    size_t n = j->l.n_params;
+    size_t n = j->n_sync;
     char p[4500];
     if (rc == 0 && j->tables) {
         snprintf(p, sizeof p, "%s/tables.bin", dir);
         rc = embps_save(j->tables, p, e);
+    }
+    if (rc == 0 && j->hot && first == 0) { /* which rows the replicas hold */
+        snprintf(p, sizeof p, "%s/hot-rows.bin", dir);
+        rc = hot_save(j->hot, p, e);
     }
     for (int t = 0; rc == 0 && t < j->n_tr; t++) {
         snprintf(p, sizeof p, "%s/dense-%d.bin", dir, first + t);
@@ -999,7 +1140,7 @@ static double max_nan(double a, double b)
  * model; NaN if any is NaN). Collective in a cluster job. */
 static double replica_spread(struct job *j)
 {
-    size_t n = j->l.n_params;
+    size_t n = j->n_sync;
     int count = j->env ? j->env->count : j->n_tr;
     double spread = 0;
     if (count < 2)
@@ -1086,6 +1227,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         reader_set_share(j.reader, env->index, env->count);
     if ((resume || (env && env->resume_from)) && (rc = load_checkpoint(&j, e)) < 0)
         goto out;
+    if ((rc = setup_hot(&j, e)) < 0)
+        goto out;
     blas_note(c);
     if (!c->output.quiet && j.is_master)
         printf("# training: %d trainer(s) x %d worker(s), sync %s/%s, %zu dense params, "
@@ -1120,8 +1263,10 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
            "sync_gap %.2f  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
+    if (j.hot)
+        print_hot(&j);
     if (c->data.eval && *c->data.eval) {
-        if ((rc = trainer_eval(&j.l, w, j.emb, c, c->data.eval, &ev, e)) < 0)
+        if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
             goto out;
         print_eval("eval", &ev);
     }
@@ -1158,10 +1303,10 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
     if ((rc = setup_model(&j, e)) < 0)
         goto out;
     openblas_set_num_threads(1);
-    w = ss_aligned(j.l.n_params * sizeof(float));
     /* DIR/dense.bin + DIR/tables*.bin; or a checkpoint (DIR/MANIFEST) or a
      * checkpoint.dir (its newest complete checkpoint): trainer 0's dense
-     * vector and the tables */
+     * vector (with its replica of the hot rows, when hot-rows.bin is there)
+     * and the tables */
     char src[4400], dense[4500];
     struct ckpt_meta_set m;
     int skipped, is_ckpt;
@@ -1174,11 +1319,19 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
         is_ckpt = 1;
     if (is_ckpt)
         printf("# model: checkpoint %s\n", src);
+    j.n_sync = j.l.n_params;
+    snprintf(dense, sizeof dense, "%s/hot-rows.bin", src);
+    if (is_ckpt && access(dense, F_OK) == 0) {
+        if ((rc = hot_load(&j.hot, dense, &j.l, e)) < 0)
+            goto out;
+        j.n_sync += (size_t)j.hot->n * j.l.dim;
+    }
+    w = ss_aligned(j.n_sync * sizeof(float));
     snprintf(dense, sizeof dense, "%s/%s", src, is_ckpt ? "dense-0.bin" : "dense.bin");
-    if ((rc = dense_load(w, j.l.n_params, dense, e)) < 0 ||
+    if ((rc = dense_load(w, j.n_sync, dense, e)) < 0 ||
         (rc = embps_load_dir(j.tables, src, e)) < 0)
         goto out;
-    if ((rc = trainer_eval(&j.l, w, j.emb, c, c->data.eval, &ev, e)) < 0)
+    if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
         goto out;
     print_eval("eval", &ev);
     printf("{\"eval_examples\": %lld, \"eval_ne\": %.6f, \"eval_logloss\": %.6f, "
