@@ -319,6 +319,11 @@ static int setup_hot(struct job *j, struct ss_err *e)
     if (!from_ckpt && j->is_master && !c->output.quiet)
         printf("# hot embeddings: %.1f %% of the profiled lookups fall on them\n",
                100.0 * j->hot->profiled_share);
+    if ((j->env ? j->env->count : j->n_tr) > 1 && sync_algo_needs(c->sync.algo) ==
+        SYNC_NEEDS_NOTHING && j->is_master)
+        printf("# hot embeddings: sync.algo = %s never syncs them: each trainer trains its own "
+               "copy, and the model keeps %s\n", c->sync.algo,
+               c->sync.output == OUT_AVERAGE ? "their average" : "trainer 0's");
     fflush(stdout);
     return 0;
 }
