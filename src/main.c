@@ -198,6 +198,9 @@ static int cluster_train(struct ss_config *c, const char *resume)
     if (rc == 0 && p.role >= 0 && (rc = placement_for_job(c, &p, &pl, &e)) < 0 && p.rank != 0)
         rc = 0, p.role = -1; /* the master names the failure; the others leave quietly */
     p.placement = &pl;
+    p.hot = NULL;
+    if (rc == 0 && p.role >= 0 && (rc = hot_for_job(c, &p, &e)) < 0 && p.rank != 0)
+        rc = 0, p.role = -1;
     if (rc == 0 && p.role >= 0) {
         switch (p.role) {
         case ROLE_TRAINER: rc = trainer_role_run(c, &p, &e); break;
@@ -220,6 +223,7 @@ static int cluster_train(struct ss_config *c, const char *resume)
         rc = rc < 0 ? rc : SS_EINVAL;
     }
     placement_free(&pl);
+    hot_free(p.hot);
     rpc_finalize(&p);
     return rc < 0 ? 1 : 0;
 }

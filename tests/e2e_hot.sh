@@ -1,11 +1,13 @@
 #!/bin/sh
-# Hot embeddings (DESIGN §9, after FAE) in the embedded default: with one
+# Hot embeddings (DESIGN §9, after FAE). The embedded default: with one
 # trainer and one worker they change nothing but where the hot rows live
 # (the same NE); with 2 trainers each algorithm syncs them; the figures
 # (hot rows, share of lookups, examples that never reached the tables);
 # checkpoints carry the hot-row list and a resume, an eval of a checkpoint
-# and of the saved model read the replica; a GPU trainer and a cluster job
-# refuse them with a clear message.
+# and of the saved model read the replica; a GPU trainer refuses them with
+# a clear message. The cluster job: the master's hot rows on every trainer,
+# the NE kept, the embedding PSs receive fewer bytes, the saved model
+# carries them, EASGD's center on the sync PS holds them.
 BIN=${BIN:-${BUILD:-build}/shadowsync}
 SIM=${BUILD:-build}/libshadowsync_gpusim.so
 T=$(mktemp -d)
@@ -89,3 +91,38 @@ check "trainer.device = cuda with hot rows: refused, naming both keys" \
     sh -c "! grep -q '^train:' $T/gpu.log && grep -q 'hot_embeddings.memory_mb > 0 with trainer.device = cuda: not supported yet' $T/gpu.log"
 train bad --set $HOT --set hot_embeddings.min_lookups=0
 check "hot_embeddings.min_lookups = 0: refused, naming the key" grep -q 'hot_embeddings.min_lookups' $T/bad.log
+
+# the cluster job: the master's hot rows on every rank, the sync PSs' center
+# holds them too (easgd), the PSs see fewer bytes; the saved model carries them
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
+cluster() { # cluster NAME [section.key=value ...]
+    dir=$1; shift
+    sets=""; for s in "$@"; do sets="$sets --set $s"; done
+    timeout -k 10 300 $MPIRUN -np 5 $BIN train $CFG --set job.trainers=2 \
+        --set job.embedding_ps=2 --set job.sync_ps=1 --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$dir $sets > $T/$dir.log 2>&1
+}
+ps_in() { sed -n 's/^# embedding_ps 0 (rank 2 .* in \([0-9.]*\) MB out.*/\1/p' $1; }
+cluster c-cold sync.algo=ma
+cluster c-hot sync.algo=ma $HOT
+rc=$?
+M=$T/c-hot/metrics.json
+check "cluster ma with hot rows: exits 0, every example once over 2 trainers" \
+    test $rc = 0 -a "$(json examples $M)" = $N
+check "cluster: the master's hot rows announced" grep -q '^# hot embeddings: [1-9][0-9]* rows' $T/c-hot.log
+check "cluster: eval NE $(json eval_ne $M) within 0.01 of the embedded default's $NE0" \
+    near "$(json eval_ne $M)" "$NE0" 0.01
+check "cluster: hot figures summed over the trainers ($(json hot_lookup_share $M) of lookups)" \
+    sh -c "$(json hot_lookup_share $M | awk '{ print ($1 > 0.5) ? "true" : "false" }') && \
+           test $(json hot_batches_without_tables $M) -ge 0"
+IN0=$(ps_in $T/c-cold.log); IN1=$(ps_in $T/c-hot.log)
+check "cluster: an embedding PS receives fewer bytes ($IN1 MB vs $IN0 MB without hot rows)" lt "$IN1" "$IN0"
+EV=$($BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/c-hot/model 2>&1 | sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p')
+check "cluster: the saved model (hot.bin beside the PSs' tables) reproduces eval NE $(json eval_ne $M)" \
+    near "$EV" "$(json eval_ne $M)" 0.00001
+cluster c-easgd sync.algo=easgd $HOT
+rc=$?
+check "cluster easgd with hot rows: the sync PS's center holds them, exits 0" \
+    test $rc = 0 -a "$(json examples $T/c-easgd/metrics.json)" = $N

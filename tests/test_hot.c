@@ -127,6 +127,19 @@ static void test_find(const char *dir)
     CHECK(found && misses, "the index finds each hot row at its slot and no other row", "%d %d",
           found, misses);
 
+    /* a cluster's sync PSs start their center's hot tail from hot_initial */
+    struct emb_opts eo = emb_opts_from_config(&c, l.n_tables, l.dim, l.rows);
+    struct emb_tables *tab = NULL;
+    float *init = ss_aligned((size_t)h->n * l.dim * sizeof(float));
+    hot_initial(&c, &l, h, init);
+    same = embps_create(&tab, &eo, &e) == 0;
+    for (int64_t i = 0; same && i < h->n; i++)
+        same = !memcmp(init + i * l.dim, embps_row(tab, h->table[i], (uint64_t)h->row[i]),
+                       (size_t)l.dim * sizeof(float));
+    CHECK(same, "hot_initial = the tables' initial rows", "%s", e.msg);
+    embps_free(tab);
+    free(init);
+
     snprintf(path, sizeof path, "%s/hot-rows.bin", dir);
     struct hot_set *back = NULL;
     rc = hot_save(h, path, &e);

@@ -39,6 +39,9 @@ void embps_pool(struct emb_tables *t, const struct batch *b, float *out);
 /* Applies d_pooled (same layout as embps_pool's out) to every row of each bag. */
 void embps_push(struct emb_tables *t, const struct batch *b, const float *d_pooled);
 
+/* The dim values row `row` of table gid (of table_rows rows) starts from. */
+void embps_initial_row(const struct emb_opts *o, int32_t gid, int64_t row, int64_t table_rows,
+                       float *out);
 /* Row row (< the table's rows, held here) of table k: dim floats, then its
  * optimizer state when it has one. */
 float *embps_row(struct emb_tables *t, int k, uint64_t row);
@@ -191,6 +194,14 @@ int hot_save(const struct hot_set *h, const char *path, struct ss_err *e);
 int hot_load(struct hot_set **out, const char *path, const struct model_layout *l,
              struct ss_err *e);
 void hot_free(struct hot_set *h);
+/* Collective, beside placement_for_job: the master finds the hot rows (or
+ * takes the list of the checkpoint it resumes from) and every rank gets
+ * them in p->hot; a failure on the master fails every rank with its message. */
+struct job_plan;
+int hot_for_job(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+/* The center's tail for the hot rows: their initial values, as the tables'. */
+void hot_initial(const struct ss_config *c, const struct model_layout *l, const struct hot_set *h,
+                 float *out);
 
 /* The tables of PS ps's shards of pl (ids[0..k) its shard ids; k = 0 and
  * *t = NULL when it holds none), with base's optimizer, dim and seed. */

@@ -28,6 +28,8 @@ struct job_plan {
     double figures[8];          /* this rank's role figures at the end (rpc_report_roles) */
     struct placement *placement; /* the tables' plan, the same on every rank */
     char resume_from[4300];     /* the checkpoint every rank resumes from ("": none) */
+    struct hot_set *hot;        /* the hot embedding rows, the same on every rank (NULL: none) */
+    int hot_from_ckpt;          /* ...as listed in resume_from */
 };
 
 const char *rpc_role_name(int role);

@@ -137,6 +137,8 @@ struct trainer_env {
     int (*ckpt_final)(void *arg, char *tmp, size_t cap, double *fig, int rc);
     void (*ckpt_final_done)(void *arg);
     int gpu, gpu_dev;           /* the dense half on CUDA device gpu_dev; gpu 0: the CPU */
+    const struct hot_set *hot;  /* the job's hot embedding rows (hot_for_job; NULL: none) */
+    int hot_from_ckpt;          /* ...taken from the checkpoint resumed from */
 };
 /* trainer.device resolved on this process: *dev = the first device its
  * trainers use (local: this process's index among the trainer processes

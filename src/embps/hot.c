@@ -144,6 +144,15 @@ int hot_find(const struct ss_config *c, const struct model_layout *l, struct hot
     return 0;
 }
 
+void hot_initial(const struct ss_config *c, const struct model_layout *l, const struct hot_set *h,
+                 float *out)
+{
+    struct emb_opts o = emb_opts_from_config(c, l->n_tables, l->dim, l->rows);
+    for (int64_t i = 0; i < h->n; i++)
+        embps_initial_row(&o, h->table[i], h->row[i], l->rows[h->table[i]],
+                          out + (size_t)i * l->dim);
+}
+
 int hot_save(const struct hot_set *h, const char *path, struct ss_err *e)
 {
     FILE *f = fopen(path, "wb");

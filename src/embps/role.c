@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int placement_for_job(const struct ss_config *c, struct job_plan *p, struct placement *pl,
                       struct ss_err *e)
@@ -48,6 +49,51 @@ int placement_for_job(const struct ss_config *c, struct job_plan *p, struct plac
     MPI_Bcast(pl->table_rows, pl->n_tables, MPI_INT64_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(pl->load, pl->n_ps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Bcast(pl->bytes, pl->n_ps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    model_layout_free(&l);
+    return 0;
+}
+
+int hot_for_job(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+{
+    struct model_layout l;
+    struct hot_set *h = NULL;
+    struct ss_err shared = {0};
+    int rc = model_layout_init(&l, c, e);
+    int64_t head[3] = {0, 0, 0}; /* rc, rows, from the checkpoint */
+    if (rc == 0 && p->rank == 0) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/hot-rows.bin", p->resume_from);
+        if (p->resume_from[0] && access(path, F_OK) == 0)
+            rc = hot_load(&h, path, &l, e), head[2] = 1;
+        else if (!p->resume_from[0])
+            rc = hot_find(c, &l, &h, e);
+        if (rc < 0)
+            shared = *e;
+    }
+    head[0] = rc, head[1] = h ? h->n : 0;
+    MPI_Bcast(head, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (head[0] < 0) {
+        hot_free(h);
+        if (l.rows)
+            model_layout_free(&l);
+        return ss_fail(e, (int)head[0], "hot embeddings (on the master): %s", shared.msg);
+    }
+    int n = (int)head[1];
+    int32_t *table = h ? h->table : ss_xcalloc((size_t)n + 1, sizeof(int32_t));
+    int64_t *row = h ? h->row : ss_xcalloc((size_t)n + 1, sizeof(int64_t));
+    double share = h ? h->profiled_share : 0;
+    MPI_Bcast(table, n, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(row, n, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&share, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (!h && n > 0) {
+        h = hot_from_list(l.n_tables, l.dim, l.rows, n, table, row);
+        h->profiled_share = share;
+    }
+    if (table != (h ? h->table : NULL))
+        free(table), free(row);
+    p->hot = h;
+    p->hot_from_ckpt = (int)head[2];
     model_layout_free(&l);
     return 0;
 }

@@ -200,6 +200,12 @@ static inline float *row_of(struct emb_tables *t, int k, uint64_t id)
     return t->data[k] + (size_t)(r - (uint64_t)t->lo[k]) * t->stride;
 }
 
+void embps_initial_row(const struct emb_opts *o, int32_t gid, int64_t row, int64_t table_rows,
+                       float *out)
+{
+    init_row(out, o, gid, row, (float)sqrt(1.0 / (double)table_rows));
+}
+
 float *embps_row(struct emb_tables *t, int k, uint64_t row)
 {
     return row_of(t, k, row);

@@ -2,6 +2,7 @@
  * starts from the model's initial dense vector (the same job.seed every
  * trainer starts from, or on a resume the checkpoint's), served until the
  * job ends. */
+#include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/syncps.h"
 
@@ -16,10 +17,14 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
     struct rpc_server *srv = NULL;
     int rc = model_layout_init(&l, c, e);
     if (rc == 0) {
-        float *w = ss_aligned(l.n_params * sizeof(float));
+        /* the dense parameters, then the hot embedding rows (the trainers sync both) */
+        size_t n = l.n_params + (p->hot ? (size_t)p->hot->n * l.dim : 0);
+        float *w = ss_aligned(n * sizeof(float));
         model_init_params(&l, w, (uint64_t)c->job.seed);
+        if (p->hot)
+            hot_initial(c, &l, p->hot, w + l.n_params);
         size_t lo, hi;
-        syncps_partition(l.n_params, p->count[ROLE_SYNC_PS], p->role_index, &lo, &hi);
+        syncps_partition(n, p->count[ROLE_SYNC_PS], p->role_index, &lo, &hi);
         if (p->resume_from[0]) { /* the center as checkpointed, by any number of sync PSs */
             char pat[4400];
             glob_t g;
@@ -28,11 +33,11 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
                 rc = ss_fail(e, SS_EFORMAT, "%s: no center-*.bin to resume the sync PSs from",
                              p->resume_from);
             else
-                rc = syncps_load(w + lo, l.n_params, lo, hi, g.gl_pathv, (int)g.gl_pathc, e),
+                rc = syncps_load(w + lo, n, lo, hi, g.gl_pathv, (int)g.gl_pathc, e),
                 globfree(&g);
         }
         if (rc == 0) {
-            svc = syncps_service_create(w + lo, l.n_params, lo, hi, p->token);
+            svc = syncps_service_create(w + lo, n, lo, hi, p->token);
             syncps_service_save_root(svc, c->checkpoint.dir);
         }
         free(w);

@@ -258,7 +258,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                               NULL, make_emb, sum, sum_floats, &w,
                               p->resume_from[0] ? p->resume_from : NULL, ckpt_ask, ckpt_wait,
                               ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
-                              ckpt_final, ckpt_final_done, 0, -1};
+                              ckpt_final, ckpt_final_done, 0, -1, p->hot, p->hot_from_ckpt};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;
@@ -283,7 +283,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             for (int s = 0; s < S; s++)
                 sps[s] = (struct sync_endpoint){w.names[s0 + s], all[s0 + s].host,
                                                 all[s0 + s].port};
-            rc = center_thrift(&env.center, sps, S, l.n_params, p->token, w.timeout_ms, e);
+            size_t n = l.n_params + (p->hot ? (size_t)p->hot->n * l.dim : 0); /* + hot rows */
+            rc = center_thrift(&env.center, sps, S, n, p->token, w.timeout_ms, e);
         }
         int R = p->count[ROLE_READER], r0 = first + w.n_ps + p->count[ROLE_SYNC_PS];
         if (rc == 0 && R > 0) {

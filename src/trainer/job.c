@@ -194,6 +194,7 @@ static void *worker_main(void *arg)
 struct figures {
     double elapsed, eps, train_ne, train_logloss, syncs_per_s, sync_gap;
     double spread;              /* replica_spread at the end */
+    struct hot_stats hot;       /* the hot clients' figures at the end */
     int64_t examples, iterations, syncs;
     struct ne_acc ne;
 };
@@ -282,7 +283,8 @@ static int setup_model(struct job *j, struct ss_err *e)
 }
 
 /* The hot rows: a resumed checkpoint's (its replicas match them), else
- * found by profiling data.train when hot_embeddings.memory_mb > 0. */
+ * found by profiling data.train when hot_embeddings.memory_mb > 0; in a
+ * cluster job, the master's (hot_for_job). */
 static int setup_hot(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
@@ -290,7 +292,14 @@ static int setup_hot(struct job *j, struct ss_err *e)
     int rc = 0, from_ckpt = 0;
     double t0 = ss_now();
     j->n_sync = j->l.n_params;
-    if (j->resumed_from[0]) {
+    if (j->env) {
+        const struct hot_set *h = j->env->hot;
+        from_ckpt = j->env->hot_from_ckpt;
+        if (h) {
+            j->hot = hot_from_list(h->n_tables, h->dim, h->table_rows, h->n, h->table, h->row);
+            j->hot->profiled_share = h->profiled_share;
+        }
+    } else if (j->resumed_from[0]) {
         snprintf(p, sizeof p, "%s/hot-rows.bin", j->resumed_from);
         if ((from_ckpt = access(p, F_OK) == 0) && (rc = hot_load(&j->hot, p, &j->l, e)) < 0)
             return rc;
@@ -304,9 +313,6 @@ static int setup_hot(struct job *j, struct ss_err *e)
     }
     if (!j->hot)
         return 0;
-    if (j->env)
-        return ss_fail(e, SS_EINVAL, "hot_embeddings.memory_mb > 0 in a cluster job: not "
-                       "supported yet (the embedded default, `shadowsync train`, has it)");
     if (j->gpu_dev >= 0)
         return ss_fail(e, SS_EINVAL, "hot_embeddings.memory_mb > 0 with trainer.device = %s: "
                        "not supported yet on a GPU trainer (use trainer.device = cpu)",
@@ -709,9 +715,9 @@ static double share(int64_t part, int64_t whole)
     return whole > 0 ? (double)part / (double)whole : NAN;
 }
 
-static void print_hot(struct job *j)
+static void print_hot(const struct job *j, const struct hot_stats *hs)
 {
-    struct hot_stats h = hot_figures(j);
+    struct hot_stats h = *hs;
     printf("hot: rows %lld  lookups %.1f %%  examples without the tables %.1f %%  batches "
            "without them %lld of %lld  wire MB saved %.1f\n", (long long)j->hot->n,
            100 * share(h.hot_lookups, h.lookups), 100 * share(h.hot_examples, h.examples),
@@ -766,7 +772,7 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
         json_num(out, part[p], sum, 0);
     }
     json_num(out, "dense_params", (double)j->l.n_params, 0);
-    struct hot_stats h = hot_figures(j); /* hot embeddings: all zero without them */
+    struct hot_stats h = f->hot; /* hot embeddings: all zero without them */
     json_num(out, "hot_rows", j->hot ? (double)j->hot->n : 0, 0);
     json_num(out, "hot_lookup_share", j->hot ? share(h.hot_lookups, h.lookups) : 0, 0);
     json_num(out, "hot_example_share", j->hot ? share(h.hot_examples, h.examples) : 0, 0);
@@ -827,6 +833,14 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
     snprintf(p, sizeof p, "%s/model/dense.bin", j->c->output.dir);
     if ((rc = dense_save(w, j->l.n_params, p, e)) < 0)
         return rc;
+    if (j->hot) { /* which rows are hot, and their values (the tables' copies are stale) */
+        snprintf(p, sizeof p, "%s/model/hot-rows.bin", j->c->output.dir);
+        if ((rc = hot_save(j->hot, p, e)) < 0)
+            return rc;
+        snprintf(p, sizeof p, "%s/model/hot.bin", j->c->output.dir);
+        if ((rc = dense_save(w + j->l.n_params, j->n_sync - j->l.n_params, p, e)) < 0)
+            return rc;
+    }
     if (!j->tables)
         return 0; /* cluster job: each embedding PS saves its shards, tables-psK.bin */
     write_back_hot(j, w);
@@ -1119,9 +1133,14 @@ static void print_eval(const char *what, const struct eval_result *ev)
 static void sum_over_trainers(struct job *j, struct figures *f, struct reader_stats *rs)
 {
     struct ne_acc ne = f->ne; /* with a resumed run's figures, on the master */
-    double v[7] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
-                   ne.label_sum, (double)ne.n, (double)rs->bad_lines};
-    j->env->sum(j->env->arg, v, 7);
+    struct hot_stats *h = &f->hot;
+    double v[14] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
+                    ne.label_sum, (double)ne.n, (double)rs->bad_lines, (double)h->batches,
+                    (double)h->ps_skipped, (double)h->examples, (double)h->hot_examples,
+                    (double)h->lookups, (double)h->hot_lookups, h->bytes_saved};
+    j->env->sum(j->env->arg, v, 14);
+    *h = (struct hot_stats){(int64_t)v[7], (int64_t)v[8], (int64_t)v[9], (int64_t)v[10],
+                            (int64_t)v[11], (int64_t)v[12], v[13]};
     f->examples = (int64_t)v[0];
     f->iterations = (int64_t)v[1];
     f->syncs = (int64_t)v[2];
@@ -1248,6 +1267,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (read_back(&j, &rbe) < 0 && rc == 0) /* the model and final checkpoint read w */
         rc = rbe.code, *e = rbe;
     collect(&j, &f); /* the training's figures: the final checkpoint's time is not in them */
+    f.hot = hot_figures(&j);
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
         final_checkpoint_part(&j);
     else if (c->checkpoint.dir[0] && (env || rc == 0))
@@ -1269,7 +1289,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
            "sync_gap %.2f  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
     if (j.hot)
-        print_hot(&j);
+        print_hot(&j, &f.hot);
     if (c->data.eval && *c->data.eval) {
         if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
             goto out;
@@ -1310,8 +1330,8 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
     openblas_set_num_threads(1);
     /* DIR/dense.bin + DIR/tables*.bin; or a checkpoint (DIR/MANIFEST) or a
      * checkpoint.dir (its newest complete checkpoint): trainer 0's dense
-     * vector (with its replica of the hot rows, when hot-rows.bin is there)
-     * and the tables */
+     * vector (with its replica of the hot rows, when hot-rows.bin is there;
+     * a model directory has their values in hot.bin) and the tables */
     char src[4400], dense[4500];
     struct ckpt_meta_set m;
     int skipped, is_ckpt;
@@ -1326,15 +1346,19 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
         printf("# model: checkpoint %s\n", src);
     j.n_sync = j.l.n_params;
     snprintf(dense, sizeof dense, "%s/hot-rows.bin", src);
-    if (is_ckpt && access(dense, F_OK) == 0) {
+    if (access(dense, F_OK) == 0) {
         if ((rc = hot_load(&j.hot, dense, &j.l, e)) < 0)
             goto out;
         j.n_sync += (size_t)j.hot->n * j.l.dim;
     }
     w = ss_aligned(j.n_sync * sizeof(float));
+    size_t np = j.l.n_params;
     snprintf(dense, sizeof dense, "%s/%s", src, is_ckpt ? "dense-0.bin" : "dense.bin");
-    if ((rc = dense_load(w, j.n_sync, dense, e)) < 0 ||
+    if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, dense, e)) < 0 ||
         (rc = embps_load_dir(j.tables, src, e)) < 0)
+        goto out;
+    snprintf(dense, sizeof dense, "%s/hot.bin", src);
+    if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, dense, e)) < 0)
         goto out;
     if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
         goto out;
