@@ -71,6 +71,14 @@ struct sync_ctx {
     struct center *center;      /* easgd */
     float *buf;                 /* scratch of n+1 floats */
     void *state;                /* the algorithm's own */
+    /* The summed tail: the last n_sum floats of w are rows every trainer
+     * updates for all (hot embedding rows), which a collective algorithm
+     * does not average: a round adds every trainer's change since the last
+     * one (w <- base + the sum of (w_t - base) + the steps taken during the
+     * round), as if each update had reached one shared copy. base is the
+     * tail as of the last round, tail_snap this round's (n_sum floats each). */
+    size_t n_sum;
+    float *base, *tail_snap;
 };
 
 /* What an algorithm talks through: the trainer sets up that much. */
@@ -108,6 +116,7 @@ struct shadow_opts {
     int (*pull)(void *arg, struct ss_err *e);
     int (*push)(void *arg, struct ss_err *e);
     void *stage_arg;
+    size_t n_sum;               /* sync_ctx's summed tail (0: none; collective algorithms) */
 };
 int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e);
 /* Foreground mode, from a worker: waits for a sync round that starts after

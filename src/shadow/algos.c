@@ -59,18 +59,38 @@ static int collective_init(struct sync_ctx *c, struct ss_err *e)
     return 0;
 }
 
-/* buf <- mean over trainers of src (n floats); returns the count of active trainers. */
+/* buf <- mean over trainers of src (n floats), but for the summed tail
+ * the sum of their changes since the last round; returns the count of
+ * active trainers. */
 static int average_of(struct sync_ctx *c, const float *src, int active, struct ss_err *e)
 {
-    ss_copy(c->buf, src, c->n);
+    size_t nd = c->n - c->n_sum;
+    ss_copy(c->buf, src, nd);
+    for (size_t k = 0; k < c->n_sum; k++) {
+        c->tail_snap[k] = src[nd + k];
+        c->buf[nd + k] = c->tail_snap[k] - c->base[k];
+    }
     c->buf[c->n] = active ? 1.0f : 0.0f;
     int rc = c->coll->ops->allreduce_sum(c->coll, c->buf, c->n + 1, e);
     if (rc < 0)
         return rc;
     float inv = 1.0f / c->coll->size;
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < nd; i++)
         c->buf[i] *= inv;
     return (int)(c->buf[c->n] + 0.5f);
+}
+
+/* After a round: the summed tail takes every trainer's change, keeping the
+ * steps its workers took meanwhile (Hogwild on the live buffer). */
+SS_HOGWILD static void sum_tail(struct sync_ctx *c)
+{
+    size_t nd = c->n - c->n_sum;
+    float *w = c->w + nd;
+    const float *sum = c->buf + nd;
+    for (size_t k = 0; k < c->n_sum; k++) {
+        w[k] = c->base[k] + sum[k] + (w[k] - c->tail_snap[k]);
+        c->base[k] += sum[k];
+    }
 }
 
 static int average(struct sync_ctx *c, int active, struct ss_err *e)
@@ -81,8 +101,10 @@ static int average(struct sync_ctx *c, int active, struct ss_err *e)
 static int ma_sync(struct sync_ctx *c, int active, struct ss_err *e)
 {
     int act = average(c, active, e);
-    if (act >= 0)
-        blend(c->w, c->buf, c->n, (float)c->cfg->sync.alpha);
+    if (act >= 0) {
+        blend(c->w, c->buf, c->n - c->n_sum, (float)c->cfg->sync.alpha);
+        sum_tail(c);
+    }
     return act;
 }
 
@@ -110,14 +132,16 @@ static int bmuf_sync(struct sync_ctx *c, int active, struct ss_err *e)
         return act;
     float mu = (float)c->cfg->sync.bmuf_momentum, eta = (float)c->cfg->sync.bmuf_lr;
     int nesterov = c->cfg->sync.bmuf_nesterov;
-    for (size_t i = 0; i < c->n; i++) {
+    size_t nd = c->n - c->n_sum;
+    for (size_t i = 0; i < nd; i++) {
         float d = c->buf[i] - b->global[i];
         float v = mu * b->v[i] + eta * d;
         b->v[i] = v;
         b->global[i] += v;
         b->target[i] = nesterov ? b->global[i] + mu * v : b->global[i];
     }
-    blend(c->w, b->target, c->n, (float)c->cfg->sync.alpha);
+    blend(c->w, b->target, nd, (float)c->cfg->sync.alpha);
+    sum_tail(c);
     return act;
 }
 
@@ -162,8 +186,10 @@ static int allreduce_sync(struct sync_ctx *c, int active, struct ss_err *e)
     float *snap = c->state;
     ss_copy(snap, c->w, c->n);
     int act = average_of(c, snap, active, e);
-    if (act >= 0)
-        keep_steps(c->w, c->buf, snap, c->n);
+    if (act >= 0) {
+        keep_steps(c->w, c->buf, snap, c->n - c->n_sum);
+        sum_tail(c);
+    }
     return act;
 }
 

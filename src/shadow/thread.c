@@ -82,6 +82,13 @@ static void *shadow_main(void *arg)
     return NULL;
 }
 
+static void free_ctx(struct sync_ctx *c)
+{
+    free(c->buf);
+    free(c->base);
+    free(c->tail_snap);
+}
+
 int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e)
 {
     const struct sync_algo_ops *algo = sync_algo_find(o->cfg->sync.algo);
@@ -90,11 +97,18 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
     struct shadow *s = ss_xcalloc(1, sizeof *s);
     s->o = *o;
     s->algo = algo;
-    s->ctx = (struct sync_ctx){o->cfg, o->w, o->n, o->coll, o->center, NULL, NULL};
+    s->ctx = (struct sync_ctx){.cfg = o->cfg, .w = o->w, .n = o->n, .coll = o->coll,
+                               .center = o->center};
     s->ctx.buf = ss_aligned((o->n + 1) * sizeof(float));
+    if (algo->needs == SYNC_NEEDS_COLLECTIVE && o->n_sum > 0 && o->n_sum <= o->n) {
+        s->ctx.n_sum = o->n_sum; /* every trainer starts from the same tail */
+        s->ctx.base = ss_aligned(o->n_sum * sizeof(float));
+        s->ctx.tail_snap = ss_aligned(o->n_sum * sizeof(float));
+        memcpy(s->ctx.base, o->w + o->n - o->n_sum, o->n_sum * sizeof(float));
+    }
     int rc = algo->init ? algo->init(&s->ctx, e) : 0;
     if (rc < 0) {
-        free(s->ctx.buf);
+        free_ctx(&s->ctx);
         free(s);
         return rc;
     }
@@ -109,7 +123,7 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
     if (pthread_create(&s->th, NULL, shadow_main, s) != 0) {
         if (algo->free)
             algo->free(&s->ctx);
-        free(s->ctx.buf);
+        free_ctx(&s->ctx);
         free(s);
         return ss_fail(e, SS_ESTATE, "cannot start the shadow thread");
     }
@@ -171,7 +185,7 @@ int shadow_join(struct shadow *s, int64_t *syncs, struct ss_err *e)
         s->algo->free(&s->ctx);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
-    free(s->ctx.buf);
+    free_ctx(&s->ctx);
     free(s);
     return rc;
 }
