@@ -87,6 +87,9 @@ check "resume: the hot figures of the resumed part ($(json hot_lookup_share $M))
 SS_GPU_LIB=$SIM train gpu --set trainer.device=cuda --set $HOT
 check "trainer.device = cuda with hot rows: refused, naming both keys" \
     sh -c "! grep -q '^train:' $T/gpu.log && grep -q 'hot_embeddings.memory_mb > 0 with trainer.device = cuda: not supported yet' $T/gpu.log"
+train none-hot --set $HOT --set hot_embeddings.min_lookups=100000000
+check "no row hot enough: said so, and it trains without" sh -c \
+    "grep -q 'no row is looked up 100000000 times' $T/none-hot.log && test \"\$(sed -n 's/^ *\"hot_rows\": \([0-9]*\),/\1/p' $T/none-hot/metrics.json)\" = 0"
 train bad --set $HOT --set hot_embeddings.min_lookups=0
 check "hot_embeddings.min_lookups = 0: refused, naming the key" grep -q 'hot_embeddings.min_lookups' $T/bad.log
 

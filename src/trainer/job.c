@@ -311,8 +311,14 @@ static int setup_hot(struct job *j, struct ss_err *e)
         snprintf(why, sizeof why, "%s", e->msg);
         return ss_fail(e, rc, "hot_embeddings: %s", why);
     }
-    if (!j->hot)
+    if (!j->hot) {
+        if (c->hot_embeddings.memory_mb > 0 && !j->resumed_from[0] && j->is_master &&
+            !c->output.quiet)
+            printf("# hot embeddings: no row is looked up %d times in the %d profiled batches of "
+                   "data.train; none replicated (lower hot_embeddings.min_lookups?)\n",
+                   c->hot_embeddings.min_lookups, c->hot_embeddings.profile_batches);
         return 0;
+    }
     if (j->gpu_dev >= 0)
         return ss_fail(e, SS_EINVAL, "hot_embeddings.memory_mb > 0 with trainer.device = %s: "
                        "not supported yet on a GPU trainer (use trainer.device = cpu)",
