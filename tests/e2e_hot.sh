@@ -83,6 +83,20 @@ check "resume: trains the rest, every example once in all" test "$(json examples
 check "resume: eval NE $(json eval_ne $M) within 0.01 of no hot rows' $NE0" near "$(json eval_ne $M)" "$NE0" 0.01
 check "resume: the hot figures of the resumed part ($(json hot_lookup_share $M))" lt 0.5 "$(json hot_lookup_share $M)"
 
+# resumed from a checkpoint taken mid-run, where each trainer's replica
+# holds steps not yet synced: the first round agrees on them, and
+# allreduce's last round still leaves one model
+CK2=$T/ck2
+train mid --set job.trainers=2 --set sync.algo=allreduce --set $HOT --set checkpoint.dir=$CK2 \
+    --set checkpoint.interval_s=0.02 --set data.max_examples=30000
+OLDER=$(ls -d $CK2/ckpt-* | sort | head -1)
+mkdir -p $T/ck3 && cp -r "$OLDER" $T/ck3/
+$BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/mid2 \
+    --set job.trainers=2 --set sync.algo=allreduce --set checkpoint.dir=$T/ck3 --resume > $T/mid2.log 2>&1
+rc=$?
+check "resumed mid-run ($(basename "$OLDER")) under allreduce: exits 0, one model at the end (spread $(json replica_spread $T/mid2/metrics.json))" \
+    test $rc = 0 -a "$(json replica_spread $T/mid2/metrics.json)" = 0
+
 # refused where they are not supported yet, naming the key
 SS_GPU_LIB=$SIM train gpu --set trainer.device=cuda --set $HOT
 check "trainer.device = cuda with hot rows: refused, naming both keys" \

@@ -49,7 +49,7 @@ static void run_group(const char *algo, struct member *m, const float init[N][LE
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, init[i], sizeof m[i].w);
         m[i].algo = sync_algo_find(algo);
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], ctr, m[i].buf, NULL, 0, NULL, NULL};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], ctr, m[i].buf, NULL, 0, NULL, NULL, 1};
         if (m[i].algo->init)
             m[i].algo->init(&m[i].ctx, NULL);
     }
@@ -101,7 +101,7 @@ static void test_bmuf(void)
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, same[i], sizeof m[i].w);
         m[i].algo = sync_algo_find("bmuf");
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], NULL, m[i].buf, NULL, 0, NULL, NULL};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], NULL, m[i].buf, NULL, 0, NULL, NULL, 1};
         m[i].algo->init(&m[i].ctx, NULL);
         memcpy(m[i].w, init[i], sizeof m[i].w); /* local steps moved them */
     }
@@ -145,8 +145,9 @@ static int step_then_reduce(struct collective *c, float *buf, size_t n, struct s
  * -i: the sums are 16 and 7. */
 static void test_summed_tail(void)
 {
-    static const char *const names[3] = {"ma", "bmuf", "allreduce"};
-    for (int a = 0; a < 3; a++) {
+    static const char *const names[4] = {"ma", "bmuf", "allreduce", "allreduce"};
+    for (int a = 0; a < 4; a++) {
+        int resumed = a == 3; /* tails 10, 12, 14 from a checkpoint: the first round agrees */
         struct member m[N] = {{.rounds_active = 0}, {.rounds_active = 0}, {.rounds_active = 0}};
         struct collective *coll[N];
         collective_local_group(coll, N, LEN + 1);
@@ -160,22 +161,33 @@ static void test_summed_tail(void)
             base[i][0] = base[i][1] = 10;
             m[i].algo = sync_algo_find(names[a]);
             m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf,
-                                         NULL, 2, base[i], snap[i]};
+                                         NULL, 2, base[i], snap[i], !resumed};
             m[i].algo->init(&m[i].ctx, NULL);
             m[i].w[2] += (float)(i + 1), m[i].w[3] -= (float)i;
+            if (resumed)
+                m[i].w[2] = 10.0f + 2.0f * i, m[i].w[3] = 5.0f, base[i][0] = base[i][1] = -1.0f;
         }
         st.w = m[0].w + 1; /* its step (w[1] += 0.25) lands on member 0's first tail float */
         for (int i = 0; i < N; i++)
             pthread_create(&th[i], NULL, run_member, &m[i]);
         for (int i = 0; i < N; i++)
             pthread_join(th[i], NULL);
-        char name[96];
+        char name[128];
+        if (resumed) {
+            CHECK(m[0].w[2] == 12.25f && m[1].w[2] == 12.0f && m[2].w[2] == 12.0f &&
+                      m[1].w[3] == 5.0f && base[2][0] == 12.0f && m[1].ctx.tail_agreed,
+                  "resumed tails: the first round makes their mean every member's base, "
+                  "keeping a step taken meanwhile",
+                  "%g %g %g / %g, base %g", m[0].w[2], m[1].w[2], m[2].w[2], m[1].w[3], base[2][0]);
+            goto next;
+        }
         snprintf(name, sizeof name, "%s: the summed tail takes every member's change, and a step "
                  "taken during the round", names[a]);
         CHECK(m[0].w[2] == 16.25f && m[1].w[2] == 16.0f && m[2].w[2] == 16.0f &&
                   m[0].w[3] == 7.0f && m[2].w[3] == 7.0f && base[1][0] == 16.0f,
               name, "%g %g %g / %g %g, base %g", m[0].w[2], m[1].w[2], m[2].w[2], m[0].w[3],
               m[2].w[3], base[1][0]);
+    next:
         for (int i = 0; i < N; i++) {
             if (m[i].algo->free)
                 m[i].algo->free(&m[i].ctx);
@@ -205,7 +217,7 @@ static void test_allreduce(void)
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, init[i], sizeof m[i].w);
         m[i].rounds = 0;
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf, NULL, 0, NULL, NULL};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf, NULL, 0, NULL, NULL, 1};
         m[i].algo->init(&m[i].ctx, NULL);
     }
     for (int i = 0; i < N; i++)
@@ -233,7 +245,7 @@ static void test_easgd(void)
     struct center *c = center_local_create(c0, 2);
     struct ss_err e;
     float buf[3];
-    struct sync_ctx ctx = {&cfg, w, 2, NULL, c, buf, NULL, 0, NULL, NULL};
+    struct sync_ctx ctx = {&cfg, w, 2, NULL, c, buf, NULL, 0, NULL, NULL, 1};
     const struct sync_algo_ops *a = sync_algo_find("easgd");
     int r = a->sync(&ctx, 1, &e);
     /* center = 0.5*{0,10} + 0.5*{4,2} = {2,6}; w = 0.5*{4,2} + 0.5*{2,6} = {3,4} */
@@ -263,7 +275,7 @@ static void test_foreground(void)
     cfg.sync.algo = "easgd";
     float w[LEN] = {1, 1, 1, 1}, zero[LEN] = {0};
     struct center *c = center_local_create(zero, LEN);
-    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0};
+    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0, 0};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);

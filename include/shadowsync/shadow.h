@@ -76,9 +76,13 @@ struct sync_ctx {
      * does not average: a round adds every trainer's change since the last
      * one (w <- base + the sum of (w_t - base) + the steps taken during the
      * round), as if each update had reached one shared copy. base is the
-     * tail as of the last round, tail_snap this round's (n_sum floats each). */
+     * tail as of the last round, tail_snap this round's (n_sum floats each).
+     * tail_agreed 0: the members' tails may differ (resumed from replicas
+     * saved mid-round), so the first round averages them instead and makes
+     * the mean every member's base. */
     size_t n_sum;
     float *base, *tail_snap;
+    int tail_agreed;
 };
 
 /* What an algorithm talks through: the trainer sets up that much. */
@@ -117,6 +121,7 @@ struct shadow_opts {
     int (*push)(void *arg, struct ss_err *e);
     void *stage_arg;
     size_t n_sum;               /* sync_ctx's summed tail (0: none; collective algorithms) */
+    int tail_resumed;           /* the tails come from a checkpoint: agree on them first */
 };
 int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e);
 /* Foreground mode, from a worker: waits for a sync round that starts after

@@ -68,14 +68,15 @@ static int average_of(struct sync_ctx *c, const float *src, int active, struct s
     ss_copy(c->buf, src, nd);
     for (size_t k = 0; k < c->n_sum; k++) {
         c->tail_snap[k] = src[nd + k];
-        c->buf[nd + k] = c->tail_snap[k] - c->base[k];
+        c->buf[nd + k] = c->tail_agreed ? c->tail_snap[k] - c->base[k] : c->tail_snap[k];
     }
     c->buf[c->n] = active ? 1.0f : 0.0f;
     int rc = c->coll->ops->allreduce_sum(c->coll, c->buf, c->n + 1, e);
     if (rc < 0)
         return rc;
     float inv = 1.0f / c->coll->size;
-    for (size_t i = 0; i < nd; i++)
+    size_t mean = c->tail_agreed ? nd : c->n; /* the first round after a resume: the mean */
+    for (size_t i = 0; i < mean; i++)
         c->buf[i] *= inv;
     return (int)(c->buf[c->n] + 0.5f);
 }
@@ -88,9 +89,11 @@ SS_HOGWILD static void sum_tail(struct sync_ctx *c)
     float *w = c->w + nd;
     const float *sum = c->buf + nd;
     for (size_t k = 0; k < c->n_sum; k++) {
-        w[k] = c->base[k] + sum[k] + (w[k] - c->tail_snap[k]);
-        c->base[k] += sum[k];
+        float to = c->tail_agreed ? c->base[k] + sum[k] : sum[k]; /* sum: the mean, unagreed */
+        w[k] = to + (w[k] - c->tail_snap[k]);
+        c->base[k] = to;
     }
+    c->tail_agreed = 1;
 }
 
 static int average(struct sync_ctx *c, int active, struct ss_err *e)

@@ -105,6 +105,7 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
         s->ctx.base = ss_aligned(o->n_sum * sizeof(float));
         s->ctx.tail_snap = ss_aligned(o->n_sum * sizeof(float));
         memcpy(s->ctx.base, o->w + o->n - o->n_sum, o->n_sum * sizeof(float));
+        s->ctx.tail_agreed = !o->tail_resumed;
     }
     int rc = algo->init ? algo->init(&s->ctx, e) : 0;
     if (rc < 0) {

@@ -547,7 +547,8 @@ static int start_trainers(struct job *j, struct ss_err *e)
                                  j->env ? j->env->coll : j->coll ? j->coll[t] : NULL,
                                  j->env ? j->env->center : j->center, saved, k,
                                  tr->gpu ? stage_pull : NULL, tr->gpu ? stage_push : NULL, tr,
-                                 n - j->l.n_params}; /* the hot rows: summed */
+                                 n - j->l.n_params, /* the hot rows: summed */
+                                 j->resumed_from[0] != 0};
         rc = shadow_start(&tr->shadow, &so, e); /* on failure: no thread of a later trainer yet */
     }
     for (int i = 0; i < 4; i++)
