@@ -104,6 +104,9 @@ check "trainer.device = cuda with hot rows: refused, naming both keys" \
 train none-hot --set $HOT --set hot_embeddings.min_lookups=100000000
 check "no row hot enough: said so, and it trains without" sh -c \
     "grep -q 'no row is looked up 100000000 times' $T/none-hot.log && test \"\$(sed -n 's/^ *\"hot_rows\": \([0-9]*\),/\1/p' $T/none-hot/metrics.json)\" = 0"
+SS_GPU_LIB=$SIM train gpu-auto --set trainer.device=auto --set $HOT
+check "trainer.device = auto with a device and hot rows: trains on the CPU, saying why" \
+    sh -c "grep -q '^train:' $T/gpu-auto.log && grep -q 'hot embeddings are not supported on a GPU trainer yet; training on the CPU' $T/gpu-auto.log"
 train bad --set $HOT --set hot_embeddings.min_lookups=0
 check "hot_embeddings.min_lookups = 0: refused, naming the key" grep -q 'hot_embeddings.min_lookups' $T/bad.log
 

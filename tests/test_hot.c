@@ -168,6 +168,12 @@ static void test_find(const char *dir)
     rc = hot_load(&back, path, &l, &e);
     CHECK(h->n < 2 || (rc == SS_EFORMAT && strstr(e.msg, "out of order")),
           "a hot-rows.bin out of order refused", "rc %d %s", rc, e.msg);
+    if (truncate(path, 8 + 12 + 2 * 8 + 8 + 13) == 0) { /* n says 5 pairs, 1 is there */
+        rc = hot_load(&back, path, &l, &e);
+        CHECK(rc == SS_EFORMAT && strstr(e.msg, "more than the file holds"),
+              "a truncated hot-rows.bin refused before anything is allocated", "rc %d %s", rc,
+              e.msg);
+    }
     hot_free(h);
     ss_config_free(&c);
     model_layout_free(&l);

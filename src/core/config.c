@@ -136,7 +136,7 @@ static const struct key_desc keys[] = {
 
     I64(embedding_ps, memory_mb, "16384", 1, P40, "memory of each embedding parameter server, MiB"),
 
-    DBL(hot_embeddings, memory_mb, "0", 0, 1e9, 0,
+    DBL(hot_embeddings, memory_mb, "0", 0, 4096, 0,
         "MiB of the most looked-up embedding rows, replicated on every trainer and synced by its shadow thread (0: none)"),
     INT(hot_embeddings, min_lookups, "4", 1, 1000000000,
         "a row is hot when it is looked up at least this often in the profiled batches"),

@@ -111,8 +111,8 @@ int hot_find(const struct ss_config *c, const struct model_layout *l, struct hot
             while (r < m && ids[r] == ids[q])
                 r++;
             if (r - q >= c->hot_embeddings.min_lookups) {
-                if (n == cap)
-                    cand = realloc(cand, (size_t)(cap *= 2) * sizeof *cand);
+                if (n == cap && !(cand = realloc(cand, (size_t)(cap *= 2) * sizeof *cand)))
+                    abort();
                 cand[n++] = (struct cand){r - q, (int64_t)ids[q], t};
             }
             q = r;
@@ -190,8 +190,14 @@ int hot_load(struct hot_set **out, const char *path, const struct model_layout *
     else if ((int)head[1] != T || (int)head[2] != l->dim)
         rc = ss_fail(e, SS_EFORMAT, "%s: hot rows of %u tables of dim %u, the model has %d of "
                      "dim %d", path, head[1], head[2], T, l->dim);
-    else if (fread(rows, 8, T, f) != (size_t)T || fread(&n, 8, 1, f) != 1 || n > (1ull << 32))
+    else if (fread(rows, 8, T, f) != (size_t)T || fread(&n, 8, 1, f) != 1)
         rc = ss_fail(e, SS_EFORMAT, "%s: truncated", path);
+    long at = rc == 0 ? ftell(f) : 0, end = 0; /* n pairs of 12 bytes must follow */
+    if (rc == 0 && (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < at ||
+                    n > (uint64_t)(end - at) / 12 || n * (uint64_t)l->dim > (1ull << 30) ||
+                    fseek(f, at, SEEK_SET) != 0))
+        rc = ss_fail(e, SS_EFORMAT, "%s: %llu hot rows: more than the file holds, or than a "
+                     "trainer's buffer takes", path, (unsigned long long)n);
     for (int t = 0; rc == 0 && t < T; t++)
         if (rows[t] != l->rows[t])
             rc = ss_fail(e, SS_EFORMAT, "%s: table %d has %lld rows, model.rows says %lld", path,

@@ -6,6 +6,7 @@
  * number of PSs that wrote them (rows are found by table and range). */
 #include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
+#include "shadowsync/trainer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,11 @@ int hot_for_job(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
             rc = hot_load(&h, path, &l, e), head[2] = 1;
         else if (!p->resume_from[0])
             rc = hot_find(c, &l, &h, e);
-        if (rc < 0)
-            shared = *e;
+        if (rc == 0 && h && c->trainer.device == DEV_CUDA) /* refused on every rank alike */
+            rc = ss_fail(e, SS_EINVAL, "%s", HOT_NO_CUDA);
     }
+    if (rc < 0 && p->rank == 0)
+        shared = *e;
     head[0] = rc, head[1] = h ? h->n : 0;
     MPI_Bcast(head, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);

@@ -319,10 +319,13 @@ static int setup_hot(struct job *j, struct ss_err *e)
                    c->hot_embeddings.min_lookups, c->hot_embeddings.profile_batches);
         return 0;
     }
-    if (j->gpu_dev >= 0)
-        return ss_fail(e, SS_EINVAL, "hot_embeddings.memory_mb > 0 with trainer.device = %s: "
-                       "not supported yet on a GPU trainer (use trainer.device = cpu)",
-                       c->trainer.device == DEV_CUDA ? "cuda" : "auto on a machine with a GPU");
+    if (j->gpu_dev >= 0 && c->trainer.device == DEV_CUDA)
+        return ss_fail(e, SS_EINVAL, HOT_NO_CUDA);
+    if (j->gpu_dev >= 0) { /* auto: the CPU then */
+        j->gpu_dev = -1;
+        if (!c->output.quiet)
+            printf("# trainer.device = auto: %s; training on the CPU\n", HOT_NO_GPU);
+    }
     j->n_sync += (size_t)j->hot->n * j->l.dim;
     if (j->is_master && !c->output.quiet)
         printf("# hot embeddings: %lld rows (%.2f MB) replicated on every trainer, %s (%.1f s)\n",
@@ -332,7 +335,7 @@ static int setup_hot(struct job *j, struct ss_err *e)
         printf("# hot embeddings: %.1f %% of the profiled lookups fall on them\n",
                100.0 * j->hot->profiled_share);
     if ((j->env ? j->env->count : j->n_tr) > 1 && sync_algo_needs(c->sync.algo) ==
-        SYNC_NEEDS_NOTHING && j->is_master)
+        SYNC_NEEDS_NOTHING && j->is_master && !c->output.quiet)
         printf("# hot embeddings: sync.algo = %s never syncs them: each trainer trains its own "
                "copy, and the model keeps %s\n", c->sync.algo,
                c->sync.output == OUT_AVERAGE ? "their average" : "trainer 0's");
@@ -659,7 +662,7 @@ static int finish_trainers(struct job *j, struct ss_err *e)
 static void free_trainers(struct job *j)
 {
     for (int t = 0; j->tr && t < j->n_tr; t++) {
-        for (int k = 0; k < j->n_wk; k++) {
+        for (int k = 0; j->tr[t].workers && k < j->n_wk; k++) { /* none: failed before them */
             struct worker *wk = &j->tr[t].workers[k];
             pthread_mutex_destroy(&wk->mu);
             if (wk->emb && wk->emb != j->emb)
