@@ -15,12 +15,7 @@ trap 'rm -rf "$T"' EXIT
 CFG=configs/tiny.ini
 N=60000
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-check() { name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$*"; fi; }
-json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
-lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a != "") }'; }
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
+. tests/lib.sh
 
 train() { # train OUT [--set ...]
     out=$1; shift

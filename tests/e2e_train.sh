@@ -9,12 +9,7 @@ trap 'rm -rf "$T"' EXIT
 CFG=configs/tiny.ini
 N=60000
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-check() { name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$*"; fi; }
-# json KEY FILE: a number from metrics.json
-json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
-lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a != "") }'; }
+. tests/lib.sh
 
 train() { # train OUT [--set ...]
     out=$1; shift

@@ -46,6 +46,7 @@ struct hot_stats {
     int64_t batches, ps_skipped, examples, hot_examples, lookups, hot_lookups;
     double bytes_saved;         /* wire bytes not sent (the Thrift format's sizes) */
 };
+void hot_stats_add(struct hot_stats *to, const struct hot_stats *from);
 /* A worker's client that serves the hot rows from r and the rest through
  * inner (freed with it when own_inner); cap: the examples a batch usually
  * holds (a larger batch grows its buffers). st: NULL counts nothing. */

@@ -82,19 +82,21 @@ int hot_for_job(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
             model_layout_free(&l);
         return ss_fail(e, (int)head[0], "hot embeddings (on the master): %s", shared.msg);
     }
-    int n = (int)head[1];
-    int32_t *table = h ? h->table : ss_xcalloc((size_t)n + 1, sizeof(int32_t));
-    int64_t *row = h ? h->row : ss_xcalloc((size_t)n + 1, sizeof(int64_t));
-    double share = h ? h->profiled_share : 0;
+    int n = (int)head[1], master = h != NULL; /* the others receive the list into their own */
+    int32_t *table = master ? h->table : ss_xcalloc((size_t)n + 1, sizeof(int32_t));
+    int64_t *row = master ? h->row : ss_xcalloc((size_t)n + 1, sizeof(int64_t));
+    double share = master ? h->profiled_share : 0;
     MPI_Bcast(table, n, MPI_INT32_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(row, n, MPI_INT64_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(&share, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    if (!h && n > 0) {
-        h = hot_from_list(l.n_tables, l.dim, l.rows, n, table, row);
-        h->profiled_share = share;
+    if (!master) {
+        if (n > 0) {
+            h = hot_from_list(l.n_tables, l.dim, l.rows, n, table, row);
+            h->profiled_share = share;
+        }
+        free(table);
+        free(row);
     }
-    if (table != (h ? h->table : NULL))
-        free(table), free(row);
     p->hot = h;
     p->hot_from_ckpt = (int)head[2];
     model_layout_free(&l);

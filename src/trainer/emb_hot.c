@@ -160,6 +160,17 @@ static void hot_close(struct emb_client *ec)
     free(ec);
 }
 
+void hot_stats_add(struct hot_stats *to, const struct hot_stats *from)
+{
+    to->batches += from->batches;
+    to->ps_skipped += from->ps_skipped;
+    to->examples += from->examples;
+    to->hot_examples += from->hot_examples;
+    to->lookups += from->lookups;
+    to->hot_lookups += from->hot_lookups;
+    to->bytes_saved += from->bytes_saved;
+}
+
 static const struct emb_client_ops hot_ops = {"hot rows", hot_lookup, hot_push, hot_close};
 
 struct emb_client *emb_client_hot(struct emb_client *inner, int own_inner,

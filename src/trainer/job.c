@@ -470,14 +470,13 @@ static int read_back(struct job *j, struct ss_err *e)
     return 0;
 }
 
-/* Trainer tr's replica of the hot rows, in its dense buffer. */
+/* Trainer tr's replica of the hot rows, in its dense buffer, stepped by
+ * the tables' optimizer. */
 static struct hot_replica replica_of(struct job *j, struct trainer *tr)
 {
-    const struct ss_config *c = j->c;
+    struct emb_opts eo = emb_opts_from_config(j->c, j->l.n_tables, j->l.dim, j->l.rows);
     size_t np = j->l.n_params;
-    return (struct hot_replica){j->hot, tr->w + np, tr->state + np,
-                                c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
-                                (float)c->optim.emb_lr, (float)c->optim.eps};
+    return (struct hot_replica){j->hot, tr->w + np, tr->state + np, eo.opt, eo.lr, eo.eps};
 }
 
 static int start_trainers(struct job *j, struct ss_err *e)
@@ -708,16 +707,8 @@ static struct hot_stats hot_figures(struct job *j)
 {
     struct hot_stats h = {0};
     for (int t = 0; t < j->n_tr; t++)
-        for (int k = 0; k < j->n_wk; k++) {
-            const struct hot_stats *s = &j->tr[t].workers[k].hot;
-            h.batches += s->batches;
-            h.ps_skipped += s->ps_skipped;
-            h.examples += s->examples;
-            h.hot_examples += s->hot_examples;
-            h.lookups += s->lookups;
-            h.hot_lookups += s->hot_lookups;
-            h.bytes_saved += s->bytes_saved;
-        }
+        for (int k = 0; k < j->n_wk; k++)
+            hot_stats_add(&h, &j->tr[t].workers[k].hot);
     return h;
 }
 
@@ -726,13 +717,12 @@ static double share(int64_t part, int64_t whole)
     return whole > 0 ? (double)part / (double)whole : NAN;
 }
 
-static void print_hot(const struct job *j, const struct hot_stats *hs)
+static void print_hot(const struct job *j, const struct hot_stats *h)
 {
-    struct hot_stats h = *hs;
     printf("hot: rows %lld  lookups %.1f %%  examples without the tables %.1f %%  batches "
            "without them %lld of %lld  wire MB saved %.1f\n", (long long)j->hot->n,
-           100 * share(h.hot_lookups, h.lookups), 100 * share(h.hot_examples, h.examples),
-           (long long)h.ps_skipped, (long long)h.batches, h.bytes_saved / 1e6);
+           100 * share(h->hot_lookups, h->lookups), 100 * share(h->hot_examples, h->examples),
+           (long long)h->ps_skipped, (long long)h->batches, h->bytes_saved / 1e6);
 }
 
 static void json_num(FILE *f, const char *k, double v, int last)
@@ -824,13 +814,15 @@ static int eval_with(struct job *j, const float *w, const char *path, struct eva
  * optimizer state for them), so tables.bin is the whole model. */
 static void write_back_hot(struct job *j, const float *w)
 {
+    if (!j->hot || !j->tables)
+        return;
     int d = j->l.dim;
-    const float *acc = j->tr[0].state + j->l.n_params;
-    for (int64_t i = 0; j->hot && j->tables && i < j->hot->n; i++) {
+    struct hot_replica r = replica_of(j, &j->tr[0]);
+    for (int64_t i = 0; i < j->hot->n; i++) {
         float *row = embps_row(j->tables, j->hot->table[i], (uint64_t)j->hot->row[i]);
         memcpy(row, w + j->l.n_params + (size_t)i * d, (size_t)d * sizeof(float));
-        if (j->c->optim.emb == OPT_ROWWISE_ADAGRAD)
-            row[d] = acc[i];
+        if (r.opt == OPT_ROWWISE_ADAGRAD)
+            row[d] = r.acc[i];
     }
 }
 
