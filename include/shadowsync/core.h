@@ -113,6 +113,7 @@ struct ss_config {
     struct { char *strategy; int profile_batches; char *pin; } placement;
     struct { int64_t memory_mb; } embedding_ps;
     struct { double memory_mb; int min_lookups, profile_batches; } hot_embeddings;
+    struct { int rows, staleness; } embedding_cache;
     struct { char *dir; double interval_s; } checkpoint;
     struct { char *dir; double log_interval_s; int save_model, quiet; } output;
 };

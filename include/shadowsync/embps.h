@@ -20,6 +20,7 @@ struct emb_opts {
     const int32_t *global_ids;  /* [n_tables] job-wide table ids (NULL: 0..n-1) */
     const int64_t *table_rows;  /* [n_tables] rows of the whole table (NULL: = rows) */
     const int64_t *row_lo;      /* [n_tables] the first row held (NULL: 0) */
+    int clocks;                 /* keep each row's clock (embedding_cache.rows > 0) */
 };
 /* A row's initial values depend on the seed, its table's global id and its
  * row number only, so any placement or split of the tables on PSs starts
@@ -46,6 +47,40 @@ void embps_initial_row(const struct emb_opts *o, int32_t gid, int64_t row, int64
  * optimizer state when it has one. */
 float *embps_row(struct emb_tables *t, int k, uint64_t row);
 
+/* ---- rows for a trainer's embedding cache (DESIGN §9 "HET") -------------
+ * With emb_opts.clocks each row has a clock: the updates applied to it (one
+ * per bag it is pushed in, count per delta added). A cache asks for rows
+ * with the clock of the copy it holds (ROW_NONE: none) and gets each row's
+ * clock back, and the row itself (stride floats: dim, then the optimizer
+ * state) when row_sent: it holds none, or its copy is more than bound
+ * updates behind. It sends back what it did to a row as a delta (added to
+ * the row and its state) with the number of updates the delta holds. */
+#define ROW_NONE UINT32_MAX
+static inline int row_sent(uint32_t have, uint32_t clock, uint32_t bound)
+{
+    return have == ROW_NONE || (uint32_t)(clock - have) > bound;
+}
+struct row_req {
+    int stride;                 /* floats per row: dim (+1 with row-wise Adagrad) */
+    size_t n_add;               /* deltas, applied first */
+    const int32_t *add_table;   /* [n_add] a table of the tables asked */
+    const uint64_t *add_row;    /* [n_add] rows (id mod table rows) */
+    const float *add_delta;     /* [n_add * stride] */
+    const uint32_t *add_count;  /* [n_add] */
+    size_t n_get;               /* rows asked */
+    const int32_t *get_table;   /* [n_get] */
+    const uint64_t *get_row;    /* [n_get] */
+    const uint32_t *get_have;   /* [n_get] the clock of the asker's copy, or ROW_NONE */
+    uint32_t bound;             /* embedding_cache.staleness */
+    uint32_t *clock;            /* out [n_get] */
+    float *val;                 /* out: the rows sent, in order, stride floats each */
+};
+/* Applies r's deltas then answers its rows (table k: the k-th held); returns
+ * the rows sent. Lock-free, as pushes. Needs emb_opts.clocks. */
+size_t embps_rows(struct emb_tables *t, const struct row_req *r);
+int embps_stride(const struct emb_tables *t);
+int embps_clocked(const struct emb_tables *t); /* whether it keeps the clocks */
+
 /* Model files: a header, each held table's (global id, table rows, first
  * row, rows), then the rows with their optimizer state. Loading fills the
  * held rows from any set of files that covers them (a model saved by some
@@ -67,6 +102,7 @@ void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
 typedef struct _ThriftProcessor ThriftProcessor;
 struct embps_stats {
     int64_t lookups, pushes, refused, bytes_in, bytes_out;
+    int64_t row_syncs, rows_sent, rows_added; /* a cache's requests, rows answered, deltas */
     double busy_s, load_s;      /* CPU s in pool and push; rows looked up x cost (ns_per_row) */
 };
 struct embps_service;

@@ -20,6 +20,11 @@ struct emb_client_ops {
      * the batch must not change between the two. */
     int (*push)(struct emb_client *c, const struct batch *b, const float *grad, struct ss_err *e);
     void (*free)(struct emb_client *c);
+    /* Row access for a cache (embps_rows over the tables; NULL: none). */
+    int (*rows)(struct emb_client *c, const struct row_req *r, struct ss_err *e);
+    /* Sends on whatever the client holds back (a cache's updates); a worker
+     * calls it before a checkpoint and at its end. NULL: nothing held. */
+    int (*flush)(struct emb_client *c, struct ss_err *e);
 };
 struct emb_client {
     const struct emb_client_ops *ops;
@@ -55,6 +60,26 @@ struct emb_client *emb_client_hot(struct emb_client *inner, int own_inner,
 /* rows[slot*dim] <- the tables' row of each hot slot, looked up through emb. */
 int hot_replica_fill(struct emb_client *emb, const struct hot_set *s, float *rows,
                      struct ss_err *e);
+
+/* The embedding cache (emb_cache.c, DESIGN §9, after HET): a worker's own
+ * cache of embedding_cache.rows rows over inner (which must have rows),
+ * read and updated locally; a row is fetched again once it is more than
+ * embedding_cache.staleness updates behind the tables, and its updates go
+ * back as one delta once it is that many ahead (at once with staleness 0
+ * or 1), when it leaves the cache, and at a flush. */
+struct cache_stats {
+    int64_t lookups;            /* ids looked up */
+    int64_t hits;               /* ...served by a cached copy recent enough */
+    int64_t fetched, refreshed; /* rows brought in; cached copies fetched again */
+    int64_t uncached;           /* ids the cache had no room for in their batch */
+    int64_t rows_pushed;        /* deltas sent */
+    double bytes_plain, bytes_sent; /* wire bytes without the cache, and with it */
+};
+void cache_stats_add(struct cache_stats *to, const struct cache_stats *from);
+/* NULL when inner cannot serve rows. cap as emb_client_hot's. */
+struct emb_client *emb_client_cache(struct emb_client *inner, int own_inner,
+                                    const struct ss_config *c, const struct model_layout *l,
+                                    int cap, struct cache_stats *st);
 
 /* An embedding PS as a trainer's client sees it: where it listens. */
 struct emb_endpoint {

@@ -143,6 +143,11 @@ static const struct key_desc keys[] = {
     INT(hot_embeddings, profile_batches, "100", 1, 1000000,
         "batches of data.train read to find the hot rows"),
 
+    INT(embedding_cache, rows, "0", 0, 100000000,
+        "embedding rows each worker thread caches, read and updated locally (0: no cache)"),
+    INT(embedding_cache, staleness, "8", 0, 1000000,
+        "updates a cached row may be behind the tables before it is fetched again, and ahead before its updates are pushed (0: as without a cache)"),
+
     STR(checkpoint, dir, "", "checkpoint directory (empty = no checkpoints)"),
     DBL(checkpoint, interval_s, "0", 0, 1e9, 0, "seconds between checkpoints (0 = only at the end)"),
 

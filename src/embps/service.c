@@ -145,6 +145,106 @@ static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteA
     return TRUE;
 }
 
+/* A RowSync array's bytes, and their length: an unset one is empty. */
+static const void *bytes_of(const GByteArray *a)
+{
+    return a ? a->data : NULL;
+}
+
+static size_t len_of(const GByteArray *a)
+{
+    return a ? a->len : 0;
+}
+
+/* The n entries of a RowSync array of size bytes each (n from the first
+ * array checked: *n < 0). */
+static gboolean count_of(struct embps_service *s, const GByteArray *a, size_t size, int64_t *n,
+                         const char *name, ssRpcError **err)
+{
+    size_t len = len_of(a);
+    if (*n < 0 && len % size == 0 && len / size <= MAX_IDS)
+        *n = (int64_t)(len / size);
+    if (*n < 0 || len != (size_t)*n * size)
+        return refuse(s, err, SS_EINVAL, "bad request: %s holds %zu bytes, not a whole number of "
+                      "%zu-byte entries matching the others (at most %d)", name, len, size, MAX_IDS);
+    return TRUE;
+}
+
+/* Each (at, row) of a RowSync names a shard of this PS and a row inside it. */
+static gboolean check_rows(struct embps_service *s, const GByteArray *at, const GByteArray *rows,
+                           int64_t n, const char *what, ssRpcError **err)
+{
+    const int32_t *a = bytes_of(at);
+    const uint64_t *r = bytes_of(rows);
+    for (int64_t i = 0; i < n; i++) {
+        if (a[i] < 0 || a[i] >= s->k)
+            return refuse(s, err, SS_EINVAL, "bad request: %s %lld names shard %d of this PS's %d",
+                          what, (long long)i, a[i], s->k);
+        if (r[i] < (uint64_t)s->lo[a[i]] || r[i] >= (uint64_t)s->hi[a[i]])
+            return refuse(s, err, SS_EINVAL,
+                          "bad request: %s %lld: row %llu is out of shard %d's rows [%lld, %lld)",
+                          what, (long long)i, (unsigned long long)r[i], s->shard_ids[a[i]],
+                          (long long)s->lo[a[i]], (long long)s->hi[a[i]]);
+    }
+    return TRUE;
+}
+
+static gboolean ps_rows(ssEmbeddingPSIf *iface, ssRowAnswer **ret, const ssRowSync *q,
+                        ssRpcError **err, GError **error)
+{
+    (void)error;
+    struct embps_service *s = ((PsHandler *)iface)->svc;
+    if (!rpc_token_ok(q->token, s->token))
+        return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
+    if (!q->shards || q->shards->len != (guint)s->k * 4 ||
+        memcmp(q->shards->data, s->shard_ids, (size_t)s->k * 4) != 0)
+        return refuse(s, err, SS_EINVAL,
+                      "bad request: the shards must be this PS's %d shards in its order", s->k);
+    if (!embps_clocked(s->t))
+        return refuse(s, err, SS_EINVAL, "bad request: rows asked of a PS that keeps no row "
+                      "clocks (its config has embedding_cache.rows = 0)");
+    int stride = embps_stride(s->t);
+    int64_t m = -1, g = -1;
+    if (!count_of(s, q->add_at, 4, &m, "add_at", err) ||
+        !count_of(s, q->add_rows, 8, &m, "add_rows", err) ||
+        !count_of(s, q->add_delta, (size_t)stride * 4, &m, "add_delta", err) ||
+        !count_of(s, q->add_count, 4, &m, "add_count", err) ||
+        !count_of(s, q->get_at, 4, &g, "get_at", err) ||
+        !count_of(s, q->get_rows, 8, &g, "get_rows", err) ||
+        !count_of(s, q->get_have, 4, &g, "get_have", err) ||
+        !check_rows(s, q->add_at, q->add_rows, m, "added row", err) ||
+        !check_rows(s, q->get_at, q->get_rows, g, "asked row", err))
+        return FALSE;
+    if (q->bound < 0)
+        return refuse(s, err, SS_EINVAL, "bad request: bound = %d < 0", q->bound);
+    double t0 = cpu_now();
+    GByteArray *clocks = g_byte_array_sized_new((guint)g * 4), *rows = g_byte_array_new();
+    g_byte_array_set_size(clocks, (guint)g * 4);
+    /* the rows sent are known only once the clocks are read: room for all */
+    g_byte_array_set_size(rows, (guint)((size_t)g * stride * 4));
+    struct row_req r = {stride, (size_t)m, bytes_of(q->add_at), bytes_of(q->add_rows),
+                        bytes_of(q->add_delta), bytes_of(q->add_count), (size_t)g,
+                        bytes_of(q->get_at), bytes_of(q->get_rows), bytes_of(q->get_have),
+                        (uint32_t)q->bound, (uint32_t *)clocks->data, (float *)rows->data};
+    size_t sent = embps_rows(s->t, &r);
+    g_byte_array_set_size(rows, (guint)(sent * stride * 4));
+    __atomic_add_fetch(&s->busy_ns, (int64_t)((cpu_now() - t0) * 1e9), __ATOMIC_RELAXED);
+    const int32_t *at = bytes_of(q->get_at);
+    for (int64_t i = 0; i < g; i++) /* rows served, for load_s, as a lookup's */
+        __atomic_add_fetch(&s->served[at[i]], 1, __ATOMIC_RELAXED);
+    (*ret)->clocks = clocks;
+    (*ret)->rows = rows;
+    (*ret)->__isset_clocks = (*ret)->__isset_rows = TRUE;
+    __atomic_add_fetch(&s->st.row_syncs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->st.rows_sent, (int64_t)sent, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->st.rows_added, m, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->st.bytes_in, len_of(q->add_at) + len_of(q->add_rows) +
+                       len_of(q->add_delta) + len_of(q->add_count) + len_of(q->get_at) +
+                       len_of(q->get_rows) + len_of(q->get_have), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->st.bytes_out, clocks->len + rows->len, __ATOMIC_RELAXED);
+    return TRUE;
+}
+
 static gboolean ps_save(ssEmbeddingPSIf *iface, gint64 *ret, const GByteArray *token,
                         const gchar *path, ssRpcError **err, GError **error)
 {
@@ -169,6 +269,7 @@ static void ps_handler_class_init(PsHandlerClass *cls)
     ssEmbeddingPSHandlerClass *base = SS_EMBEDDING_P_S_HANDLER_CLASS(cls);
     base->lookup = ps_lookup;
     base->push = ps_push;
+    base->rows = ps_rows;
     base->save = ps_save;
 }
 
@@ -207,6 +308,9 @@ void embps_service_stats(struct embps_service *s, struct embps_stats *st)
     st->lookups = __atomic_load_n(&s->st.lookups, __ATOMIC_RELAXED);
     st->pushes = __atomic_load_n(&s->st.pushes, __ATOMIC_RELAXED);
     st->refused = __atomic_load_n(&s->st.refused, __ATOMIC_RELAXED);
+    st->row_syncs = __atomic_load_n(&s->st.row_syncs, __ATOMIC_RELAXED);
+    st->rows_sent = __atomic_load_n(&s->st.rows_sent, __ATOMIC_RELAXED);
+    st->rows_added = __atomic_load_n(&s->st.rows_added, __ATOMIC_RELAXED);
     st->bytes_in = __atomic_load_n(&s->st.bytes_in, __ATOMIC_RELAXED);
     st->bytes_out = __atomic_load_n(&s->st.bytes_out, __ATOMIC_RELAXED);
     st->busy_s = __atomic_load_n(&s->busy_ns, __ATOMIC_RELAXED) * 1e-9;

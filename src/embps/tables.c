@@ -23,6 +23,7 @@ struct emb_tables {
     int64_t *rows, *table_rows, *lo;
     int32_t *gid;
     float **data;
+    uint32_t **clock;           /* [n_tables][rows] with o.clocks (atomics), else NULL */
 };
 
 static int64_t *copy_i64(const int64_t *src, const int64_t *fallback, int n, int64_t zero)
@@ -49,7 +50,8 @@ struct emb_opts emb_opts_from_config(const struct ss_config *c, int n, int dim,
         .n_tables = n, .dim = dim, .rows = rows,
         .opt = c->optim.emb == OPT_ROWWISE_ADAGRAD ? OPT_ROWWISE_ADAGRAD : OPT_SGD,
         .lr = (float)c->optim.emb_lr, .eps = (float)c->optim.eps,
-        .init_acc = (float)c->optim.init_acc, .seed = (uint64_t)c->job.seed};
+        .init_acc = (float)c->optim.init_acc, .seed = (uint64_t)c->job.seed,
+        .clocks = c->embedding_cache.rows > 0};
 }
 
 /* Filling the rows (and faulting their pages in) is most of the start of a
@@ -153,6 +155,14 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
                            cnt * sizeof(float) >> 20);
         }
     }
+    if (o->clocks) { /* zero pages: counted from 0 */
+        t->clock = ss_xcalloc(n, sizeof(uint32_t *));
+        for (int k = 0; k < n; k++)
+            if (!(t->clock[k] = calloc((size_t)t->rows[k], sizeof(uint32_t)))) {
+                embps_free(t);
+                return ss_fail(e, SS_ENOMEM, "embedding table %d: cannot allocate its clocks", k);
+            }
+    }
     init_rows(t);
     *out = t;
     return 0;
@@ -164,6 +174,9 @@ void embps_free(struct emb_tables *t)
         return;
     for (int k = 0; t->data && k < t->o.n_tables; k++)
         free(t->data[k]);
+    for (int k = 0; t->clock && k < t->o.n_tables; k++)
+        free(t->clock[k]);
+    free(t->clock);
     free(t->data);
     free(t->rows);
     free(t->table_rows);
@@ -193,11 +206,22 @@ void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
     *table_rows = t->table_rows[k];
 }
 
-static inline float *row_of(struct emb_tables *t, int k, uint64_t id)
+/* Where id's row sits among those table k holds. */
+static inline size_t held_at(const struct emb_tables *t, int k, uint64_t id)
 {
     uint64_t rows = (uint64_t)t->table_rows[k];
     uint64_t r = id < rows ? id : id % rows; /* a PS gets rows already: no division */
-    return t->data[k] + (size_t)(r - (uint64_t)t->lo[k]) * t->stride;
+    return (size_t)(r - (uint64_t)t->lo[k]);
+}
+
+static inline float *row_of(struct emb_tables *t, int k, uint64_t id)
+{
+    return t->data[k] + held_at(t, k, id) * t->stride;
+}
+
+static inline void tick(struct emb_tables *t, int k, uint64_t id, uint32_t n)
+{
+    __atomic_add_fetch(&t->clock[k][held_at(t, k, id)], n, __ATOMIC_RELAXED);
 }
 
 void embps_initial_row(const struct emb_opts *o, int32_t gid, int64_t row, int64_t table_rows,
@@ -261,9 +285,42 @@ void embps_push(struct emb_tables *t, const struct batch *b, const float *g)
             for (int32_t j = b->off[i * T + k]; j < b->off[i * T + k + 1]; j++) {
                 float *r = row_of(t, k, b->ids[j]);
                 optim_row_step(t->o.opt, r, r + d, gk, d, t->o.lr, t->o.eps);
+                if (t->clock)
+                    tick(t, k, b->ids[j], 1);
             }
         }
     }
+}
+
+int embps_stride(const struct emb_tables *t)
+{
+    return t->stride;
+}
+
+int embps_clocked(const struct emb_tables *t)
+{
+    return t->clock != NULL;
+}
+
+SS_HOGWILD size_t embps_rows(struct emb_tables *t, const struct row_req *r)
+{
+    int s = t->stride;
+    for (size_t i = 0; i < r->n_add; i++) {
+        float *row = row_of(t, r->add_table[i], r->add_row[i]);
+        const float *dl = r->add_delta + i * s;
+        for (int c = 0; c < s; c++)
+            row[c] += dl[c];
+        tick(t, r->add_table[i], r->add_row[i], r->add_count[i]);
+    }
+    size_t sent = 0;
+    for (size_t i = 0; i < r->n_get; i++) {
+        int k = r->get_table[i];
+        uint64_t id = r->get_row[i];
+        r->clock[i] = __atomic_load_n(&t->clock[k][held_at(t, k, id)], __ATOMIC_RELAXED);
+        if (row_sent(r->get_have[i], r->clock[i], r->bound))
+            ss_copy(r->val + sent++ * s, row_of(t, k, id), (size_t)s);
+    }
+    return sent;
 }
 
 struct emb_header {

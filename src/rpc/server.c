@@ -490,6 +490,10 @@ void rpc_types_init(void)
                      SS_TYPE_EMBEDDING_P_S_LOOKUP_RESULT,
                      SS_TYPE_EMBEDDING_P_S_PUSH_ARGS,
                      SS_TYPE_EMBEDDING_P_S_PUSH_RESULT,
+                     SS_TYPE_ROW_SYNC,
+                     SS_TYPE_ROW_ANSWER,
+                     SS_TYPE_EMBEDDING_P_S_ROWS_ARGS,
+                     SS_TYPE_EMBEDDING_P_S_ROWS_RESULT,
                      SS_TYPE_EMBEDDING_P_S_CLIENT,
                      SS_TYPE_EMBEDDING_P_S_PROCESSOR,
                      SS_TYPE_EMBEDDING_P_S_HANDLER,
@@ -513,7 +517,9 @@ void rpc_types_init(void)
      * object now so that happens before any thread exists. */
     GType plain[] = {SS_TYPE_RPC_ERROR, SS_TYPE_BAGS, SS_TYPE_EMBEDDING_P_S_LOOKUP_ARGS,
                      SS_TYPE_EMBEDDING_P_S_LOOKUP_RESULT, SS_TYPE_EMBEDDING_P_S_PUSH_ARGS,
-                     SS_TYPE_EMBEDDING_P_S_PUSH_RESULT, SS_TYPE_EMBEDDING_P_S_CLIENT,
+                     SS_TYPE_EMBEDDING_P_S_PUSH_RESULT, SS_TYPE_ROW_SYNC, SS_TYPE_ROW_ANSWER,
+                     SS_TYPE_EMBEDDING_P_S_ROWS_ARGS, SS_TYPE_EMBEDDING_P_S_ROWS_RESULT,
+                     SS_TYPE_EMBEDDING_P_S_CLIENT,
                      SS_TYPE_SYNC_P_S_ELASTIC_ARGS, SS_TYPE_SYNC_P_S_ELASTIC_RESULT,
                      SS_TYPE_SYNC_P_S_CLIENT, SS_TYPE_BATCH_REPLY, SS_TYPE_READER_NEXT_BATCH_ARGS,
                      SS_TYPE_READER_NEXT_BATCH_RESULT, SS_TYPE_READER_CLIENT};

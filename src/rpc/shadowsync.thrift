@@ -21,11 +21,38 @@ struct Bags {
   5: binary ids
 }
 
+/* A trainer's embedding cache (DESIGN §9 "HET", embps.h row_req): rows
+ * addressed by at, an index into shards (this PS's shards, as in Bags), and
+ * row (id mod the table's rows, inside that shard). The deltas (float32
+ * [m * stride], stride = dim + the optimizer's floats per row) are added
+ * first, each with the updates it holds (add_count); then every asked row's
+ * clock is answered, and the row itself when the asker holds none
+ * (get_have = 2^32-1) or its copy is more than bound updates behind. */
+struct RowSync {
+  1: binary token,
+  2: binary shards,
+  3: binary add_at,     /* int32 [m] */
+  4: binary add_rows,   /* uint64 [m] */
+  5: binary add_delta,  /* float32 [m * stride] */
+  6: binary add_count,  /* uint32 [m] */
+  7: binary get_at,     /* int32 [g] */
+  8: binary get_rows,   /* uint64 [g] */
+  9: binary get_have,   /* uint32 [g] */
+  10: i32 bound
+}
+
+/* clocks: uint32 [g]; rows: float32 [stride] for each row sent, in order. */
+struct RowAnswer {
+  1: binary clocks,
+  2: binary rows
+}
+
 service EmbeddingPS {
   /* Pooled bags: float32 [n*k*dim]. */
   binary lookup(1: Bags bags) throws (1: RpcError err),
   /* grads: float32 [n*k*dim], the gradient of each pooled bag. */
   void push(1: Bags bags, 2: binary grads) throws (1: RpcError err),
+  RowAnswer rows(1: RowSync req) throws (1: RpcError err),
   /* Checkpoints: writes this PS's shards (rows and optimizer state) to path
    * (a file in the job's checkpoint directory, which every rank sees);
    * answers the bytes written. */

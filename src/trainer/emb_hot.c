@@ -7,7 +7,7 @@
  * pooling makes the two halves add up to the bag. The push sends the cold
  * examples' gradients on and steps each hot row with the embedding
  * optimizer, in the replica, without locks (Hogwild, like the tables). */
-#include "shadowsync/trainer.h"
+#include "emb_part.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +17,9 @@ struct hot_client {
     int own_inner;
     struct hot_replica r;
     struct hot_stats *st;
-    int cap;
-    struct batch cold;          /* the examples with a cold id, with their cold ids only */
-    int32_t *which;             /* [cap] each cold example's place in the batch */
+    struct emb_part cold;       /* the examples with a cold id, with their cold ids only */
     int64_t *pairs;             /* [2 * n_pairs]: a bag (i*T + t) and a hot slot in it */
     size_t n_pairs, pair_cap;
-    float *tmp;                 /* [cap*T*dim] the cold examples' pooled bags or gradients */
 };
 
 static void add_pair(struct hot_client *h, int64_t bag, int64_t slot)
@@ -38,28 +35,13 @@ static void add_pair(struct hot_client *h, int64_t bag, int64_t slot)
     h->n_pairs++;
 }
 
-/* Room for batches of n examples (cap: the most a batch has held). */
-static void reserve(struct hot_client *h, int n)
-{
-    if (n <= h->cap)
-        return;
-    int T = h->r.set->n_tables;
-    h->cap = n;
-    batch_free(&h->cold);
-    batch_init(&h->cold, n, 0, T);
-    free(h->which);
-    free(h->tmp);
-    h->which = ss_xmalloc((size_t)n * sizeof(int32_t));
-    h->tmp = ss_aligned((size_t)n * T * h->r.set->dim * sizeof(float));
-}
-
 /* Fills h->cold and h->pairs from b. */
 static void split(struct hot_client *h, const struct batch *b)
 {
     const struct hot_set *s = h->r.set;
     int T = b->n_tables;
-    struct batch *c = &h->cold;
-    reserve(h, b->n);
+    struct batch *c = &h->cold.b;
+    emb_part_reserve(&h->cold, b->n, T, s->dim);
     c->n = 0;
     c->off[0] = 0;
     h->n_pairs = 0;
@@ -79,7 +61,7 @@ static void split(struct hot_client *h, const struct batch *b)
             c->off[c->n * T + t + 1] = (int32_t)at;
         }
         if (at > (size_t)c->off[c->n * T]) /* a cold id: the example goes to the tables */
-            h->which[c->n++] = i;
+            h->cold.which[c->n++] = i;
     }
 }
 
@@ -87,18 +69,10 @@ SS_HOGWILD static int hot_lookup(struct emb_client *ec, const struct batch *b, f
                                  struct ss_err *e)
 {
     struct hot_client *h = ec->impl;
-    int T = b->n_tables, d = h->r.set->dim, rc = 0;
-    size_t ex = (size_t)T * d; /* floats of one example's bags */
+    int T = b->n_tables, d = h->r.set->dim;
     split(h, b);
-    struct batch *c = &h->cold;
-    if (c->n == b->n) {
-        rc = h->inner->ops->lookup(h->inner, c, out, e);
-    } else {
-        memset(out, 0, (size_t)b->n * ex * sizeof(float));
-        if (c->n > 0 && (rc = h->inner->ops->lookup(h->inner, c, h->tmp, e)) == 0)
-            for (int k = 0; k < c->n; k++)
-                memcpy(out + (size_t)h->which[k] * ex, h->tmp + (size_t)k * ex, ex * sizeof(float));
-    }
+    const struct batch *c = &h->cold.b;
+    int rc = emb_part_lookup(h->inner, &h->cold, b->n, out, e);
     if (rc < 0)
         return rc;
     for (size_t p = 0; p < h->n_pairs; p++) {
@@ -127,16 +101,8 @@ SS_HOGWILD static int hot_push(struct emb_client *ec, const struct batch *b, con
                                struct ss_err *e)
 {
     struct hot_client *h = ec->impl;
-    int T = b->n_tables, d = h->r.set->dim, rc = 0;
-    size_t ex = (size_t)T * d;
-    struct batch *c = &h->cold;
-    if (c->n == b->n) {
-        rc = h->inner->ops->push(h->inner, c, g, e);
-    } else if (c->n > 0) {
-        for (int k = 0; k < c->n; k++)
-            memcpy(h->tmp + (size_t)k * ex, g + (size_t)h->which[k] * ex, ex * sizeof(float));
-        rc = h->inner->ops->push(h->inner, c, h->tmp, e);
-    }
+    int d = h->r.set->dim;
+    int rc = emb_part_push(h->inner, &h->cold, b->n, g, e);
     if (rc < 0)
         return rc;
     for (size_t p = 0; p < h->n_pairs; p++) {
@@ -152,12 +118,16 @@ static void hot_close(struct emb_client *ec)
     struct hot_client *h = ec->impl;
     if (h->own_inner)
         h->inner->ops->free(h->inner);
-    batch_free(&h->cold);
-    free(h->which);
+    emb_part_free(&h->cold);
     free(h->pairs);
-    free(h->tmp);
     free(h);
     free(ec);
+}
+
+static int hot_flush(struct emb_client *ec, struct ss_err *e)
+{
+    struct hot_client *h = ec->impl;
+    return h->inner->ops->flush ? h->inner->ops->flush(h->inner, e) : 0;
 }
 
 void hot_stats_add(struct hot_stats *to, const struct hot_stats *from)
@@ -171,7 +141,8 @@ void hot_stats_add(struct hot_stats *to, const struct hot_stats *from)
     to->bytes_saved += from->bytes_saved;
 }
 
-static const struct emb_client_ops hot_ops = {"hot rows", hot_lookup, hot_push, hot_close};
+static const struct emb_client_ops hot_ops = {"hot rows", hot_lookup, hot_push, hot_close, NULL,
+                                                hot_flush};
 
 struct emb_client *emb_client_hot(struct emb_client *inner, int own_inner,
                                   const struct hot_replica *r, int cap, struct hot_stats *st)
@@ -181,7 +152,7 @@ struct emb_client *emb_client_hot(struct emb_client *inner, int own_inner,
     h->own_inner = own_inner;
     h->r = *r;
     h->st = st;
-    reserve(h, cap > 0 ? cap : 1);
+    emb_part_reserve(&h->cold, cap > 0 ? cap : 1, r->set->n_tables, r->set->dim);
     struct emb_client *ec = ss_xcalloc(1, sizeof *ec);
     *ec = (struct emb_client){&hot_ops, h};
     return ec;

@@ -18,12 +18,21 @@ static int local_push(struct emb_client *c, const struct batch *b, const float *
     return 0;
 }
 
+static int local_rows(struct emb_client *c, const struct row_req *r, struct ss_err *e)
+{
+    if (!embps_clocked(c->impl))
+        return ss_fail(e, SS_EINVAL, "the tables keep no row clocks for a cache");
+    embps_rows(c->impl, r);
+    return 0;
+}
+
 static void local_free(struct emb_client *c)
 {
     free(c);
 }
 
-static const struct emb_client_ops local_ops = {"in-process", local_lookup, local_push, local_free};
+static const struct emb_client_ops local_ops = {"in-process", local_lookup, local_push, local_free,
+                                                  local_rows, NULL};
 
 struct emb_client *emb_client_local(struct emb_tables *t)
 {

@@ -24,6 +24,16 @@ struct ps_conn {
     ssEmbeddingPSIf *client;
     ssBags *bags;               /* reused request: token, tables, offsets, ids */
     GByteArray *grads;
+    ssRowSync *rs;              /* reused request of a cache's rows */
+    size_t *gidx;               /* [gets asked of this PS] their place in the caller's list */
+    size_t gidx_cap;
+    ssRowAnswer *answer;
+};
+
+/* Where rows of a table live: shard j of PS ps holds [lo, hi). */
+struct route {
+    int ps, j;
+    int64_t lo, hi;
 };
 
 struct thrift_emb {
@@ -31,6 +41,10 @@ struct thrift_emb {
     const struct batch *looked_up; /* the batch whose requests the PSs hold, for its push */
     int64_t *table_rows;
     struct ps_conn *ps;         /* [n_ps]; a PS that holds nothing has k = 0 */
+    struct route **route;       /* [n_tables] each table's shards, n_route[t] of them */
+    int *n_route;
+    int64_t *pos;               /* [pos_cap] where each asked row goes in the answer, -1: not sent */
+    size_t pos_cap;
 };
 
 /* Fills p's request with the rows of its shards' bags. */
@@ -149,6 +163,122 @@ static int thrift_push(struct emb_client *c, const struct batch *b, const float 
     return 0;
 }
 
+/* The PS and shard (its j-th) that hold row of table t. */
+static const struct route *route_of(const struct thrift_emb *te, int t, uint64_t row)
+{
+    for (int i = 0; i < te->n_route[t]; i++)
+        if (row >= (uint64_t)te->route[t][i].lo && row < (uint64_t)te->route[t][i].hi)
+            return &te->route[t][i];
+    return NULL; /* a plan covers every row */
+}
+
+static void append(GByteArray *a, const void *v, size_t bytes)
+{
+    g_byte_array_append(a, v, (guint)bytes);
+}
+
+/* The deltas and the asks of r, each to the PS that holds its row, all
+ * sent before any answer is read; the answers scattered back into r's order. */
+static int thrift_rows(struct emb_client *c, const struct row_req *r, struct ss_err *e)
+{
+    struct thrift_emb *te = c->impl;
+    size_t stride = (size_t)r->stride;
+    for (int s = 0; s < te->n_ps; s++) {
+        ssRowSync *q = te->ps[s].rs;
+        if (!q)
+            continue;
+        GByteArray *arr[] = {q->add_at, q->add_rows, q->add_delta, q->add_count,
+                             q->get_at, q->get_rows, q->get_have};
+        for (size_t a = 0; a < sizeof arr / sizeof *arr; a++)
+            g_byte_array_set_size(arr[a], 0);
+        q->bound = (gint32)(r->bound > INT32_MAX ? INT32_MAX : r->bound);
+    }
+    for (size_t i = 0; i < r->n_add; i++) {
+        const struct route *o = route_of(te, r->add_table[i], r->add_row[i]);
+        ssRowSync *q = te->ps[o->ps].rs;
+        append(q->add_at, &o->j, 4);
+        append(q->add_rows, &r->add_row[i], 8);
+        append(q->add_delta, r->add_delta + i * stride, stride * 4);
+        append(q->add_count, &r->add_count[i], 4);
+    }
+    if (r->n_get > te->pos_cap) {
+        te->pos_cap = r->n_get;
+        free(te->pos);
+        te->pos = ss_xmalloc(te->pos_cap * sizeof(int64_t));
+    }
+    for (size_t i = 0; i < r->n_get; i++) {
+        const struct route *o = route_of(te, r->get_table[i], r->get_row[i]);
+        struct ps_conn *p = &te->ps[o->ps];
+        size_t n = p->rs->get_at->len / 4;
+        if (n == p->gidx_cap) {
+            p->gidx_cap = p->gidx_cap ? 2 * p->gidx_cap : 1024;
+            p->gidx = realloc(p->gidx, p->gidx_cap * sizeof(size_t));
+            if (!p->gidx)
+                abort();
+        }
+        p->gidx[n] = i;
+        append(p->rs->get_at, &o->j, 4);
+        append(p->rs->get_rows, &r->get_row[i], 8);
+        append(p->rs->get_have, &r->get_have[i], 4);
+    }
+    int rc = 0, sent_to = 0;
+    for (int s = 0; s < te->n_ps; s++) {
+        struct ps_conn *p = &te->ps[s];
+        GError *gerr = NULL;
+        if (!p->rs || (!p->rs->add_at->len && !p->rs->get_at->len))
+            continue;
+        if (!ss_embedding_p_s_client_send_rows(p->client, p->rs, &gerr))
+            return call_failed(p, "rows", NULL, gerr, e);
+        sent_to = s + 1;
+    }
+    for (int s = 0; s < sent_to && rc == 0; s++) {
+        struct ps_conn *p = &te->ps[s];
+        if (!p->rs || (!p->rs->add_at->len && !p->rs->get_at->len))
+            continue;
+        ssRpcError *rerr = NULL;
+        GError *gerr = NULL;
+        p->answer = g_object_new(SS_TYPE_ROW_ANSWER, NULL); /* a fresh one: see recv */
+        if (!ss_embedding_p_s_client_recv_rows(p->client, &p->answer, &rerr, &gerr) || rerr) {
+            rc = call_failed(p, "rows", rerr, gerr, e);
+            break;
+        }
+        size_t n = p->rs->get_at->len / 4;
+        const GByteArray *ck = p->answer->clocks;
+        if (!ck || ck->len != n * 4) {
+            rc = call_failed(p, "rows (clocks of the wrong size)", NULL, NULL, e);
+            break;
+        }
+        for (size_t k = 0; k < n; k++)
+            memcpy(&r->clock[p->gidx[k]], ck->data + k * 4, 4);
+    }
+    /* the rows sent, in r's order; each answer's own count checked */
+    int64_t next = 0;
+    for (size_t i = 0; rc == 0 && i < r->n_get; i++)
+        te->pos[i] = row_sent(r->get_have[i], r->clock[i], r->bound) ? next++ : -1;
+    for (int s = 0; s < sent_to; s++) {
+        struct ps_conn *p = &te->ps[s];
+        if (!p->answer)
+            continue;
+        size_t n = p->rs->get_at->len / 4, got = 0, have = p->answer->rows ? p->answer->rows->len : 0;
+        for (size_t k = 0; rc == 0 && k < n; k++) {
+            int64_t at = te->pos[p->gidx[k]];
+            if (at < 0)
+                continue;
+            if ((got + 1) * stride * 4 > have) {
+                rc = call_failed(p, "rows (fewer rows than asked)", NULL, NULL, e);
+                break;
+            }
+            memcpy(r->val + (size_t)at * stride, p->answer->rows->data + got++ * stride * 4,
+                   stride * 4);
+        }
+        if (rc == 0 && got * stride * 4 != have)
+            rc = call_failed(p, "rows (more rows than asked)", NULL, NULL, e);
+        g_object_unref(p->answer);
+        p->answer = NULL;
+    }
+    return rc;
+}
+
 static void close_ps(struct ps_conn *p)
 {
     if (p->client)
@@ -158,6 +288,11 @@ static void close_ps(struct ps_conn *p)
         g_object_unref(p->bags);
     if (p->grads)
         g_byte_array_unref(p->grads);
+    if (p->rs)
+        g_object_unref(p->rs);
+    if (p->answer)
+        g_object_unref(p->answer);
+    free(p->gidx);
     free(p->shards);
     free(p->tables);
     free(p->lo);
@@ -170,12 +305,18 @@ static void thrift_free(struct emb_client *c)
     for (int s = 0; s < te->n_ps; s++)
         close_ps(&te->ps[s]);
     free(te->ps);
+    for (int t = 0; te->route && t < te->n_tables; t++)
+        free(te->route[t]);
+    free(te->route);
+    free(te->n_route);
+    free(te->pos);
     free(te->table_rows);
     free(te);
     free(c);
 }
 
-static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free};
+static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free,
+                                                   thrift_rows, NULL};
 
 int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim,
                       const struct emb_endpoint *ps, const char *token, int timeout_ms,
@@ -188,6 +329,10 @@ int emb_client_thrift(struct emb_client **out, const struct placement *pl, int d
     te->table_rows = ss_xmalloc((size_t)pl->n_tables * sizeof(int64_t));
     memcpy(te->table_rows, pl->table_rows, (size_t)pl->n_tables * sizeof(int64_t));
     te->ps = ss_xcalloc(te->n_ps, sizeof *te->ps);
+    te->route = ss_xcalloc(pl->n_tables, sizeof *te->route);
+    te->n_route = ss_xcalloc(pl->n_tables, sizeof *te->n_route);
+    for (int t = 0; t < pl->n_tables; t++)
+        te->route[t] = ss_xmalloc(((size_t)pl->n_shards + 1) * sizeof(struct route));
     struct emb_client *c = ss_xcalloc(1, sizeof *c);
     *c = (struct emb_client){&thrift_ops, te};
     for (int s = 0; s < te->n_ps; s++) {
@@ -205,6 +350,7 @@ int emb_client_thrift(struct emb_client **out, const struct placement *pl, int d
             p->tables[j] = sh->table;
             p->lo[j] = sh->lo;
             p->hi[j] = sh->hi;
+            te->route[sh->table][te->n_route[sh->table]++] = (struct route){s, j, sh->lo, sh->hi};
         }
         if (!p->k)
             continue;
@@ -226,6 +372,19 @@ int emb_client_thrift(struct emb_client **out, const struct placement *pl, int d
         p->bags->__isset_token = p->bags->__isset_n = p->bags->__isset_shards = TRUE;
         p->bags->__isset_offsets = p->bags->__isset_ids = TRUE;
         p->grads = g_byte_array_new();
+        p->rs = g_object_new(SS_TYPE_ROW_SYNC, NULL);
+        ssRowSync *q = p->rs;
+        q->token = g_byte_array_new();
+        append(q->token, token, strlen(token));
+        q->shards = g_byte_array_new();
+        append(q->shards, p->shards, (size_t)p->k * 4);
+        GByteArray **arr[] = {&q->add_at, &q->add_rows, &q->add_delta, &q->add_count,
+                              &q->get_at, &q->get_rows, &q->get_have};
+        for (size_t a = 0; a < sizeof arr / sizeof *arr; a++)
+            *arr[a] = g_byte_array_new();
+        q->__isset_token = q->__isset_shards = q->__isset_add_at = q->__isset_add_rows = TRUE;
+        q->__isset_add_delta = q->__isset_add_count = q->__isset_get_at = TRUE;
+        q->__isset_get_rows = q->__isset_get_have = q->__isset_bound = TRUE;
     }
     *out = c;
     return 0;

@@ -36,6 +36,7 @@ struct worker {
     struct ne_acc ne;
     double t_part[4];           /* seconds in each part of a step: read, lookup, dense, push */
     struct hot_stats hot;       /* its hot client's figures (read once it has ended) */
+    struct cache_stats cache;   /* its embedding cache's */
     int rc;
     struct ss_err err;
 };
@@ -104,6 +105,12 @@ static void wait_while_paused(struct job *j)
     pthread_mutex_unlock(&j->mu);
 }
 
+/* Sends on what the worker's client holds back (its cache's updates). */
+static int flush_emb(struct worker *wk)
+{
+    return wk->emb->ops->flush ? wk->emb->ops->flush(wk->emb, &wk->err) : 0;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *wk = arg;
@@ -126,14 +133,18 @@ static void *worker_main(void *arg)
     const float *prob = gw ? gpu_worker_prob(gw) : s.prob;
     for (int64_t it = 1; rc == 0 && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
         struct batch_feed *feed = j->env ? j->env->feed : NULL;
-        if (!feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE))
+        if (!feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE)) {
+            if ((rc = flush_emb(wk)) < 0) /* a checkpoint holds every update made */
+                break;
             wait_while_paused(j);
+        }
         double t[5]; /* the step's part boundaries */
         t[0] = ss_now();
         rc = feed ? feed_next(feed, &b, &wk->err) : reader_next(j->reader, &b, &wk->err);
         if (rc == FEED_PAUSED) { /* the queue drained for a checkpoint */
+            if ((rc = flush_emb(wk)) < 0)
+                break;
             wait_while_paused(j);
-            rc = 0;
             continue;
         }
         if (rc < 0 || b.n == 0)
@@ -173,6 +184,8 @@ static void *worker_main(void *arg)
             break;
         }
     }
+    if (rc == 0)
+        rc = flush_emb(wk);
     wk->rc = rc;
     if (rc < 0)
         __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
@@ -195,6 +208,7 @@ struct figures {
     double elapsed, eps, train_ne, train_logloss, syncs_per_s, sync_gap;
     double spread;              /* replica_spread at the end */
     struct hot_stats hot;       /* the hot clients' figures at the end */
+    struct cache_stats cache;   /* the embedding caches' */
     int64_t examples, iterations, syncs;
     struct ne_acc ne;
 };
@@ -567,10 +581,18 @@ static int start_trainers(struct job *j, struct ss_err *e)
             wk->emb = j->emb;
             if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0)
                 return rc; /* before any worker thread of this trainer runs */
+            int own = j->env != NULL; /* whether wk->emb is this worker's own */
+            if (c->embedding_cache.rows > 0) {
+                struct emb_client *cc = emb_client_cache(wk->emb, own, c, &j->l,
+                                                         c->trainer.batch_size, &wk->cache);
+                if (!cc)
+                    return ss_fail(e, SS_EINVAL, "embedding_cache.rows > 0: the %s client "
+                                   "serves no rows", wk->emb->ops->name);
+                wk->emb = cc, own = 1;
+            }
             if (j->hot) {
                 struct hot_replica r = replica_of(j, &j->tr[t]);
-                wk->emb = emb_client_hot(wk->emb, j->env != NULL, &r, c->trainer.batch_size,
-                                         &wk->hot);
+                wk->emb = emb_client_hot(wk->emb, own, &r, c->trainer.batch_size, &wk->hot);
             }
             pthread_mutex_init(&wk->mu, NULL);
             if (pthread_create(&wk->th, NULL, worker_main, wk) != 0) {
@@ -702,19 +724,28 @@ static float *output_model(struct job *j)
     return w;
 }
 
-/* The hot clients' figures, summed over every worker (all have ended). */
-static struct hot_stats hot_figures(struct job *j)
+/* The hot clients' and caches' figures, summed over every worker (all
+ * have ended). */
+static void client_figures(struct job *j, struct figures *f)
 {
-    struct hot_stats h = {0};
     for (int t = 0; t < j->n_tr; t++)
-        for (int k = 0; k < j->n_wk; k++)
-            hot_stats_add(&h, &j->tr[t].workers[k].hot);
-    return h;
+        for (int k = 0; k < j->n_wk; k++) {
+            hot_stats_add(&f->hot, &j->tr[t].workers[k].hot);
+            cache_stats_add(&f->cache, &j->tr[t].workers[k].cache);
+        }
 }
 
 static double share(int64_t part, int64_t whole)
 {
     return whole > 0 ? (double)part / (double)whole : NAN;
+}
+
+static void print_cache(const struct cache_stats *k)
+{
+    printf("cache: hits %.1f %%  rows fetched %lld  refreshed %lld  deltas pushed %lld  "
+           "uncached %.2f %%  wire MB %.1f of %.1f\n", 100 * share(k->hits, k->lookups),
+           (long long)k->fetched, (long long)k->refreshed, (long long)k->rows_pushed,
+           100 * share(k->uncached, k->lookups), k->bytes_sent / 1e6, k->bytes_plain / 1e6);
 }
 
 static void print_hot(const struct job *j, const struct hot_stats *h)
@@ -779,6 +810,16 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "hot_example_share", j->hot ? share(h.hot_examples, h.examples) : 0, 0);
     json_num(out, "hot_batches_without_tables", (double)h.ps_skipped, 0);
     json_num(out, "hot_bytes_saved", h.bytes_saved, 0);
+    const struct cache_stats *k = &f->cache; /* the embedding cache: zero without it */
+    int on = j->c->embedding_cache.rows > 0;
+    json_num(out, "cache_rows_per_worker", (double)j->c->embedding_cache.rows, 0);
+    json_num(out, "cache_hit_rate", on ? share(k->hits, k->lookups) : 0, 0);
+    json_num(out, "cache_uncached_share", on ? share(k->uncached, k->lookups) : 0, 0);
+    json_num(out, "cache_rows_fetched", (double)k->fetched, 0);
+    json_num(out, "cache_rows_refreshed", (double)k->refreshed, 0);
+    json_num(out, "cache_deltas_pushed", (double)k->rows_pushed, 0);
+    json_num(out, "cache_bytes_sent", k->bytes_sent, 0);
+    json_num(out, "cache_bytes_saved", k->bytes_plain - k->bytes_sent, 0);
     json_num(out, "embedding_bytes", j->tables ? (double)embps_bytes(j->tables) : NAN, 0);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -1137,13 +1178,18 @@ static void sum_over_trainers(struct job *j, struct figures *f, struct reader_st
 {
     struct ne_acc ne = f->ne; /* with a resumed run's figures, on the master */
     struct hot_stats *h = &f->hot;
-    double v[14] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
+    struct cache_stats *k = &f->cache;
+    double v[22] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
                     ne.label_sum, (double)ne.n, (double)rs->bad_lines, (double)h->batches,
                     (double)h->ps_skipped, (double)h->examples, (double)h->hot_examples,
-                    (double)h->lookups, (double)h->hot_lookups, h->bytes_saved};
-    j->env->sum(j->env->arg, v, 14);
+                    (double)h->lookups, (double)h->hot_lookups, h->bytes_saved,
+                    (double)k->lookups, (double)k->hits, (double)k->fetched, (double)k->refreshed,
+                    (double)k->uncached, (double)k->rows_pushed, k->bytes_plain, k->bytes_sent};
+    j->env->sum(j->env->arg, v, 22);
     *h = (struct hot_stats){(int64_t)v[7], (int64_t)v[8], (int64_t)v[9], (int64_t)v[10],
                             (int64_t)v[11], (int64_t)v[12], v[13]};
+    *k = (struct cache_stats){(int64_t)v[14], (int64_t)v[15], (int64_t)v[16], (int64_t)v[17],
+                              (int64_t)v[18], (int64_t)v[19], v[20], v[21]};
     f->examples = (int64_t)v[0];
     f->iterations = (int64_t)v[1];
     f->syncs = (int64_t)v[2];
@@ -1270,7 +1316,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (read_back(&j, &rbe) < 0 && rc == 0) /* the model and final checkpoint read w */
         rc = rbe.code, *e = rbe;
     collect(&j, &f); /* the training's figures: the final checkpoint's time is not in them */
-    f.hot = hot_figures(&j);
+    client_figures(&j, &f);
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
         final_checkpoint_part(&j);
     else if (c->checkpoint.dir[0] && (env || rc == 0))
@@ -1293,6 +1339,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
            f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
     if (j.hot)
         print_hot(&j, &f.hot);
+    if (c->embedding_cache.rows > 0)
+        print_cache(&f.cache);
     if (c->data.eval && *c->data.eval) {
         if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
             goto out;

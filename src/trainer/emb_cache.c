@@ -1,0 +1,359 @@
+/* The embedding cache (DESIGN §9, after HET): a worker's own copies of the
+ * rows it looks up, read and updated locally, kept within a bound of the
+ * tables by clocks (embps.h row_req).
+ *
+ * Slots form sets of WAYS; a row goes to the set its key hashes to and
+ * takes the least recently used slot there that its batch does not use
+ * (pushing the leaving row's updates first); a row with no such slot is
+ * served as without a cache (its examples go on to the tables with those
+ * ids only). A lookup makes one rows call: the leaving rows' deltas, and
+ * every cached row of the batch with the clock of its copy; the tables
+ * answer each clock, and the row itself when the copy is more than
+ * staleness updates behind (a refreshed copy keeps the updates not yet
+ * pushed on top). A push steps the copies with the embedding optimizer,
+ * each step also added to the slot's delta, and sends the delta of every
+ * row at least max(1, staleness) updates ahead in one rows call. A flush
+ * sends every delta. Sum pooling makes cached and uncached ids of a bag add
+ * up. Not thread-safe: one per worker, like its inner client. */
+#include "emb_part.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { WAYS = 8, FLUSH_ROWS = 65536 };
+
+struct cache {
+    struct emb_client *inner;
+    int own_inner;
+    int T, dim, stride, opt;
+    float lr, eps;
+    uint32_t staleness;
+    int64_t *table_rows;
+    size_t n_sets;
+    int64_t *key;               /* [slots] table << 40 | row; -1: empty */
+    uint32_t *clock, *pend;     /* the tables' updates in the copy; local ones not sent */
+    uint64_t *used;             /* the last batch that used it */
+    uint8_t *got;               /* fetched for this batch */
+    float *val, *delta;         /* [slots * stride] the copy, and what was done to it */
+    uint64_t stamp;
+    int64_t *occ;               /* [ids of the batch] each id's slot, -1: uncached */
+    size_t occ_cap;
+    struct emb_part rest;       /* the examples with an uncached id */
+    struct { /* the rows call being built */
+        size_t n_add, n_get, add_cap, get_cap;
+        int32_t *add_table, *get_table;
+        uint64_t *add_row, *get_row;
+        uint32_t *add_count, *get_have, *clock;
+        float *add_delta, *val;
+        int64_t *get_slot;
+    } q;
+    float *old;                 /* [stride] a copy before its step */
+    struct cache_stats *st, own;
+};
+
+static void *grow(void *p, size_t n, size_t size)
+{
+    void *q = realloc(p, n * size);
+    if (!q)
+        abort();
+    return q;
+}
+
+static void add_delta(struct cache *c, int64_t slot)
+{
+    if (c->q.n_add == c->q.add_cap) {
+        size_t n = c->q.add_cap = c->q.add_cap ? 2 * c->q.add_cap : 256;
+        c->q.add_table = grow(c->q.add_table, n, sizeof(int32_t));
+        c->q.add_row = grow(c->q.add_row, n, sizeof(uint64_t));
+        c->q.add_count = grow(c->q.add_count, n, sizeof(uint32_t));
+        c->q.add_delta = grow(c->q.add_delta, n * c->stride, sizeof(float));
+    }
+    size_t i = c->q.n_add++;
+    c->q.add_table[i] = (int32_t)(c->key[slot] >> 40);
+    c->q.add_row[i] = (uint64_t)(c->key[slot] & ((1ll << 40) - 1));
+    c->q.add_count[i] = c->pend[slot];
+    memcpy(c->q.add_delta + i * c->stride, c->delta + (size_t)slot * c->stride,
+           (size_t)c->stride * sizeof(float));
+}
+
+static void add_get(struct cache *c, int64_t slot, uint32_t have)
+{
+    if (c->q.n_get == c->q.get_cap) {
+        size_t n = c->q.get_cap = c->q.get_cap ? 2 * c->q.get_cap : 1024;
+        c->q.get_table = grow(c->q.get_table, n, sizeof(int32_t));
+        c->q.get_row = grow(c->q.get_row, n, sizeof(uint64_t));
+        c->q.get_have = grow(c->q.get_have, n, sizeof(uint32_t));
+        c->q.clock = grow(c->q.clock, n, sizeof(uint32_t));
+        c->q.get_slot = grow(c->q.get_slot, n, sizeof(int64_t));
+        c->q.val = grow(c->q.val, n * c->stride, sizeof(float));
+    }
+    size_t i = c->q.n_get++;
+    c->q.get_table[i] = (int32_t)(c->key[slot] >> 40);
+    c->q.get_row[i] = (uint64_t)(c->key[slot] & ((1ll << 40) - 1));
+    c->q.get_have[i] = have;
+    c->q.get_slot[i] = slot;
+}
+
+/* The rows call of the deltas and asks gathered; the wire bytes counted. */
+static int send_rows(struct cache *c, struct ss_err *e)
+{
+    struct row_req r = {c->stride, c->q.n_add, c->q.add_table, c->q.add_row, c->q.add_delta,
+                        c->q.add_count, c->q.n_get, c->q.get_table, c->q.get_row,
+                        c->q.get_have, c->staleness, c->q.clock, c->q.val};
+    if (!r.n_add && !r.n_get)
+        return 0;
+    int rc = c->inner->ops->rows(c->inner, &r, e);
+    c->st->rows_pushed += (int64_t)r.n_add;
+    /* (shard, row, count) + delta per delta; (shard, row, have) + clock per ask */
+    c->st->bytes_sent += (double)r.n_add * (16.0 + 4.0 * c->stride) + (double)r.n_get * 20.0;
+    return rc;
+}
+
+/* Clears slot after its delta went out. */
+static void pushed(struct cache *c, int64_t slot)
+{
+    c->clock[slot] += c->pend[slot];
+    c->pend[slot] = 0;
+    memset(c->delta + (size_t)slot * c->stride, 0, (size_t)c->stride * sizeof(float));
+}
+
+/* The slot of (t, row) for this batch: its own, or a free or least
+ * recently used one not used by this batch (its delta queued first); -1. */
+static int64_t slot_for(struct cache *c, int t, uint64_t row)
+{
+    int64_t key = (int64_t)t << 40 | (int64_t)row;
+    size_t base = (((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 17) % c->n_sets * WAYS;
+    int64_t victim = -1;
+    for (size_t s = base; s < base + WAYS; s++) {
+        if (c->key[s] == key) {
+            if (c->used[s] != c->stamp) {
+                c->used[s] = c->stamp;
+                add_get(c, (int64_t)s, c->clock[s]);
+            }
+            return (int64_t)s;
+        }
+        if (c->used[s] != c->stamp &&
+            (victim < 0 || (c->key[victim] >= 0 && (c->key[s] < 0 || c->used[s] < c->used[victim]))))
+            victim = (int64_t)s;
+    }
+    if (victim < 0)
+        return -1;
+    if (c->key[victim] >= 0 && c->pend[victim] > 0)
+        add_delta(c, victim);
+    c->key[victim] = key;
+    c->pend[victim] = 0;
+    c->clock[victim] = 0;
+    memset(c->delta + (size_t)victim * c->stride, 0, (size_t)c->stride * sizeof(float));
+    c->used[victim] = c->stamp;
+    add_get(c, victim, ROW_NONE);
+    return victim;
+}
+
+/* Plain wire bytes of a batch: its ids and offsets twice (lookup, push),
+ * its pooled bags and their gradients (the Thrift format's sizes). */
+static double plain_bytes(const struct batch *b, int dim)
+{
+    double bags = (double)b->n * b->n_tables;
+    return 2.0 * (8.0 * b->off[bags > 0 ? (size_t)bags : 0] + 4.0 * bags + 4.0 * dim * bags);
+}
+
+SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b, float *out,
+                                   struct ss_err *e)
+{
+    struct cache *c = ec->impl;
+    int T = b->n_tables, d = c->dim;
+    size_t ids = (size_t)b->off[b->n * T];
+    if (ids > c->occ_cap) {
+        c->occ_cap = ids;
+        c->occ = grow(c->occ, ids, sizeof(int64_t));
+    }
+    c->stamp++;
+    c->q.n_add = c->q.n_get = 0;
+    struct batch *r = &c->rest.b; /* the examples with an uncached id, with those only */
+    emb_part_reserve(&c->rest, b->n, T, d);
+    r->n = 0;
+    r->off[0] = 0;
+    for (int i = 0; i < b->n; i++) {
+        size_t at = (size_t)r->off[r->n * T];
+        batch_reserve_ids(r, at + (size_t)(b->off[(i + 1) * T] - b->off[i * T]));
+        for (int t = 0; t < T; t++) {
+            uint64_t rows = (uint64_t)c->table_rows[t];
+            for (int32_t k = b->off[i * T + t]; k < b->off[i * T + t + 1]; k++) {
+                uint64_t id = b->ids[k];
+                if ((c->occ[k] = slot_for(c, t, id < rows ? id : id % rows)) < 0)
+                    r->ids[at++] = id;
+            }
+            r->off[r->n * T + t + 1] = (int32_t)at;
+        }
+        if (at > (size_t)r->off[r->n * T])
+            c->rest.which[r->n++] = i;
+    }
+    int rc = send_rows(c, e);
+    if (rc < 0)
+        return rc;
+    for (size_t g = 0, next = 0; g < c->q.n_get; g++) {
+        int64_t s = c->q.get_slot[g];
+        float *v = c->val + (size_t)s * c->stride;
+        c->got[s] = (uint8_t)row_sent(c->q.get_have[g], c->q.clock[g], c->staleness);
+        if (c->got[s]) { /* a new copy, with the updates not yet sent on top */
+            const float *a = c->q.val + next++ * c->stride, *dl = c->delta + (size_t)s * c->stride;
+            for (int k = 0; k < c->stride; k++)
+                v[k] = a[k] + dl[k];
+            c->st->fetched += c->q.get_have[g] == ROW_NONE;
+            c->st->refreshed += c->q.get_have[g] != ROW_NONE;
+            c->st->bytes_sent += 4.0 * c->stride;
+            c->clock[s] = c->q.clock[g]; /* a copy kept holds only the updates it had */
+        }
+    }
+    if (r->n > 0)
+        c->st->bytes_sent += plain_bytes(r, d);
+    if ((rc = emb_part_lookup(c->inner, &c->rest, b->n, out, e)) < 0)
+        return rc;
+    int64_t hits = 0;
+    for (int i = 0; i < b->n; i++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)i * T + t) * d;
+            for (int32_t k = b->off[i * T + t]; k < b->off[i * T + t + 1]; k++) {
+                int64_t s = c->occ[k];
+                if (s < 0)
+                    continue;
+                hits += !c->got[s];
+                const float *v = c->val + (size_t)s * c->stride;
+                for (int q = 0; q < d; q++)
+                    o[q] += v[q];
+            }
+        }
+    c->st->lookups += (int64_t)ids;
+    c->st->hits += hits;
+    c->st->uncached += r->off[r->n * T];
+    c->st->bytes_plain += plain_bytes(b, d);
+    return 0;
+}
+
+SS_HOGWILD static int cache_push(struct emb_client *ec, const struct batch *b, const float *g,
+                                 struct ss_err *e)
+{
+    struct cache *c = ec->impl;
+    int T = b->n_tables, d = c->dim, S = c->stride;
+    for (int i = 0; i < b->n; i++)
+        for (int t = 0; t < T; t++) {
+            const float *gb = g + ((size_t)i * T + t) * d;
+            for (int32_t k = b->off[i * T + t]; k < b->off[i * T + t + 1]; k++) {
+                int64_t s = c->occ[k];
+                if (s < 0)
+                    continue;
+                float *v = c->val + (size_t)s * S, *dl = c->delta + (size_t)s * S;
+                memcpy(c->old, v, (size_t)S * sizeof(float));
+                optim_row_step(c->opt, v, v + d, gb, d, c->lr, c->eps);
+                for (int q = 0; q < S; q++)
+                    dl[q] += v[q] - c->old[q];
+                c->pend[s]++;
+            }
+        }
+    int rc = emb_part_push(c->inner, &c->rest, b->n, g, e);
+    if (rc < 0)
+        return rc;
+    /* the rows of this batch far enough ahead: the asks list holds each once */
+    uint32_t ahead = c->staleness > 1 ? c->staleness : 1;
+    size_t n_get = c->q.n_get;
+    c->q.n_add = c->q.n_get = 0;
+    for (size_t q = 0; q < n_get; q++)
+        if (c->pend[c->q.get_slot[q]] >= ahead)
+            add_delta(c, c->q.get_slot[q]);
+    if ((rc = send_rows(c, e)) < 0)
+        return rc;
+    for (size_t q = 0; q < n_get; q++)
+        if (c->pend[c->q.get_slot[q]] >= ahead)
+            pushed(c, c->q.get_slot[q]);
+    return 0;
+}
+
+static int cache_flush(struct emb_client *ec, struct ss_err *e)
+{
+    struct cache *c = ec->impl;
+    size_t slots = c->n_sets * WAYS;
+    for (size_t s0 = 0; s0 < slots; s0 += FLUSH_ROWS) {
+        size_t end = s0 + FLUSH_ROWS < slots ? s0 + FLUSH_ROWS : slots;
+        c->q.n_add = c->q.n_get = 0;
+        for (size_t s = s0; s < end; s++)
+            if (c->key[s] >= 0 && c->pend[s] > 0)
+                add_delta(c, (int64_t)s);
+        int rc = send_rows(c, e);
+        if (rc < 0)
+            return rc;
+        for (size_t s = s0; s < end; s++)
+            if (c->key[s] >= 0 && c->pend[s] > 0)
+                pushed(c, (int64_t)s);
+    }
+    int rc = c->inner->ops->flush ? c->inner->ops->flush(c->inner, e) : 0;
+    c->q.n_add = c->q.n_get = 0;
+    return rc;
+}
+
+static void cache_free(struct emb_client *ec)
+{
+    struct cache *c = ec->impl;
+    if (c->own_inner)
+        c->inner->ops->free(c->inner);
+    emb_part_free(&c->rest);
+    void *bufs[] = {c->table_rows, c->key, c->clock, c->pend, c->used, c->got, c->val,
+                    c->delta, c->occ, c->q.add_table, c->q.get_table, c->q.add_row,
+                    c->q.get_row, c->q.add_count, c->q.get_have, c->q.clock, c->q.add_delta,
+                    c->q.val, c->q.get_slot, c->old};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        free(bufs[i]);
+    free(c);
+    free(ec);
+}
+
+void cache_stats_add(struct cache_stats *to, const struct cache_stats *from)
+{
+    to->lookups += from->lookups;
+    to->hits += from->hits;
+    to->fetched += from->fetched;
+    to->refreshed += from->refreshed;
+    to->uncached += from->uncached;
+    to->rows_pushed += from->rows_pushed;
+    to->bytes_plain += from->bytes_plain;
+    to->bytes_sent += from->bytes_sent;
+}
+
+static const struct emb_client_ops cache_ops = {"embedding cache", cache_lookup, cache_push,
+                                                cache_free, NULL, cache_flush};
+
+struct emb_client *emb_client_cache(struct emb_client *inner, int own_inner,
+                                    const struct ss_config *cf, const struct model_layout *l,
+                                    int cap, struct cache_stats *st)
+{
+    if (!inner->ops->rows)
+        return NULL;
+    struct emb_opts eo = emb_opts_from_config(cf, l->n_tables, l->dim, l->rows);
+    struct cache *c = ss_xcalloc(1, sizeof *c);
+    c->inner = inner;
+    c->own_inner = own_inner;
+    c->T = l->n_tables;
+    c->dim = l->dim;
+    c->stride = l->dim + (eo.opt == OPT_ROWWISE_ADAGRAD);
+    c->opt = eo.opt;
+    c->lr = eo.lr;
+    c->eps = eo.eps;
+    c->staleness = (uint32_t)cf->embedding_cache.staleness;
+    c->table_rows = ss_xmalloc((size_t)c->T * sizeof(int64_t));
+    memcpy(c->table_rows, l->rows, (size_t)c->T * sizeof(int64_t));
+    c->n_sets = ((size_t)cf->embedding_cache.rows + WAYS - 1) / WAYS;
+    size_t slots = c->n_sets * WAYS;
+    c->key = ss_xmalloc(slots * sizeof(int64_t));
+    memset(c->key, 0xff, slots * sizeof(int64_t)); /* -1: empty */
+    c->clock = ss_xcalloc(slots, sizeof(uint32_t));
+    c->pend = ss_xcalloc(slots, sizeof(uint32_t));
+    c->used = ss_xcalloc(slots, sizeof(uint64_t));
+    c->got = ss_xcalloc(slots, 1);
+    c->val = ss_xcalloc(slots * c->stride, sizeof(float));
+    c->delta = ss_xcalloc(slots * c->stride, sizeof(float));
+    c->old = ss_xmalloc((size_t)c->stride * sizeof(float));
+    c->st = st ? st : &c->own;
+    emb_part_reserve(&c->rest, cap > 0 ? cap : 1, c->T, c->dim);
+    struct emb_client *ec = ss_xcalloc(1, sizeof *ec);
+    *ec = (struct emb_client){&cache_ops, c};
+    return ec;
+}
