@@ -145,7 +145,7 @@ static const struct key_desc keys[] = {
 
     INT(embedding_cache, rows, "0", 0, 100000000,
         "embedding rows each worker thread caches, read and updated locally (0: no cache)"),
-    INT(embedding_cache, staleness, "8", 0, 1000000,
+    INT(embedding_cache, staleness, "2", 0, 1000000,
         "updates a cached row may be behind the tables before it is fetched again, and ahead before its updates are pushed (0: as without a cache)"),
 
     STR(checkpoint, dir, "", "checkpoint directory (empty = no checkpoints)"),

@@ -1,0 +1,117 @@
+#!/bin/sh
+# The embedding cache (DESIGN §9, after HET). The embedded default: with
+# staleness 0 and one worker it trains as without a cache (the same NE, to
+# float rounding); with 2 trainers of 2 workers the NE holds, most lookups
+# hit and fewer wire bytes would cross; checkpoints, resume, hot rows and a
+# (simulated) GPU trainer go with it; bad keys are refused by name. The
+# cluster job: every example once, the NE held, the embedding PSs receive
+# and send fewer bytes, and the saved model holds every update (the caches
+# are flushed before it is written).
+BIN=${BIN:-${BUILD:-build}/shadowsync}
+SIM=${BUILD:-build}/libshadowsync_gpusim.so
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+CFG=configs/tiny.ini
+N=60000
+
+. tests/lib.sh
+
+train() { # train OUT [--set ...]
+    out=$1; shift
+    $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+        --set output.dir=$T/$out "$@" > $T/$out.log 2>&1
+}
+
+$BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 5 --config $CFG > /dev/null 2>&1
+CACHE="embedding_cache.rows=30000"
+
+train plain --set trainer.worker_threads=1
+NE0=$(json eval_ne $T/plain/metrics.json)
+train s0 --set trainer.worker_threads=1 --set $CACHE --set embedding_cache.staleness=0
+rc=$?
+M=$T/s0/metrics.json
+check "one worker, staleness 0: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
+check "one worker, staleness 0: eval NE $(json eval_ne $M) = no cache's $NE0 (to rounding)" \
+    near "$(json eval_ne $M)" "$NE0" 0.002
+check "one worker, staleness 0: the cache line printed" grep -q '^cache: hits [0-9.]* %' $T/s0.log
+
+train t2 --set job.trainers=2 --set sync.algo=ma
+NE2=$(json eval_ne $T/t2/metrics.json)
+train t2c --set job.trainers=2 --set sync.algo=ma --set $CACHE
+M=$T/t2c/metrics.json
+check "2 trainers x 2 workers, staleness 2: eval NE $(json eval_ne $M) within 0.01 of no cache's $NE2" \
+    near "$(json eval_ne $M)" "$NE2" 0.01
+check "metrics: lookups hit ($(json cache_hit_rate $M))" lt 0.2 "$(json cache_hit_rate $M)"
+check "metrics: none uncached with room for every row ($(json cache_uncached_share $M))" \
+    test "$(json cache_uncached_share $M)" = 0
+check "metrics: wire bytes saved ($(json cache_bytes_saved $M) of $(json cache_bytes_sent $M) sent)" \
+    lt "$(json cache_bytes_sent $M)" "$(json cache_bytes_saved $M)"
+check "metrics: rows fetched, refreshed and deltas pushed counted" \
+    sh -c "test $(json cache_rows_fetched $M) -gt 0 -a $(json cache_rows_refreshed $M) -gt 0 -a $(json cache_deltas_pushed $M) -gt 0"
+
+train small --set job.trainers=2 --set sync.algo=ma --set embedding_cache.rows=600
+M=$T/small/metrics.json
+check "a cache smaller than a batch's rows: the rest as without one (uncached $(json cache_uncached_share $M)), NE $(json eval_ne $M)" \
+    sh -c "$(json cache_uncached_share $M | awk '{ print ($1 > 0.1) ? "true" : "false" }') && \
+           awk -v a=$(json eval_ne $M) -v b=$NE2 'BEGIN { exit !(a - b < 0.01 && b - a < 0.01) }'"
+
+# checkpoints: every worker flushes its cache before the snapshot
+CK=$T/ck
+train mid --set job.trainers=2 --set sync.algo=ma --set $CACHE --set checkpoint.dir=$CK \
+    --set checkpoint.interval_s=0.02 --set data.max_examples=30000
+OLDER=$(ls -d $CK/ckpt-* | sort -t- -k2 -n | head -1)
+rm -rf $T/ck2 && mkdir -p $T/ck2 && cp -r "$OLDER" $T/ck2/
+$BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/res \
+    --set job.trainers=2 --set sync.algo=ma --set $CACHE --set checkpoint.dir=$T/ck2 --resume > $T/res.log 2>&1
+rc=$?
+M=$T/res/metrics.json
+check "resumed from a mid-run checkpoint ($(basename "$OLDER")): exits 0, every example once" \
+    test $rc = 0 -a "$(json examples $M)" = $N
+check "resumed: eval NE $(json eval_ne $M) within 0.01 of no cache's $NE2" near "$(json eval_ne $M)" "$NE2" 0.01
+
+train hot --set job.trainers=2 --set sync.algo=ma --set $CACHE --set hot_embeddings.memory_mb=0.05
+M=$T/hot/metrics.json
+check "with hot rows: the cache serves the cold ids ($(json hot_lookup_share $M) hot, $(json cache_hit_rate $M) hits), NE $(json eval_ne $M)" \
+    sh -c "$(json cache_hit_rate $M | awk '{ print ($1 > 0.3) ? "true" : "false" }') && \
+           awk -v a=$(json eval_ne $M) -v b=$NE2 'BEGIN { exit !(a - b < 0.01 && b - a < 0.01) }'"
+
+SS_GPU_LIB=$SIM train gpu --set trainer.device=cuda --set trainer.worker_threads=1 --set $CACHE \
+    --set embedding_cache.staleness=0
+M=$T/gpu/metrics.json
+check "a GPU trainer (simulated) with the cache: eval NE $(json eval_ne $M) near no cache's $NE0" \
+    near "$(json eval_ne $M)" "$NE0" 0.01
+
+train bad --set embedding_cache.staleness=-1
+check "embedding_cache.staleness = -1: refused, naming the key" \
+    sh -c "! grep -q '^train:' $T/bad.log && grep -q 'embedding_cache.staleness' $T/bad.log"
+
+# the cluster job: 2 trainers, 2 embedding PSs
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
+cluster() { # cluster NAME [section.key=value ...]
+    dir=$1; shift
+    sets=""; for s in "$@"; do sets="$sets --set $s"; done
+    timeout -k 10 300 $MPIRUN -np 4 $BIN train $CFG --set job.trainers=2 \
+        --set job.embedding_ps=2 --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$dir $sets > $T/$dir.log 2>&1
+}
+ps_mb() { sed -n "s/^# embedding_ps 0 (rank 2 .* in \([0-9.]*\) MB out \([0-9.]*\) MB.*/\\$2/p" $1; }
+cluster c-plain sync.algo=ma
+cluster c-cache sync.algo=ma $CACHE
+rc=$?
+M=$T/c-cache/metrics.json
+check "cluster ma with the cache: exits 0, every example once over 2 trainers" \
+    test $rc = 0 -a "$(json examples $M)" = $N
+check "cluster: eval NE $(json eval_ne $M) within 0.01 of no cache's $(json eval_ne $T/c-plain/metrics.json)" \
+    near "$(json eval_ne $M)" "$(json eval_ne $T/c-plain/metrics.json)" 0.01
+check "cluster: cache figures summed over the trainers ($(json cache_hit_rate $M) hits)" \
+    lt 0.2 "$(json cache_hit_rate $M)"
+IN0=$(ps_mb $T/c-plain.log 1); IN1=$(ps_mb $T/c-cache.log 1)
+OUT0=$(ps_mb $T/c-plain.log 2); OUT1=$(ps_mb $T/c-cache.log 2)
+check "cluster: an embedding PS receives fewer bytes ($IN1 MB vs $IN0 MB without the cache)" \
+    lt "$IN1" "$IN0"
+check "cluster: ...and sends fewer ($OUT1 MB vs $OUT0 MB)" lt "$OUT1" "$OUT0"
+EV=$($BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/c-cache/model 2>&1 | sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p')
+check "cluster: the saved model holds every update (eval NE $EV = the run's $(json eval_ne $M))" \
+    near "$EV" "$(json eval_ne $M)" 0.00001
