@@ -3,7 +3,9 @@
  * lookups (partial sums added by the client) and apply pushes exactly as
  * in-process tables would; bad requests (wrong token, wrong shards, bad
  * offsets, a row outside its shard) get an error and the service goes on;
- * a stopped PS is named in the client's error, not a hang. */
+ * a stopped PS is named in the client's error, not a hang. A worker's
+ * embedding cache over two clocked PSs trains as tables alone (staleness
+ * 0) and its bad rows calls are refused. */
 #include "check.h"
 #include "rpc_check.h"
 #include "shadowsync/rpc.h"
@@ -87,6 +89,166 @@ static int raw_lookup(int port, const char *tok, const int32_t *shards, int k, i
     g_object_unref(cl);
     rpc_conn_close(conn);
     return rc;
+}
+
+/* A raw rows call: n asks of (at, row) with no copy held, an add of
+ * n_delta floats for the first ask's row. */
+static int raw_rows(int port, const char *tok, const int32_t *shards, int k, int n,
+                    const int32_t *at, const uint64_t *row, int n_delta, char *why)
+{
+    struct rpc_conn *conn;
+    struct ss_err e;
+    if (rpc_connect("127.0.0.1", port, 2000, &conn, &e) < 0)
+        return -1;
+    ThriftProtocol *p = rpc_conn_protocol(conn);
+    ssEmbeddingPSIf *cl = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", p,
+                                       "output_protocol", p, NULL);
+    ssRowSync *q = g_object_new(SS_TYPE_ROW_SYNC, NULL);
+    GByteArray **arr[] = {&q->token, &q->shards, &q->add_at, &q->add_rows, &q->add_delta,
+                          &q->add_count, &q->get_at, &q->get_rows, &q->get_have};
+    for (size_t a = 0; a < sizeof arr / sizeof *arr; a++)
+        *arr[a] = g_byte_array_new();
+    g_byte_array_append(q->token, (const guint8 *)tok, (guint)strlen(tok));
+    g_byte_array_append(q->shards, (const guint8 *)shards, (guint)k * 4);
+    uint32_t none = ROW_NONE, one = 1;
+    float delta[8] = {0};
+    for (int i = 0; i < n; i++) {
+        g_byte_array_append(q->get_at, (const guint8 *)&at[i], 4);
+        g_byte_array_append(q->get_rows, (const guint8 *)&row[i], 8);
+        g_byte_array_append(q->get_have, (const guint8 *)&none, 4);
+    }
+    if (n_delta > 0) {
+        g_byte_array_append(q->add_at, (const guint8 *)&at[0], 4);
+        g_byte_array_append(q->add_rows, (const guint8 *)&row[0], 8);
+        g_byte_array_append(q->add_delta, (const guint8 *)delta, (guint)n_delta * 4);
+        g_byte_array_append(q->add_count, (const guint8 *)&one, 4);
+    }
+    q->__isset_token = q->__isset_shards = q->__isset_add_at = q->__isset_add_rows = TRUE;
+    q->__isset_add_delta = q->__isset_add_count = q->__isset_get_at = TRUE;
+    q->__isset_get_rows = q->__isset_get_have = q->__isset_bound = TRUE;
+    ssRowAnswer *ret = g_object_new(SS_TYPE_ROW_ANSWER, NULL);
+    ssRpcError *rerr = NULL;
+    GError *gerr = NULL;
+    int rc = call_outcome(ss_embedding_p_s_client_rows(cl, &ret, q, &rerr, &gerr), &rerr, &gerr,
+                          why);
+    if (rc == 0 && (!ret->clocks || ret->clocks->len != (guint)n * 4 || !ret->rows ||
+                    ret->rows->len != (guint)n * (DIM + 1) * 4))
+        rc = 2, snprintf(why, 256, "an answer of the wrong size");
+    g_object_unref(ret);
+    g_object_unref(q);
+    g_object_unref(cl);
+    rpc_conn_close(conn);
+    return rc;
+}
+
+/* A worker's embedding cache over two clocked PSs (pl), staleness 0, 12
+ * rows (evicting, some ids uncached): it looks up as in-process tables
+ * trained alone, and after a flush the PSs hold every update. Then raw
+ * rows calls: the bad ones refused by name, a PS without clocks refuses. */
+static void test_cache_over_thrift(const struct placement *pl, int plain_port)
+{
+    struct emb_opts base = opts();
+    base.clocks = 1;
+    struct emb_tables *local, *t0, *t1;
+    int32_t *ids0, *ids1;
+    int k0, k1;
+    struct ss_err e = {0};
+    int rc = embps_create(&local, &base, &e);
+    rc |= embps_create_for_ps(&base, pl, 0, &t0, &ids0, &k0, &e);
+    rc |= embps_create_for_ps(&base, pl, 1, &t1, &ids1, &k1, &e);
+    struct embps_service *s0 = embps_service_create(t0, ids0, k0, token);
+    struct embps_service *s1 = embps_service_create(t1, ids1, k1, token);
+    struct rpc_server *v0, *v1;
+    rc |= rpc_server_start(&v0, "127.0.0.1", 0, embps_service_processor(s0), &e);
+    rc |= rpc_server_start(&v1, "127.0.0.1", 0, embps_service_processor(s1), &e);
+    struct emb_endpoint ep[2] = {{"embedding_ps 0", "127.0.0.1", rpc_server_port(v0)},
+                                 {"embedding_ps 1", "127.0.0.1", rpc_server_port(v1)}};
+    struct emb_client *th = NULL, *plain = NULL;
+    rc |= emb_client_thrift(&th, pl, DIM, ep, token, 2000, &e);
+    rc |= emb_client_thrift(&plain, pl, DIM, ep, token, 2000, &e);
+    struct ss_config c;
+    struct model_layout l = {0};
+    char *sets[] = {"embedding_cache.rows=12", "embedding_cache.staleness=0",
+                    "optim.emb=rowwise_adagrad", "optim.emb_lr=0.1", "optim.eps=1e-8",
+                    "model.dim=4", "model.rows=50,70,90,110", "data.cat_cols=1-4",
+                    "model.bottom=13-4", "model.top=auto-8-1"};
+    rc |= ss_config_load(&c, NULL, sets, sizeof sets / sizeof *sets, &e);
+    rc |= model_layout_init(&l, &c, &e);
+    CHECK(rc == 0, "two clocked PSs, a cache over them", "%s", e.msg);
+    struct cache_stats st = {0};
+    struct emb_client *cc = emb_client_cache(th, 1, &c, &l, N, &st);
+    struct batch b;
+    float got[N * T * DIM], want[N * T * DIM], g[N * T * DIM];
+    double look = 0;
+    for (int round = 0; rc == 0 && round < 20; round++) {
+        make_batch(&b, 100 + (uint64_t)round % 4); /* batches come back: hits */
+        uint64_t r = 50 + (uint64_t)round;
+        for (int i = 0; i < N * T * DIM; i++)
+            g[i] = (float)(ss_uniform(&r) - 0.5);
+        rc = cc->ops->lookup(cc, &b, got, &e);
+        embps_pool(local, &b, want);
+        look = fmax(look, max_diff(got, want, N * T * DIM));
+        rc = rc ? rc : cc->ops->push(cc, &b, g, &e);
+        embps_push(local, &b, g);
+        batch_free(&b);
+    }
+    rc = rc ? rc : cc->ops->flush(cc, &e);
+    CHECK(rc == 0 && look < 1e-5 && st.hits > 0 && st.uncached > 0 && st.rows_pushed > 0,
+          "cache over Thrift, staleness 0: lookups as in-process tables trained alone",
+          "rc %d diff %g hits %lld uncached %lld: %s", rc, look, (long long)st.hits,
+          (long long)st.uncached, e.msg);
+    double after = 0;
+    for (int k = 0; rc == 0 && k < 4; k++) {
+        make_batch(&b, 100 + (uint64_t)k);
+        rc = plain->ops->lookup(plain, &b, got, &e);
+        embps_pool(local, &b, want);
+        after = fmax(after, max_diff(got, want, N * T * DIM));
+        batch_free(&b);
+    }
+    CHECK(rc == 0 && after < 1e-5, "after a flush the PSs hold every update", "rc %d diff %g",
+          rc, after);
+    struct embps_stats ps;
+    embps_service_stats(s0, &ps);
+    CHECK(ps.row_syncs > 0 && ps.rows_sent > 0 && ps.rows_added > 0,
+          "a PS counts the rows calls, rows sent and deltas added", "%lld %lld %lld",
+          (long long)ps.row_syncs, (long long)ps.rows_sent, (long long)ps.rows_added);
+
+    /* PS 0's shards: table 0 [0,50), table 2 [0,45), table 3 [55,110) */
+    char why[256];
+    int32_t at_ok[2] = {0, 1}, at_bad[1] = {3};
+    uint64_t row_ok[2] = {3, 44}, row_out[1] = {45};
+    CHECK(raw_rows(ep[0].port, token, ids0, 3, 2, at_ok, row_ok, DIM + 1, why) == 0,
+          "a raw rows call: two rows sent, one delta added", "%s", why);
+    CHECK(raw_rows(ep[0].port, "nope", ids0, 3, 2, at_ok, row_ok, 0, why) == 1 &&
+              strstr(why, "token"), "rows: a wrong token is refused", "%s", why);
+    CHECK(raw_rows(ep[0].port, token, ids1, 3, 2, at_ok, row_ok, 0, why) == 1 &&
+              strstr(why, "shards"), "rows: another PS's shards are refused", "%s", why);
+    CHECK(raw_rows(ep[0].port, token, ids0, 3, 1, at_bad, row_ok, 0, why) == 1 &&
+              strstr(why, "names shard 3"), "rows: a shard index past the PS's is refused", "%s",
+          why);
+    CHECK(raw_rows(ep[0].port, token, ids0, 3, 1, at_ok + 1, row_out, 0, why) == 1 &&
+              strstr(why, "row 45") && strstr(why, "[0, 45)"),
+          "rows: a row outside its shard is refused, naming it", "%s", why);
+    CHECK(raw_rows(ep[0].port, token, ids0, 3, 1, at_ok, row_ok, DIM, why) == 1 &&
+              strstr(why, "add_delta"), "rows: a delta of the wrong size is refused", "%s", why);
+    CHECK(raw_rows(plain_port, token, ids0, 3, 1, at_ok, row_ok, 0, why) == 1 &&
+              strstr(why, "clocks"), "rows asked of a PS without clocks: refused, saying why",
+          "%s", why);
+    CHECK(raw_rows(ep[0].port, token, ids0, 3, 1, at_ok, row_ok, 0, why) == 0,
+          "rows: the service goes on after bad requests", "%s", why);
+    cc->ops->free(cc);
+    plain->ops->free(plain);
+    rpc_server_stop(v0);
+    rpc_server_stop(v1);
+    embps_service_free(s0);
+    embps_service_free(s1);
+    embps_free(t0);
+    embps_free(t1);
+    embps_free(local);
+    free(ids0);
+    free(ids1);
+    model_layout_free(&l);
+    ss_config_free(&c);
 }
 
 /* EmbeddingPS.save over the wire. */
@@ -231,6 +393,8 @@ int main(void)
     unlink(f0);
     unlink(f1);
     rmdir(dir);
+
+    test_cache_over_thrift(&pl, ep[0].port);
 
     rpc_server_stop(v1);
     double start = ss_now();

@@ -25,7 +25,8 @@ struct job_plan {
     MPI_Comm trainers;          /* the trainers' communicator; MPI_COMM_NULL elsewhere */
     char token[33];             /* 32 hex digits; never logged */
     char (*hosts)[64];          /* [size] host of every rank */
-    double figures[8];          /* this rank's role figures at the end (rpc_report_roles) */
+#define ROLE_FIGURES 10
+    double figures[ROLE_FIGURES]; /* this rank's role figures at the end (rpc_report_roles) */
     struct placement *placement; /* the tables' plan, the same on every rank */
     char resume_from[4300];     /* the checkpoint every rank resumes from ("": none) */
     struct hot_set *hot;        /* the hot embedding rows, the same on every rank (NULL: none) */

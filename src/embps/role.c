@@ -170,9 +170,10 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
     if (svc) {
         struct embps_stats st;
         embps_service_stats(svc, &st);
-        double fig[8] = {(double)st.lookups, (double)st.pushes, (double)st.refused,
-                         (double)st.bytes_in, (double)st.bytes_out, ss_now() - t0,
-                         st.busy_s, st.load_s};
+        double fig[ROLE_FIGURES] = {(double)st.lookups, (double)st.pushes, (double)st.refused,
+                                    (double)st.bytes_in, (double)st.bytes_out, ss_now() - t0,
+                                    st.busy_s, st.load_s, (double)st.row_syncs,
+                                    (double)st.rows_sent};
         memcpy(p->figures, fig, sizeof fig);
     }
     if (srv)

@@ -198,8 +198,8 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         int64_t served, examples, refused;
         reader_stats(r, &st);
         reader_service_counts(svc, &served, &examples, &refused);
-        double fig[8] = {(double)served, (double)examples, (double)st.bad_lines, (double)refused,
-                         ss_now() - t0};
+        double fig[ROLE_FIGURES] = {(double)served, (double)examples, (double)st.bad_lines,
+                                    (double)refused, ss_now() - t0};
         memcpy(p->figures, fig, sizeof fig);
     }
     reader_service_free(svc);

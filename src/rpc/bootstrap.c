@@ -157,8 +157,9 @@ void rpc_wait_job_end(struct job_plan *p)
 
 void rpc_report_roles(struct job_plan *p, const char *dir)
 {
-    double *all = p->rank == 0 ? ss_xcalloc((size_t)p->size * 8, sizeof(double)) : NULL;
-    MPI_Gather(p->figures, 8, MPI_DOUBLE, all, 8, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double *all = p->rank == 0 ? ss_xcalloc((size_t)p->size * ROLE_FIGURES, sizeof(double)) : NULL;
+    MPI_Gather(p->figures, ROLE_FIGURES, MPI_DOUBLE, all, ROLE_FIGURES, MPI_DOUBLE, 0,
+               MPI_COMM_WORLD);
     if (p->rank != 0)
         return;
     char path[4096];
@@ -169,7 +170,7 @@ void rpc_report_roles(struct job_plan *p, const char *dir)
     for (int r = 0; r < p->size; r++) {
         int role, idx;
         rpc_assign_role(p->count, r, &role, &idx);
-        const double *v = all + (size_t)r * 8;
+        const double *v = all + (size_t)r * ROLE_FIGURES;
         char extra[512] = "";
         if (role == ROLE_READER) {
             double s = v[4] > 0 ? v[4] : 1;
@@ -181,13 +182,18 @@ void rpc_report_roles(struct job_plan *p, const char *dir)
                      v[1], v[2], v[3]);
         } else if (role == ROLE_EMBEDDING_PS) {
             double s = v[5] > 0 ? v[5] : 1;
+            char rows[96] = ""; /* the embedding caches' calls, when there were any */
+            if (v[8] > 0)
+                snprintf(rows, sizeof rows, " rows calls %.0f rows sent %.0f", v[8], v[9]);
             printf("# embedding_ps %d (rank %d on %s): lookups %.0f (%.0f/s) pushes %.0f "
-                   "refused %.0f in %.1f MB out %.1f MB busy %.2f s load %.2f s\n", idx, r,
-                   p->hosts[r], v[0], v[0] / s, v[1], v[2], v[3] / 1e6, v[4] / 1e6, v[6], v[7]);
+                   "refused %.0f in %.1f MB out %.1f MB busy %.2f s load %.2f s%s\n", idx, r,
+                   p->hosts[r], v[0], v[0] / s, v[1], v[2], v[3] / 1e6, v[4] / 1e6, v[6], v[7],
+                   rows);
             snprintf(extra, sizeof extra, ", \"lookups\": %.0f, \"lookups_per_s\": %.1f, "
                      "\"pushes\": %.0f, \"refused\": %.0f, \"bytes_in\": %.0f, "
-                     "\"bytes_out\": %.0f, \"busy_s\": %.4f, \"load_s\": %.4f", v[0], v[0] / s,
-                     v[1], v[2], v[3], v[4], v[6], v[7]);
+                     "\"bytes_out\": %.0f, \"busy_s\": %.4f, \"load_s\": %.4f, "
+                     "\"rows_calls\": %.0f, \"rows_sent\": %.0f", v[0], v[0] / s, v[1], v[2],
+                     v[3], v[4], v[6], v[7], v[8], v[9]);
         } else if (role == ROLE_SYNC_PS) {
             double s = v[2] > 0 ? v[2] : 1;
             printf("# sync_ps %d (rank %d on %s): syncs served %.0f (%.1f/s) refused %.0f\n", idx,

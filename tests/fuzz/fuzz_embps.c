@@ -1,5 +1,5 @@
-/* Any bytes as a request to the embedding PS service (lookup, push, save,
- * unknown methods): an answer or an error, and the service goes on. */
+/* Any bytes as a request to the embedding PS service (lookup, push, rows,
+ * save, unknown methods): an answer or an error, and the service goes on. */
 #include "fuzz_common.h"
 #include "shadowsync/embps.h"
 
@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
         int32_t gid[2] = {0, 1}, shard_ids[2] = {0, 3};
         struct emb_opts o = {.n_tables = 2, .dim = 4, .rows = rows, .opt = OPT_ROWWISE_ADAGRAD,
                              .lr = 0.1f, .seed = 1, .global_ids = gid, .table_rows = table_rows,
-                             .row_lo = lo};
+                             .row_lo = lo, .clocks = 1};
         struct emb_tables *t;
         struct ss_err e;
         if (embps_create(&t, &o, &e) < 0)

@@ -51,6 +51,12 @@ bags = (fbin(1, TOKEN) + fi32(2, 2) + fbin(3, ints("i", 0, 3)) + fbin(4, ints("i
 write("fuzz_embps", "lookup", msg("lookup", fstruct(1, bags)))
 write("fuzz_embps", "push", msg("push", fstruct(1, bags) + fbin(2, ints("f", *[0.5] * 16))))
 write("fuzz_embps", "save", msg("save", fbin(1, TOKEN) + fbin(2, b"/tmp/ss_fuzz_saves/t.bin")))
+# a cache's rows call (stride 5: dim 4 and row-wise Adagrad's state): one
+# delta to row 5 of shard 0, asks for rows 5 and 60 (held: clock 0; none)
+rows = (fbin(1, TOKEN) + fbin(2, ints("i", 0, 3)) + fbin(3, ints("i", 0)) + fbin(4, ints("Q", 5))
+        + fbin(5, ints("f", *[0.25] * 5)) + fbin(6, ints("I", 2)) + fbin(7, ints("i", 0, 1))
+        + fbin(8, ints("Q", 5, 60)) + fbin(9, ints("I", 0, 0xFFFFFFFF)) + fi32(10, 1))
+write("fuzz_embps", "rows", msg("rows", fstruct(1, rows)))
 write("fuzz_embps", "bad_token", msg("lookup", fstruct(1, fbin(1, b"x") + fi32(2, 1))))
 # fuzz_syncps: the slice [16, 32) of 32 floats
 write("fuzz_syncps", "elastic", msg("elastic", fbin(1, TOKEN) + fi64(2, 16)
