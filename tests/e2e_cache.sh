@@ -16,11 +16,6 @@ N=60000
 
 . tests/lib.sh
 
-train() { # train OUT [--set ...]
-    out=$1; shift
-    $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
-        --set output.dir=$T/$out "$@" > $T/$out.log 2>&1
-}
 
 $BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 5 --config $CFG > /dev/null 2>&1
 CACHE="embedding_cache.rows=30000"
@@ -33,7 +28,8 @@ M=$T/s0/metrics.json
 check "one worker, staleness 0: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
 check "one worker, staleness 0: eval NE $(json eval_ne $M) = no cache's $NE0 (to rounding)" \
     near "$(json eval_ne $M)" "$NE0" 0.002
-check "one worker, staleness 0: the cache line printed" grep -q '^cache: hits [0-9.]* %' $T/s0.log
+check "one worker, staleness 0: the cache announced and its line printed" \
+    sh -c "grep -q '^# embedding cache: 30000 rows per worker thread (.* MB each), staleness 0' $T/s0.log && grep -q '^cache: hits [0-9.]* %' $T/s0.log"
 
 train t2 --set job.trainers=2 --set sync.algo=ma
 NE2=$(json eval_ne $T/t2/metrics.json)
@@ -86,16 +82,6 @@ check "embedding_cache.staleness = -1: refused, naming the key" \
     sh -c "! grep -q '^train:' $T/bad.log && grep -q 'embedding_cache.staleness' $T/bad.log"
 
 # the cluster job: 2 trainers, 2 embedding PSs
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
-cluster() { # cluster NAME [section.key=value ...]
-    dir=$1; shift
-    sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout -k 10 300 $MPIRUN -np 4 $BIN train $CFG --set job.trainers=2 \
-        --set job.embedding_ps=2 --set job.bind=127.0.0.1 \
-        --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
-        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$dir $sets > $T/$dir.log 2>&1
-}
 ps_mb() { sed -n "s/^# embedding_ps 0 (rank 2 .* in \([0-9.]*\) MB out \([0-9.]*\) MB.*/\\$2/p" $1; }
 cluster c-plain sync.algo=ma
 cluster c-cache sync.algo=ma $CACHE

@@ -17,11 +17,6 @@ N=60000
 
 . tests/lib.sh
 
-train() { # train OUT [--set ...]
-    out=$1; shift
-    $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
-        --set output.dir=$T/$out "$@" > $T/$out.log 2>&1
-}
 
 $BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 5 --config $CFG > /dev/null 2>&1
 HOT="hot_embeddings.memory_mb=0.1"
@@ -107,16 +102,6 @@ check "hot_embeddings.min_lookups = 0: refused, naming the key" grep -q 'hot_emb
 
 # the cluster job: the master's hot rows on every rank, the sync PSs' center
 # holds them too (easgd), the PSs see fewer bytes; the saved model carries them
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
-MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
-cluster() { # cluster NAME [section.key=value ...]
-    dir=$1; shift
-    sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout -k 10 300 $MPIRUN -np 5 $BIN train $CFG --set job.trainers=2 \
-        --set job.embedding_ps=2 --set job.sync_ps=1 --set job.bind=127.0.0.1 \
-        --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
-        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$dir $sets > $T/$dir.log 2>&1
-}
 ps_in() { sed -n 's/^# embedding_ps 0 (rank 2 .* in \([0-9.]*\) MB out.*/\1/p' $1; }
 cluster c-cold sync.algo=ma
 cluster c-hot sync.algo=ma $HOT

@@ -13,15 +13,9 @@ BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
-export OMPI_MCA_btl=self,vader   # tools/submit's mpirun too
 N=200000
+. tests/lib.sh   # check, json, near, lt; MPIRUN and the OMPI_ variables (tools/submit's too); cluster
 $BIN gen --out $T/d --examples $N --eval-examples 10000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
-json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
-check() { what=$1; shift; if "$@"; then echo "PASS $what"; else echo "FAIL $what: $*"; fi; }
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
-lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a != "") }'; }
 
 $MPIRUN -np 3 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv > $T/np.log 2>&1
 rc=$?
@@ -33,15 +27,6 @@ $BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=ma --set traine
     --set data.eval=$T/d/eval.tsv --set output.dir=$T/embedded --set output.quiet=true > /dev/null 2>&1
 REF=$(json eval_ne $T/embedded/metrics.json)
 
-cluster() { # cluster NAME [section.key=value ...]
-    dir=$1; shift
-    sets=""; for s in "$@"; do sets="$sets --set $s"; done
-    timeout -k 10 300 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 \
-        --set job.embedding_ps=2 --set job.sync_ps=1 --set job.bind=127.0.0.1 \
-        --set trainer.worker_threads=1 \
-        --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
-        --set output.dir=$T/$dir $sets > $T/$dir.log 2>&1
-}
 
 cluster easgd sync.algo=easgd
 rc=$?

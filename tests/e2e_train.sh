@@ -11,11 +11,7 @@ N=60000
 
 . tests/lib.sh
 
-train() { # train OUT [--set ...]
-    out=$1; shift
-    $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
-        --set output.dir=$T/$out --set output.quiet=true "$@" > $T/$out.log 2>&1
-}
+TRAIN_SETS="--set output.quiet=true"
 
 $BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 3 --config $CFG > $T/gen.log 2>&1
 check "gen writes the data and prints bayes_ne" grep -q '^bayes_ne=0\.[0-9]' $T/gen.log

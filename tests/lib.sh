@@ -2,8 +2,29 @@
 # root): PASS/FAIL lines for tests/run, and reading metrics.json.
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
-check() { name=$1; shift; if "$@"; then pass "$name"; else fail "$name" "$*"; fi; }
+# (the helpers' variables start with _: a script's own names are left alone)
+check() { _what=$1; shift; if "$@"; then pass "$_what"; else fail "$_what" "$*"; fi; }
 # json KEY FILE: a number (or a string, unquoted) from metrics.json
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a != "") }'; }
 near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
+# train OUT [--set ...]: `shadowsync train $CFG` on $T/d's data into $T/OUT,
+# its output in $T/OUT.log ($TRAIN_SETS: sets every run of a script takes)
+train() {
+    _out=$1; shift
+    $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+        --set output.dir=$T/$_out $TRAIN_SETS "$@" > $T/$_out.log 2>&1
+}
+# cluster NAME [section.key=value ...]: the tiny cluster job on loopback
+# (2 trainers x 1 worker, 2 embedding PSs, 1 sync PS) on $T/d's data
+# into $T/NAME, its output in $T/NAME.log
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
+MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
+cluster() {
+    _dir=$1; shift
+    _sets=""; for _s in "$@"; do _sets="$_sets --set $_s"; done
+    timeout -k 10 300 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 \
+        --set job.embedding_ps=2 --set job.sync_ps=1 --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$_dir $_sets > $T/$_dir.log 2>&1
+}

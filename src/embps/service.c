@@ -230,8 +230,13 @@ static gboolean ps_rows(ssEmbeddingPSIf *iface, ssRowAnswer **ret, const ssRowSy
     g_byte_array_set_size(rows, (guint)(sent * stride * 4));
     __atomic_add_fetch(&s->busy_ns, (int64_t)((cpu_now() - t0) * 1e9), __ATOMIC_RELAXED);
     const int32_t *at = bytes_of(q->get_at);
-    for (int64_t i = 0; i < g; i++) /* rows served, for load_s, as a lookup's */
-        __atomic_add_fetch(&s->served[at[i]], 1, __ATOMIC_RELAXED);
+    int64_t *per = ss_xcalloc((size_t)s->k, sizeof(int64_t)); /* rows served, for load_s */
+    for (int64_t i = 0; i < g; i++)
+        per[at[i]]++;
+    for (int j = 0; j < s->k; j++)
+        if (per[j])
+            __atomic_add_fetch(&s->served[j], per[j], __ATOMIC_RELAXED);
+    free(per);
     (*ret)->clocks = clocks;
     (*ret)->rows = rows;
     (*ret)->__isset_clocks = (*ret)->__isset_rows = TRUE;

@@ -14,7 +14,11 @@
  * each step also added to the slot's delta, and sends the delta of every
  * row at least max(1, staleness) updates ahead in one rows call. A flush
  * sends every delta. Sum pooling makes cached and uncached ids of a bag add
- * up. Not thread-safe: one per worker, like its inner client. */
+ * up. Not thread-safe: one per worker, like its inner client.
+ *
+ * Layout, for a cache far larger than the CPU's: a set's 8 keys fill one
+ * cache line (fetched ahead while the ids before it are placed), a slot's
+ * copy and delta sit side by side, and the big arrays take huge pages. */
 #include "emb_part.h"
 
 #include <stdlib.h>
@@ -31,11 +35,14 @@ struct cache {
     int64_t *table_rows;
     size_t n_sets;
     int64_t *key;               /* [slots] table << 40 | row; -1: empty */
-    uint32_t *clock, *pend;     /* the tables' updates in the copy; local ones not sent */
-    uint64_t *used;             /* the last batch that used it */
-    uint8_t *got;               /* fetched for this batch */
-    float *val, *delta;         /* [slots * stride] the copy, and what was done to it */
-    uint64_t stamp;
+    struct slot {
+        uint32_t clock;         /* the tables' updates in the copy */
+        uint32_t pend;          /* local updates not sent */
+        uint32_t used;          /* the last batch that used it */
+        uint32_t got;           /* fetched for this batch */
+    } *meta;
+    float *data;                /* [slots * 2 * stride]: the copy, then what was done to it */
+    uint32_t stamp;
     int64_t *occ;               /* [ids of the batch] each id's slot, -1: uncached */
     size_t occ_cap;
     struct emb_part rest;       /* the examples with an uncached id */
@@ -50,6 +57,21 @@ struct cache {
     float *old;                 /* [stride] a copy before its step */
     struct cache_stats *st, own;
 };
+
+static inline float *val_of(const struct cache *c, int64_t slot)
+{
+    return c->data + (size_t)slot * 2 * c->stride;
+}
+
+static inline float *delta_of(const struct cache *c, int64_t slot)
+{
+    return val_of(c, slot) + c->stride;
+}
+
+static inline size_t set_of(const struct cache *c, int64_t key)
+{
+    return (((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 17) % c->n_sets * WAYS;
+}
 
 static void *grow(void *p, size_t n, size_t size)
 {
@@ -71,9 +93,8 @@ static void add_delta(struct cache *c, int64_t slot)
     size_t i = c->q.n_add++;
     c->q.add_table[i] = (int32_t)(c->key[slot] >> 40);
     c->q.add_row[i] = (uint64_t)(c->key[slot] & ((1ll << 40) - 1));
-    c->q.add_count[i] = c->pend[slot];
-    memcpy(c->q.add_delta + i * c->stride, c->delta + (size_t)slot * c->stride,
-           (size_t)c->stride * sizeof(float));
+    c->q.add_count[i] = c->meta[slot].pend;
+    memcpy(c->q.add_delta + i * c->stride, delta_of(c, slot), (size_t)c->stride * sizeof(float));
 }
 
 static void add_get(struct cache *c, int64_t slot, uint32_t have)
@@ -112,9 +133,9 @@ static int send_rows(struct cache *c, struct ss_err *e)
 /* Clears slot after its delta went out. */
 static void pushed(struct cache *c, int64_t slot)
 {
-    c->clock[slot] += c->pend[slot];
-    c->pend[slot] = 0;
-    memset(c->delta + (size_t)slot * c->stride, 0, (size_t)c->stride * sizeof(float));
+    c->meta[slot].clock += c->meta[slot].pend;
+    c->meta[slot].pend = 0;
+    memset(delta_of(c, slot), 0, (size_t)c->stride * sizeof(float));
 }
 
 /* The slot of (t, row) for this batch: its own, or a free or least
@@ -122,29 +143,28 @@ static void pushed(struct cache *c, int64_t slot)
 static int64_t slot_for(struct cache *c, int t, uint64_t row)
 {
     int64_t key = (int64_t)t << 40 | (int64_t)row;
-    size_t base = (((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 17) % c->n_sets * WAYS;
+    size_t base = set_of(c, key);
     int64_t victim = -1;
     for (size_t s = base; s < base + WAYS; s++) {
         if (c->key[s] == key) {
-            if (c->used[s] != c->stamp) {
-                c->used[s] = c->stamp;
-                add_get(c, (int64_t)s, c->clock[s]);
+            if (c->meta[s].used != c->stamp) {
+                c->meta[s].used = c->stamp;
+                add_get(c, (int64_t)s, c->meta[s].clock);
             }
             return (int64_t)s;
         }
-        if (c->used[s] != c->stamp &&
-            (victim < 0 || (c->key[victim] >= 0 && (c->key[s] < 0 || c->used[s] < c->used[victim]))))
-            victim = (int64_t)s;
+        if (c->meta[s].used != c->stamp &&
+            (victim < 0 || (c->key[victim] >= 0 &&
+                            (c->key[s] < 0 || c->meta[s].used - c->meta[victim].used > (1u << 31)))))
+            victim = (int64_t)s; /* (the stamps' difference: older, even past a wrap) */
     }
     if (victim < 0)
         return -1;
-    if (c->key[victim] >= 0 && c->pend[victim] > 0)
+    if (c->key[victim] >= 0 && c->meta[victim].pend > 0)
         add_delta(c, victim);
     c->key[victim] = key;
-    c->pend[victim] = 0;
-    c->clock[victim] = 0;
-    memset(c->delta + (size_t)victim * c->stride, 0, (size_t)c->stride * sizeof(float));
-    c->used[victim] = c->stamp;
+    c->meta[victim] = (struct slot){0, 0, c->stamp, 0};
+    memset(delta_of(c, victim), 0, (size_t)c->stride * sizeof(float));
     add_get(c, victim, ROW_NONE);
     return victim;
 }
@@ -157,6 +177,21 @@ static double plain_bytes(const struct batch *b, int dim)
     return 2.0 * (8.0 * b->off[bags > 0 ? (size_t)bags : 0] + 4.0 * bags + 4.0 * dim * bags);
 }
 
+/* The set of every id of example i's bag in table t into the CPU cache:
+ * placing an id waits on its set's line, not on arithmetic. */
+enum { PREFETCH_AHEAD = 2 };
+static inline void prefetch_sets(const struct cache *c, const struct batch *b, int i, int t)
+{
+    if (i >= b->n)
+        return;
+    int T = b->n_tables;
+    uint64_t rows = (uint64_t)c->table_rows[t];
+    for (int32_t k = b->off[i * T + t]; k < b->off[i * T + t + 1]; k++) {
+        uint64_t id = b->ids[k], row = id < rows ? id : id % rows;
+        __builtin_prefetch(&c->key[set_of(c, (int64_t)t << 40 | (int64_t)row)], 0);
+    }
+}
+
 SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b, float *out,
                                    struct ss_err *e)
 {
@@ -167,7 +202,8 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
         c->occ_cap = ids;
         c->occ = grow(c->occ, ids, sizeof(int64_t));
     }
-    c->stamp++;
+    if (++c->stamp == 0) /* a wrap: 0 would match the slots never used */
+        c->stamp = 1;
     c->q.n_add = c->q.n_get = 0;
     struct batch *r = &c->rest.b; /* the examples with an uncached id, with those only */
     emb_part_reserve(&c->rest, b->n, T, d);
@@ -183,6 +219,7 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
                 if ((c->occ[k] = slot_for(c, t, id < rows ? id : id % rows)) < 0)
                     r->ids[at++] = id;
             }
+            prefetch_sets(c, b, i + PREFETCH_AHEAD, t);
             r->off[r->n * T + t + 1] = (int32_t)at;
         }
         if (at > (size_t)r->off[r->n * T])
@@ -193,16 +230,16 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
         return rc;
     for (size_t g = 0, next = 0; g < c->q.n_get; g++) {
         int64_t s = c->q.get_slot[g];
-        float *v = c->val + (size_t)s * c->stride;
-        c->got[s] = (uint8_t)row_sent(c->q.get_have[g], c->q.clock[g], c->staleness);
-        if (c->got[s]) { /* a new copy, with the updates not yet sent on top */
-            const float *a = c->q.val + next++ * c->stride, *dl = c->delta + (size_t)s * c->stride;
+        float *v = val_of(c, s);
+        c->meta[s].got = (uint32_t)row_sent(c->q.get_have[g], c->q.clock[g], c->staleness);
+        if (c->meta[s].got) { /* a new copy, with the updates not yet sent on top */
+            const float *a = c->q.val + next++ * c->stride, *dl = delta_of(c, s);
             for (int k = 0; k < c->stride; k++)
                 v[k] = a[k] + dl[k];
             c->st->fetched += c->q.get_have[g] == ROW_NONE;
             c->st->refreshed += c->q.get_have[g] != ROW_NONE;
             c->st->bytes_sent += 4.0 * c->stride;
-            c->clock[s] = c->q.clock[g]; /* a copy kept holds only the updates it had */
+            c->meta[s].clock = c->q.clock[g]; /* a copy kept holds only the updates it had */
         }
     }
     if (r->n > 0)
@@ -217,8 +254,8 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
                 int64_t s = c->occ[k];
                 if (s < 0)
                     continue;
-                hits += !c->got[s];
-                const float *v = c->val + (size_t)s * c->stride;
+                hits += !c->meta[s].got;
+                const float *v = val_of(c, s);
                 for (int q = 0; q < d; q++)
                     o[q] += v[q];
             }
@@ -242,12 +279,12 @@ SS_HOGWILD static int cache_push(struct emb_client *ec, const struct batch *b, c
                 int64_t s = c->occ[k];
                 if (s < 0)
                     continue;
-                float *v = c->val + (size_t)s * S, *dl = c->delta + (size_t)s * S;
+                float *v = val_of(c, s), *dl = v + S;
                 memcpy(c->old, v, (size_t)S * sizeof(float));
                 optim_row_step(c->opt, v, v + d, gb, d, c->lr, c->eps);
                 for (int q = 0; q < S; q++)
                     dl[q] += v[q] - c->old[q];
-                c->pend[s]++;
+                c->meta[s].pend++;
             }
         }
     int rc = emb_part_push(c->inner, &c->rest, b->n, g, e);
@@ -258,12 +295,12 @@ SS_HOGWILD static int cache_push(struct emb_client *ec, const struct batch *b, c
     size_t n_get = c->q.n_get;
     c->q.n_add = c->q.n_get = 0;
     for (size_t q = 0; q < n_get; q++)
-        if (c->pend[c->q.get_slot[q]] >= ahead)
+        if (c->meta[c->q.get_slot[q]].pend >= ahead)
             add_delta(c, c->q.get_slot[q]);
     if ((rc = send_rows(c, e)) < 0)
         return rc;
     for (size_t q = 0; q < n_get; q++)
-        if (c->pend[c->q.get_slot[q]] >= ahead)
+        if (c->meta[c->q.get_slot[q]].pend >= ahead)
             pushed(c, c->q.get_slot[q]);
     return 0;
 }
@@ -276,13 +313,13 @@ static int cache_flush(struct emb_client *ec, struct ss_err *e)
         size_t end = s0 + FLUSH_ROWS < slots ? s0 + FLUSH_ROWS : slots;
         c->q.n_add = c->q.n_get = 0;
         for (size_t s = s0; s < end; s++)
-            if (c->key[s] >= 0 && c->pend[s] > 0)
+            if (c->key[s] >= 0 && c->meta[s].pend > 0)
                 add_delta(c, (int64_t)s);
         int rc = send_rows(c, e);
         if (rc < 0)
             return rc;
         for (size_t s = s0; s < end; s++)
-            if (c->key[s] >= 0 && c->pend[s] > 0)
+            if (c->key[s] >= 0 && c->meta[s].pend > 0)
                 pushed(c, (int64_t)s);
     }
     int rc = c->inner->ops->flush ? c->inner->ops->flush(c->inner, e) : 0;
@@ -296,8 +333,7 @@ static void cache_free(struct emb_client *ec)
     if (c->own_inner)
         c->inner->ops->free(c->inner);
     emb_part_free(&c->rest);
-    void *bufs[] = {c->table_rows, c->key, c->clock, c->pend, c->used, c->got, c->val,
-                    c->delta, c->occ, c->q.add_table, c->q.get_table, c->q.add_row,
+    void *bufs[] = {c->table_rows, c->key, c->meta, c->data, c->occ, c->q.add_table, c->q.get_table, c->q.add_row,
                     c->q.get_row, c->q.add_count, c->q.get_have, c->q.clock, c->q.add_delta,
                     c->q.val, c->q.get_slot, c->old};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
@@ -342,14 +378,17 @@ struct emb_client *emb_client_cache(struct emb_client *inner, int own_inner,
     memcpy(c->table_rows, l->rows, (size_t)c->T * sizeof(int64_t));
     c->n_sets = ((size_t)cf->embedding_cache.rows + WAYS - 1) / WAYS;
     size_t slots = c->n_sets * WAYS;
-    c->key = ss_xmalloc(slots * sizeof(int64_t));
+    size_t data = slots * 2 * c->stride * sizeof(float);
+    c->key = ss_alloc_big(slots * sizeof(int64_t)); /* 2 MiB aligned, or malloc's 16: */
+    c->meta = ss_alloc_big(slots * sizeof(struct slot)); /* ...a set's keys fill a line */
+    c->data = ss_alloc_big(data);
+    if (!c->key || !c->meta || !c->data) {
+        fprintf(stderr, "shadowsync: out of memory for an embedding cache of %zu rows\n", slots);
+        abort();
+    }
     memset(c->key, 0xff, slots * sizeof(int64_t)); /* -1: empty */
-    c->clock = ss_xcalloc(slots, sizeof(uint32_t));
-    c->pend = ss_xcalloc(slots, sizeof(uint32_t));
-    c->used = ss_xcalloc(slots, sizeof(uint64_t));
-    c->got = ss_xcalloc(slots, 1);
-    c->val = ss_xcalloc(slots * c->stride, sizeof(float));
-    c->delta = ss_xcalloc(slots * c->stride, sizeof(float));
+    memset(c->meta, 0, slots * sizeof(struct slot));
+    memset(c->data, 0, data);
     c->old = ss_xmalloc((size_t)c->stride * sizeof(float));
     c->st = st ? st : &c->own;
     emb_part_reserve(&c->rest, cap > 0 ? cap : 1, c->T, c->dim);

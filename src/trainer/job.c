@@ -1302,6 +1302,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     if ((rc = setup_hot(&j, e)) < 0)
         goto out;
+    if (c->embedding_cache.rows > 0 && j.is_master && !c->output.quiet) {
+        int stride = j.l.dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD);
+        printf("# embedding cache: %d rows per worker thread (%.1f MB each), staleness %d\n",
+               c->embedding_cache.rows, c->embedding_cache.rows * (8.0 * stride + 25) / 1048576.0,
+               c->embedding_cache.staleness);
+    }
     blas_note(c);
     if (!c->output.quiet && j.is_master)
         printf("# training: %d trainer(s) x %d worker(s), sync %s/%s, %zu dense params, "
