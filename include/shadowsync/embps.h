@@ -39,6 +39,10 @@ size_t embps_bytes(const struct emb_tables *t);
 void embps_pool(struct emb_tables *t, const struct batch *b, float *out);
 /* Applies d_pooled (same layout as embps_pool's out) to every row of each bag. */
 void embps_push(struct emb_tables *t, const struct batch *b, const float *d_pooled);
+/* The wire's layout (service.c): only the non-empty bags, one after another. */
+void embps_pool_bags(struct emb_tables *t, const struct batch *b, float *out);
+void embps_push_bags(struct emb_tables *t, const struct batch *b, const float *d_pooled);
+size_t embps_bags(const struct batch *b); /* the non-empty bags of b */
 
 /* The dim values row `row` of table gid (of table_rows rows) starts from. */
 void embps_initial_row(const struct emb_opts *o, int32_t gid, int64_t row, int64_t table_rows,

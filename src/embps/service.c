@@ -2,8 +2,8 @@
  * handler for the generated EmbeddingPS interface. A request covers every
  * shard this PS holds, in order, with rows (not raw ids), each checked to
  * lie in its shard; lookup answers the pooled bags (partial sums of a split
- * table's bags), push
- * applies the gradients to the rows (Hogwild, as in-process). Every field
+ * table's bags), push applies the gradients to the rows (Hogwild, as
+ * in-process); both carry only the non-empty bags' vectors. Every field
  * is validated; a bad request gets an RpcError naming what is wrong, is
  * counted, and the connection and the service go on. */
 #include "shadowsync/embps.h"
@@ -114,9 +114,9 @@ static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags
     struct batch view;
     if (!check_bags(s, bags, &view, err))
         return FALSE;
-    guint bytes = (guint)view.n * s->k * s->dim * 4;
+    guint bytes = (guint)(embps_bags(&view) * s->dim * 4); /* the non-empty bags only */
     double t0 = cpu_now();
-    embps_pool(s->t, &view, (float *)rpc_answer(ret, bytes)->data);
+    embps_pool_bags(s->t, &view, (float *)rpc_answer(ret, bytes)->data);
     count_work(s, &view, t0, 1);
     __atomic_add_fetch(&s->st.lookups, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_in, bags->ids->len + bags->offsets->len, __ATOMIC_RELAXED);
@@ -132,12 +132,12 @@ static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteA
     struct batch view;
     if (!check_bags(s, bags, &view, err))
         return FALSE;
-    size_t want = (size_t)view.n * s->k * s->dim * 4;
+    size_t want = embps_bags(&view) * s->dim * 4;
     if (!grads || grads->len != want)
-        return refuse(s, err, SS_EINVAL, "bad request: grads hold %u bytes, %zu expected",
-                      grads ? grads->len : 0, want);
+        return refuse(s, err, SS_EINVAL, "bad request: grads hold %u bytes, %zu expected (the "
+                      "non-empty bags')", grads ? grads->len : 0, want);
     double t0 = cpu_now();
-    embps_push(s->t, &view, (const float *)grads->data);
+    embps_push_bags(s->t, &view, (const float *)grads->data);
     count_work(s, &view, t0, 0);
     __atomic_add_fetch(&s->st.pushes, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_in, want + bags->ids->len + bags->offsets->len,

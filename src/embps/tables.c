@@ -253,14 +253,20 @@ enum { PREFETCH_AHEAD = 4 };
                 __builtin_prefetch(row_of((t), k_, (b)->ids[j_]), (rw));                           \
     } while (0)
 
-SS_HOGWILD void embps_pool(struct emb_tables *t, const struct batch *b, float *out)
+/* The pooled bags into out: every bag (an empty one as zeros), or with
+ * compact only the non-empty ones, one after another (the wire's layout). */
+SS_HOGWILD static void pool(struct emb_tables *t, const struct batch *b, float *out, int compact)
 {
     int T = t->o.n_tables, d = t->o.dim;
+    float *o = out;
     for (int i = 0; i < b->n; i++) {
         PREFETCH_ROWS(t, b, i + PREFETCH_AHEAD, 0);
         for (int k = 0; k < T; k++) {
-            float *o = out + ((size_t)i * T + k) * d;
             int32_t lo = b->off[i * T + k], hi = b->off[i * T + k + 1];
+            if (lo == hi && compact)
+                continue;
+            if (!compact)
+                o = out + ((size_t)i * T + k) * d;
             if (lo == hi) {
                 memset(o, 0, d * sizeof(float));
                 continue;
@@ -271,25 +277,61 @@ SS_HOGWILD void embps_pool(struct emb_tables *t, const struct batch *b, float *o
                 for (int c = 0; c < d; c++)
                     o[c] += r[c];
             }
+            o += d; /* compact: the next bag's place */
+        }
+    }
+}
+
+void embps_pool(struct emb_tables *t, const struct batch *b, float *out)
+{
+    pool(t, b, out, 0);
+}
+
+void embps_pool_bags(struct emb_tables *t, const struct batch *b, float *out)
+{
+    pool(t, b, out, 1);
+}
+
+/* g in pool's layout (compact or not). */
+static void push(struct emb_tables *t, const struct batch *b, const float *g, int compact)
+{
+    int T = t->o.n_tables, d = t->o.dim;
+    const float *gk = g;
+    for (int i = 0; i < b->n; i++) {
+        PREFETCH_ROWS(t, b, i + PREFETCH_AHEAD, 1);
+        for (int k = 0; k < T; k++) {
+            int32_t lo = b->off[i * T + k], hi = b->off[i * T + k + 1];
+            if (lo == hi)
+                continue;
+            if (!compact)
+                gk = g + ((size_t)i * T + k) * d;
+            for (int32_t j = lo; j < hi; j++) {
+                float *r = row_of(t, k, b->ids[j]);
+                optim_row_step(t->o.opt, r, r + d, gk, d, t->o.lr, t->o.eps);
+                if (t->clock)
+                    tick(t, k, b->ids[j], 1);
+            }
+            gk += d;
         }
     }
 }
 
 void embps_push(struct emb_tables *t, const struct batch *b, const float *g)
 {
-    int T = t->o.n_tables, d = t->o.dim;
-    for (int i = 0; i < b->n; i++) {
-        PREFETCH_ROWS(t, b, i + PREFETCH_AHEAD, 1);
-        for (int k = 0; k < T; k++) {
-            const float *gk = g + ((size_t)i * T + k) * d;
-            for (int32_t j = b->off[i * T + k]; j < b->off[i * T + k + 1]; j++) {
-                float *r = row_of(t, k, b->ids[j]);
-                optim_row_step(t->o.opt, r, r + d, gk, d, t->o.lr, t->o.eps);
-                if (t->clock)
-                    tick(t, k, b->ids[j], 1);
-            }
-        }
-    }
+    push(t, b, g, 0);
+}
+
+void embps_push_bags(struct emb_tables *t, const struct batch *b, const float *g)
+{
+    push(t, b, g, 1);
+}
+
+size_t embps_bags(const struct batch *b)
+{
+    size_t m = 0;
+    for (int q = 0; q < b->n * b->n_tables; q++)
+        m += b->off[q + 1] > b->off[q];
+    return m;
 }
 
 int embps_stride(const struct emb_tables *t)

@@ -48,9 +48,10 @@ struct RowAnswer {
 }
 
 service EmbeddingPS {
-  /* Pooled bags: float32 [n*k*dim]. */
+  /* Pooled bags: float32 [m*dim], m the non-empty bags (offsets[q+1] >
+   * offsets[q]), in order: an empty bag is neither answered nor pushed. */
   binary lookup(1: Bags bags) throws (1: RpcError err),
-  /* grads: float32 [n*k*dim], the gradient of each pooled bag. */
+  /* grads: float32 [m*dim], the gradient of each non-empty pooled bag. */
   void push(1: Bags bags, 2: binary grads) throws (1: RpcError err),
   RowAnswer rows(1: RowSync req) throws (1: RpcError err),
   /* Checkpoints: writes this PS's shards (rows and optimizer state) to path

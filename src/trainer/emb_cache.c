@@ -170,11 +170,12 @@ static int64_t slot_for(struct cache *c, int t, uint64_t row)
 }
 
 /* Plain wire bytes of a batch: its ids and offsets twice (lookup, push),
- * its pooled bags and their gradients (the Thrift format's sizes). */
+ * its non-empty bags' pooled vectors and gradients (the Thrift format's
+ * sizes). */
 static double plain_bytes(const struct batch *b, int dim)
 {
-    double bags = (double)b->n * b->n_tables;
-    return 2.0 * (8.0 * b->off[bags > 0 ? (size_t)bags : 0] + 4.0 * bags + 4.0 * dim * bags);
+    size_t bags = (size_t)b->n * b->n_tables;
+    return 2.0 * (8.0 * b->off[bags] + 4.0 * (double)bags) + 8.0 * dim * (double)embps_bags(b);
 }
 
 /* The set of every id of example i's bag in table t into the CPU cache:

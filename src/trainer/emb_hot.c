@@ -20,6 +20,7 @@ struct hot_client {
     struct emb_part cold;       /* the examples with a cold id, with their cold ids only */
     int64_t *pairs;             /* [2 * n_pairs]: a bag (i*T + t) and a hot slot in it */
     size_t n_pairs, pair_cap;
+    int64_t emptied;            /* bags all hot: neither answered nor pushed by the tables */
 };
 
 static void add_pair(struct hot_client *h, int64_t bag, int64_t slot)
@@ -45,6 +46,7 @@ static void split(struct hot_client *h, const struct batch *b)
     c->n = 0;
     c->off[0] = 0;
     h->n_pairs = 0;
+    h->emptied = 0;
     for (int i = 0; i < b->n; i++) {
         size_t at = (size_t)c->off[c->n * T];
         batch_reserve_ids(c, at + (size_t)(b->off[(i + 1) * T] - b->off[i * T]));
@@ -59,6 +61,8 @@ static void split(struct hot_client *h, const struct batch *b)
                     c->ids[at++] = id;
             }
             c->off[c->n * T + t + 1] = (int32_t)at;
+            h->emptied += b->off[i * T + t + 1] > b->off[i * T + t] &&
+                          (int32_t)at == c->off[c->n * T + t];
         }
         if (at > (size_t)c->off[c->n * T]) /* a cold id: the example goes to the tables */
             h->cold.which[c->n++] = i;
@@ -91,9 +95,10 @@ SS_HOGWILD static int hot_lookup(struct emb_client *ec, const struct batch *b, f
     st->hot_examples += b->n - c->n;
     st->lookups += ids;
     st->hot_lookups += (int64_t)h->n_pairs;
-    /* the wire's bytes not sent: each hot id twice (lookup, push), and an
-     * all-hot example's pooled bags, gradients and offsets */
-    st->bytes_saved += 16.0 * (double)h->n_pairs + (double)(b->n - c->n) * T * (8.0 * d + 8.0);
+    /* the wire's bytes not sent: each hot id twice (lookup, push), an
+     * all-hot bag's pooled vector and gradient, an all-hot example's offsets */
+    st->bytes_saved += 16.0 * (double)h->n_pairs + 8.0 * d * (double)h->emptied +
+                       8.0 * T * (double)(b->n - c->n);
     return 0;
 }
 

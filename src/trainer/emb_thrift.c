@@ -2,9 +2,9 @@
  * its row (id mod the table's rows) and goes to the shard of the placement
  * plan that holds that row; each PS gets one request with the bags of its
  * shards, in its order. All requests go out before any answer is read; the
- * pooled answers are summed into the [n x T x dim] layout the model reads
- * (a split table's partial sums add up to its bag), and a bag's gradient
- * goes to every shard of its table. The push of the batch just looked up
+ * pooled answers (the non-empty bags only, each way) are summed into the
+ * [n x T x dim] layout the model reads (a split table's partial sums add up
+ * to its bag), and a bag's gradient goes to every shard of its table. The push of the batch just looked up
  * reuses the lookup's requests (rows are routed once per batch; the batch
  * must not change in between, as in the worker loop). Buffers are kept
  * between batches, so
@@ -18,6 +18,7 @@
 struct ps_conn {
     char name[128], host[64];
     int port, k;
+    size_t m;                   /* the request's non-empty bags: the vectors each way */
     int32_t *shards, *tables;   /* [k] the plan's shard ids, and their tables */
     int64_t *lo, *hi;           /* [k] the shards' rows */
     struct rpc_conn *conn;
@@ -63,6 +64,7 @@ static void gather(const struct thrift_emb *te, struct ps_conn *p, const struct 
     uint64_t *ids = (uint64_t *)p->bags->ids->data;
     size_t at = 0;
     off[0] = 0;
+    p->m = 0;
     for (int i = 0; i < b->n; i++)
         for (int j = 0; j < k; j++) {
             int t = p->tables[j];
@@ -74,6 +76,7 @@ static void gather(const struct thrift_emb *te, struct ps_conn *p, const struct 
                     ids[at++] = r;
             }
             off[i * k + j + 1] = (int32_t)at;
+            p->m += off[i * k + j + 1] > off[i * k + j];
         }
     g_byte_array_set_size(p->bags->ids, (guint)(at * 8));
     p->bags->n = b->n;
@@ -113,18 +116,21 @@ static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out
                 g_byte_array_unref(ret);
             return call_failed(p, "lookup", rerr, gerr, e);
         }
-        if (!ret || ret->len != (guint)b->n * p->k * d * 4) {
+        if (!ret || ret->len != (guint)(p->m * d * 4)) {
             if (ret)
                 g_byte_array_unref(ret);
             return call_failed(p, "lookup (answer of the wrong size)", NULL, NULL, e);
         }
-        const float *r = (const float *)ret->data;
+        const float *a = (const float *)ret->data; /* the non-empty bags, in order */
+        const int32_t *off = (const int32_t *)p->bags->offsets->data;
         for (int i = 0; i < b->n; i++)
             for (int j = 0; j < p->k; j++) {
+                if (off[i * p->k + j + 1] == off[i * p->k + j])
+                    continue;
                 float *o = out + ((size_t)i * T + p->tables[j]) * d;
-                const float *a = r + ((size_t)i * p->k + j) * d;
                 for (int q = 0; q < d; q++)
                     o[q] += a[q];
+                a += d;
             }
         g_byte_array_unref(ret);
     }
@@ -142,12 +148,15 @@ static int thrift_push(struct emb_client *c, const struct batch *b, const float 
             continue;
         if (te->looked_up != b)
             gather(te, p, b);
-        g_byte_array_set_size(p->grads, (guint)b->n * p->k * d * 4);
+        g_byte_array_set_size(p->grads, (guint)(p->m * d * 4));
         float *pg = (float *)p->grads->data;
+        const int32_t *off = (const int32_t *)p->bags->offsets->data;
         for (int i = 0; i < b->n; i++)
             for (int j = 0; j < p->k; j++)
-                memcpy(pg + ((size_t)i * p->k + j) * d, g + ((size_t)i * T + p->tables[j]) * d,
-                       d * sizeof(float));
+                if (off[i * p->k + j + 1] > off[i * p->k + j]) {
+                    memcpy(pg, g + ((size_t)i * T + p->tables[j]) * d, d * sizeof(float));
+                    pg += d;
+                }
         GError *gerr = NULL;
         if (!ss_embedding_p_s_client_send_push(p->client, p->bags, p->grads, &gerr))
             return call_failed(p, "push", NULL, gerr, e);

@@ -49,7 +49,8 @@ def write(target, name, data):
 bags = (fbin(1, TOKEN) + fi32(2, 2) + fbin(3, ints("i", 0, 3)) + fbin(4, ints("i", 0, 1, 1, 2, 3))
         + fbin(5, ints("Q", 5, 10, 60)))
 write("fuzz_embps", "lookup", msg("lookup", fstruct(1, bags)))
-write("fuzz_embps", "push", msg("push", fstruct(1, bags) + fbin(2, ints("f", *[0.5] * 16))))
+# the 3 non-empty bags' gradients (bag (0, 1) is empty)
+write("fuzz_embps", "push", msg("push", fstruct(1, bags) + fbin(2, ints("f", *[0.5] * 12))))
 write("fuzz_embps", "save", msg("save", fbin(1, TOKEN) + fbin(2, b"/tmp/ss_fuzz_saves/t.bin")))
 # a cache's rows call (stride 5: dim 4 and row-wise Adagrad's state): one
 # delta to row 5 of shard 0, asks for rows 5 and 60 (held: clock 0; none)
