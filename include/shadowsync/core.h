@@ -75,6 +75,7 @@ enum opt_kind { OPT_SGD, OPT_ADAGRAD, OPT_ROWWISE_ADAGRAD };
 enum sync_mode { SYNC_SHADOW, SYNC_FOREGROUND };
 enum sync_output { OUT_TRAINER0, OUT_AVERAGE };
 enum device_kind { DEV_CPU, DEV_CUDA, DEV_AUTO };
+enum emb_placement { EMB_ON_PS, EMB_ON_TRAINERS }; /* embedding.placement */
 
 struct ss_config {
     struct {
@@ -111,6 +112,7 @@ struct ss_config {
         double shadow_sleep_ms;
     } sync;
     struct { char *strategy; int profile_batches; char *pin; } placement;
+    struct { int placement; } embedding; /* enum emb_placement */
     struct { int64_t memory_mb; } embedding_ps;
     struct { double memory_mb; int min_lookups, profile_batches; } hot_embeddings;
     struct { int rows, staleness; } embedding_cache;

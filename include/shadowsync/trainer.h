@@ -81,6 +81,59 @@ struct emb_client *emb_client_cache(struct emb_client *inner, int own_inner,
                                     const struct ss_config *c, const struct model_layout *l,
                                     int cap, struct cache_stats *st);
 
+/* ---- DES (emb_des.c, exchange.c; DESIGN §9 "equivalent substitution") --
+ * embedding.placement = trainers: the tables' shards live on the trainers
+ * (a placement plan over them). Worker w of every trainer forms group w;
+ * each step its members pool, for the whole group's batches, the bags of
+ * the shards they hold and send back the partial sums, all-to-all, then
+ * the gradients travel the same way: synchronous within the group. */
+struct exchange;
+struct exchange_ops {
+    /* Collective over the group: this member packs, one after another in
+     * send, sbytes[q] bytes for each member q, and gets from each member p
+     * rbytes[p] bytes (what p packed for it), one after another in recv. */
+    int (*alltoallv)(struct exchange *x, const void *send, const size_t *sbytes, void *recv,
+                     const size_t *rbytes, struct ss_err *e);
+    void (*free)(struct exchange *x);
+};
+struct exchange {
+    const struct exchange_ops *ops;
+    int rank, size;             /* this member, of size */
+};
+/* size members in this process (threads), x[0..size); a member waiting on
+ * the others gives up with an error once *stop is set (stop may be NULL). */
+void exchange_local_group(struct exchange **x, int size, const int *stop);
+
+/* What a worker's DES client did (summed once the workers have ended). */
+struct des_stats {
+    int64_t rounds, lookups, pushes; /* all-to-all rounds; of them, its lookups and pushes */
+    double bytes_sent;          /* ids, partial sums and gradients sent to the other trainers */
+    double bytes_rows;          /* what the rows themselves would have weighed (ids x dim) */
+    double wait_s;              /* seconds inside the exchange */
+};
+void des_stats_add(struct des_stats *to, const struct des_stats *from);
+/* A checkpoint: a member reports its trainer's pause flag in every round;
+ * once any member has, the group finishes the batches it has in flight,
+ * and each member calls wait(arg), which returns once its trainer goes on. */
+struct des_pause {
+    const int *flag;            /* its trainer's pause flag (atomic; NULL: never) */
+    void (*wait)(void *arg);
+    void *arg;
+};
+/* Member x->rank of a group over plan pl (its n_ps = x->size); mine: the
+ * tables of that member's shards, in the plan's order (NULL when it holds
+ * none; shared by the trainer's workers, Hogwild). Takes x. */
+struct emb_client *emb_client_des(struct exchange *x, const struct placement *pl, int dim,
+                                  struct emb_tables *mine, const struct des_pause *pause,
+                                  struct des_stats *st);
+/* Before a worker reads a batch: waits out a checkpoint the group agreed
+ * on (see des_pause). */
+int emb_des_gate(struct emb_client *c, struct ss_err *e);
+/* A round without a batch of this member's (its feed is paused). */
+int emb_des_idle(struct emb_client *c, struct ss_err *e);
+/* This member's data has ended: serves the others until theirs has too. */
+int emb_des_finish(struct emb_client *c, struct ss_err *e);
+
 /* An embedding PS as a trainer's client sees it: where it listens. */
 struct emb_endpoint {
     const char *name;           /* for errors, e.g. "embedding_ps 1 (rank 3 on node7)" */
@@ -171,6 +224,11 @@ struct trainer_env {
     int gpu, gpu_dev;           /* the dense half on CUDA device gpu_dev; gpu 0: the CPU */
     const struct hot_set *hot;  /* the job's hot embedding rows (hot_for_job; NULL: none) */
     int hot_from_ckpt;          /* ...taken from the checkpoint resumed from */
+    /* embedding.placement = trainers: the plan over the trainers, and a new
+     * member of DES group g (collective over the trainers: every trainer
+     * makes the same groups in the same order). */
+    const struct placement *des_plan;
+    int (*make_exchange)(void *arg, struct exchange **out, struct ss_err *e);
 };
 /* trainer.device resolved on this process: *dev = the first device its
  * trainers use (local: this process's index among the trainer processes

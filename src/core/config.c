@@ -67,6 +67,8 @@ static const struct choice sync_modes[] = {
     {"shadow", SYNC_SHADOW}, {"foreground", SYNC_FOREGROUND}, {NULL, 0}};
 static const struct choice sync_outputs[] = {
     {"trainer0", OUT_TRAINER0}, {"average", OUT_AVERAGE}, {NULL, 0}};
+static const struct choice emb_places[] = {
+    {"ps", EMB_ON_PS}, {"trainers", EMB_ON_TRAINERS}, {NULL, 0}};
 static const struct choice strategies[] = {
     {"profile", 0}, {"round_robin", 0}, {"hash", 0}, {NULL, 0}};
 
@@ -133,6 +135,11 @@ static const struct key_desc keys[] = {
            "how embedding tables are placed on embedding parameter servers"),
     INT(placement, profile_batches, "100", 0, 1000000, "batches of data.train profiled by the profile strategy (0: assume equal tables)"),
     STR(placement, pin, "", "pins TABLE:PS or TABLE@LO-HI:PS (rows LO..HI-1), comma separated; the strategy places the rest"),
+
+    ENUM(embedding, placement, "ps", emb_places,
+         "where the tables live: ps = the embedding PSs (embedded default: one copy shared by "
+         "the process's trainers); trainers = sharded over the trainers, which exchange pooled "
+         "partial sums all-to-all every step (DES, synchronous)"),
 
     I64(embedding_ps, memory_mb, "16384", 1, P40, "memory of each embedding parameter server, MiB"),
 

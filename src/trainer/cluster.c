@@ -258,7 +258,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                               NULL, make_emb, sum, sum_floats, &w,
                               p->resume_from[0] ? p->resume_from : NULL, ckpt_ask, ckpt_wait,
                               ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
-                              ckpt_final, ckpt_final_done, 0, -1, p->hot, p->hot_from_ckpt};
+                              ckpt_final, ckpt_final_done, 0, -1, p->hot, p->hot_from_ckpt,
+                              NULL, NULL};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;

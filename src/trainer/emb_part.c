@@ -50,3 +50,89 @@ void emb_part_free(struct emb_part *p)
     free(p->tmp);
     memset(p, 0, sizeof *p);
 }
+
+int shard_set_of(const struct placement *pl, int ps, int32_t *ids, struct shard_set *s)
+{
+    int k = placement_ps_shards(pl, ps, ids);
+    s->k = k;
+    s->tables = ss_xmalloc(((size_t)k + 1) * sizeof(int32_t));
+    s->lo = ss_xmalloc(((size_t)k + 1) * sizeof(int64_t));
+    s->hi = ss_xmalloc(((size_t)k + 1) * sizeof(int64_t));
+    for (int j = 0; j < k; j++) {
+        const struct shard *sh = &pl->shards[ids[j]];
+        s->tables[j] = sh->table;
+        s->lo[j] = sh->lo;
+        s->hi[j] = sh->hi;
+    }
+    return k;
+}
+
+void shard_set_free(struct shard_set *s)
+{
+    free(s->tables);
+    free(s->lo);
+    free(s->hi);
+    memset(s, 0, sizeof *s);
+}
+
+size_t shard_ids_max(const struct shard_set *s, const struct batch *b)
+{
+    int T = b->n_tables;
+    size_t n = 0;
+    for (int i = 0; i < b->n; i++)
+        for (int j = 0; j < s->k; j++) {
+            int t = s->tables[j];
+            n += (size_t)(b->off[i * T + t + 1] - b->off[i * T + t]);
+        }
+    return n;
+}
+
+size_t shard_gather(const struct shard_set *s, const int64_t *table_rows, const struct batch *b,
+                    int32_t *off, uint64_t *ids, size_t *m)
+{
+    int T = b->n_tables, k = s->k;
+    size_t at = 0, bags = 0;
+    off[0] = 0;
+    for (int i = 0; i < b->n; i++)
+        for (int j = 0; j < k; j++) {
+            int t = s->tables[j];
+            uint64_t rows = (uint64_t)table_rows[t], lo = (uint64_t)s->lo[j];
+            uint64_t hi = (uint64_t)s->hi[j];
+            for (int32_t q = b->off[i * T + t]; q < b->off[i * T + t + 1]; q++) {
+                uint64_t r = b->ids[q] % rows;
+                if (r >= lo && r < hi)
+                    ids[at++] = r;
+            }
+            off[i * k + j + 1] = (int32_t)at;
+            bags += off[i * k + j + 1] > off[i * k + j];
+        }
+    *m = bags;
+    return at;
+}
+
+void shard_add_answer(const struct shard_set *s, int n, const int32_t *off, const float *a, int T,
+                      int dim, float *out)
+{
+    int k = s->k;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < k; j++) {
+            if (off[i * k + j + 1] == off[i * k + j])
+                continue;
+            float *o = out + ((size_t)i * T + s->tables[j]) * dim;
+            for (int q = 0; q < dim; q++)
+                o[q] += a[q];
+            a += dim;
+        }
+}
+
+void shard_pick(const struct shard_set *s, int n, const int32_t *off, const float *g, int T,
+                int dim, float *dst)
+{
+    int k = s->k;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < k; j++)
+            if (off[i * k + j + 1] > off[i * k + j]) {
+                memcpy(dst, g + ((size_t)i * T + s->tables[j]) * dim, (size_t)dim * sizeof(float));
+                dst += dim;
+            }
+}

@@ -9,18 +9,18 @@
  * must not change in between, as in the worker loop). Buffers are kept
  * between batches, so
  * the steady state allocates only what the Thrift library does per call. */
+#include "emb_part.h"
 #include "shadowsync/rpc.h"
-#include "shadowsync/trainer.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 struct ps_conn {
     char name[128], host[64];
-    int port, k;
+    int port, k;                /* k = s.k */
     size_t m;                   /* the request's non-empty bags: the vectors each way */
-    int32_t *shards, *tables;   /* [k] the plan's shard ids, and their tables */
-    int64_t *lo, *hi;           /* [k] the shards' rows */
+    int32_t *shards;            /* [k] the plan's shard ids */
+    struct shard_set s;         /* their tables and rows */
     struct rpc_conn *conn;
     ssEmbeddingPSIf *client;
     ssBags *bags;               /* reused request: token, tables, offsets, ids */
@@ -51,33 +51,10 @@ struct thrift_emb {
 /* Fills p's request with the rows of its shards' bags. */
 static void gather(const struct thrift_emb *te, struct ps_conn *p, const struct batch *b)
 {
-    int T = b->n_tables, k = p->k;
-    g_byte_array_set_size(p->bags->offsets, (guint)((size_t)b->n * k + 1) * 4);
-    int32_t *off = (int32_t *)p->bags->offsets->data;
-    size_t n_ids = 0;
-    for (int i = 0; i < b->n; i++)
-        for (int j = 0; j < k; j++) {
-            int t = p->tables[j];
-            n_ids += (size_t)(b->off[i * T + t + 1] - b->off[i * T + t]);
-        }
-    g_byte_array_set_size(p->bags->ids, (guint)(n_ids * 8)); /* at most; trimmed below */
-    uint64_t *ids = (uint64_t *)p->bags->ids->data;
-    size_t at = 0;
-    off[0] = 0;
-    p->m = 0;
-    for (int i = 0; i < b->n; i++)
-        for (int j = 0; j < k; j++) {
-            int t = p->tables[j];
-            uint64_t rows = (uint64_t)te->table_rows[t], lo = (uint64_t)p->lo[j];
-            uint64_t hi = (uint64_t)p->hi[j];
-            for (int32_t q = b->off[i * T + t]; q < b->off[i * T + t + 1]; q++) {
-                uint64_t r = b->ids[q] % rows;
-                if (r >= lo && r < hi)
-                    ids[at++] = r;
-            }
-            off[i * k + j + 1] = (int32_t)at;
-            p->m += off[i * k + j + 1] > off[i * k + j];
-        }
+    g_byte_array_set_size(p->bags->offsets, (guint)((size_t)b->n * p->k + 1) * 4);
+    g_byte_array_set_size(p->bags->ids, (guint)(shard_ids_max(&p->s, b) * 8)); /* trimmed below */
+    size_t at = shard_gather(&p->s, te->table_rows, b, (int32_t *)p->bags->offsets->data,
+                             (uint64_t *)p->bags->ids->data, &p->m);
     g_byte_array_set_size(p->bags->ids, (guint)(at * 8));
     p->bags->n = b->n;
 }
@@ -121,17 +98,8 @@ static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out
                 g_byte_array_unref(ret);
             return call_failed(p, "lookup (answer of the wrong size)", NULL, NULL, e);
         }
-        const float *a = (const float *)ret->data; /* the non-empty bags, in order */
-        const int32_t *off = (const int32_t *)p->bags->offsets->data;
-        for (int i = 0; i < b->n; i++)
-            for (int j = 0; j < p->k; j++) {
-                if (off[i * p->k + j + 1] == off[i * p->k + j])
-                    continue;
-                float *o = out + ((size_t)i * T + p->tables[j]) * d;
-                for (int q = 0; q < d; q++)
-                    o[q] += a[q];
-                a += d;
-            }
+        shard_add_answer(&p->s, b->n, (const int32_t *)p->bags->offsets->data,
+                         (const float *)ret->data, T, d, out);
         g_byte_array_unref(ret);
     }
     return 0;
@@ -149,14 +117,8 @@ static int thrift_push(struct emb_client *c, const struct batch *b, const float 
         if (te->looked_up != b)
             gather(te, p, b);
         g_byte_array_set_size(p->grads, (guint)(p->m * d * 4));
-        float *pg = (float *)p->grads->data;
-        const int32_t *off = (const int32_t *)p->bags->offsets->data;
-        for (int i = 0; i < b->n; i++)
-            for (int j = 0; j < p->k; j++)
-                if (off[i * p->k + j + 1] > off[i * p->k + j]) {
-                    memcpy(pg, g + ((size_t)i * T + p->tables[j]) * d, d * sizeof(float));
-                    pg += d;
-                }
+        shard_pick(&p->s, b->n, (const int32_t *)p->bags->offsets->data, g, T, d,
+                   (float *)p->grads->data);
         GError *gerr = NULL;
         if (!ss_embedding_p_s_client_send_push(p->client, p->bags, p->grads, &gerr))
             return call_failed(p, "push", NULL, gerr, e);
@@ -303,9 +265,7 @@ static void close_ps(struct ps_conn *p)
         g_object_unref(p->answer);
     free(p->gidx);
     free(p->shards);
-    free(p->tables);
-    free(p->lo);
-    free(p->hi);
+    shard_set_free(&p->s);
 }
 
 static void thrift_free(struct emb_client *c)
@@ -350,15 +310,9 @@ int emb_client_thrift(struct emb_client **out, const struct placement *pl, int d
         snprintf(p->name, sizeof p->name, "%s", ps[s].name ? ps[s].name : "embedding PS");
         p->port = ps[s].port;
         p->shards = ss_xmalloc(((size_t)pl->n_shards + 1) * sizeof(int32_t));
-        p->k = placement_ps_shards(pl, s, p->shards);
-        p->tables = ss_xmalloc(((size_t)p->k + 1) * sizeof(int32_t));
-        p->lo = ss_xmalloc(((size_t)p->k + 1) * sizeof(int64_t));
-        p->hi = ss_xmalloc(((size_t)p->k + 1) * sizeof(int64_t));
+        p->k = shard_set_of(pl, s, p->shards, &p->s);
         for (int j = 0; j < p->k; j++) {
             const struct shard *sh = &pl->shards[p->shards[j]];
-            p->tables[j] = sh->table;
-            p->lo[j] = sh->lo;
-            p->hi[j] = sh->hi;
             te->route[sh->table][te->n_route[sh->table]++] = (struct route){s, j, sh->lo, sh->hi};
         }
         if (!p->k)

@@ -1,0 +1,266 @@
+/* DES (DESIGN §9, after Distributed Equivalent Substitution): tables
+ * sharded over the members of a group (one table split by rows over two of
+ * them), each member with batches of its own. Every member's lookup equals
+ * pooling its batch on whole tables; after every member's push the shards
+ * hold what whole tables hold after the same pushes; a member whose data
+ * ends first serves the others until they end; a pause flag raised on one
+ * member stops every member at a round in which none has a batch in
+ * flight; the exchange names a member that sends the wrong size. */
+#include "check.h"
+#include "shadowsync/trainer.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { T = 3, DIM = 5, P = 3, B = 24, STEPS = 6 };
+
+static const int64_t rows[T] = {300, 40, 7};
+static struct placement pl;
+static struct emb_tables *whole, *shard[P];
+static struct emb_opts base;
+
+static void make_tables(void)
+{
+    struct table_profile tp[T];
+    for (int t = 0; t < T; t++)
+        placement_uniform(&tp[t], rows[t], DIM, 0);
+    struct ss_err e = {0};
+    /* table 0 split by rows over members 0 and 2; the rest placed around it */
+    int rc = placement_make(&pl, PLACE_ROUND_ROBIN, tp, T, P, 1024, "0@0-120:0,0@120-300:2", &e);
+    CHECK(rc == 0, "a plan over the members", "%s", e.msg);
+    base = (struct emb_opts){.n_tables = T, .dim = DIM, .rows = rows, .opt = OPT_SGD, .lr = 0.05f,
+                             .eps = 1e-8f, .seed = 7};
+    rc = embps_create(&whole, &base, &e);
+    for (int m = 0; m < P; m++) {
+        int32_t *ids;
+        int k;
+        rc |= embps_create_for_ps(&base, &pl, m, &shard[m], &ids, &k, &e);
+        free(ids);
+    }
+    CHECK(rc == 0, "whole tables and shards", "%s", e.msg);
+}
+
+/* Member m's batch of step s: bags of 0-3 ids, some beyond the rows. */
+static void batch_of(struct batch *b, int m, int s)
+{
+    uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(m * 131 + s * 7 + 1);
+    b->n = B;
+    int at = 0;
+    b->off[0] = 0;
+    for (int i = 0; i < B; i++)
+        for (int t = 0; t < T; t++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            int len = (int)(x % 4);
+            for (int q = 0; q < len; q++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                b->ids[at++] = x % (uint64_t)(rows[t] * 3);
+            }
+            b->off[i * T + t + 1] = at;
+        }
+}
+
+static void grad_of(float *g, int m, int s)
+{
+    for (int i = 0; i < B * T * DIM; i++)
+        g[i] = (float)sin(0.37 * i + m + 3.1 * s);
+}
+
+struct member {
+    struct emb_client *c;
+    int m, steps;
+    float *got;                 /* [STEPS][B*T*DIM] its lookups */
+    int pauses;
+    int rc;
+    struct ss_err e;
+};
+
+static int flag;                /* the trainers' pause flag (one for all here) */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int paused_now, max_paused;
+
+static void on_pause(void *arg)
+{
+    struct member *w = arg;
+    w->pauses++;
+    pthread_mutex_lock(&mu);
+    int n = ++paused_now;
+    if (n > max_paused)
+        max_paused = n;
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < 200; i++) { /* every member gets here: the checkpoint is taken */
+        pthread_mutex_lock(&mu);
+        int all = paused_now == P;
+        pthread_mutex_unlock(&mu);
+        if (all)
+            break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    __atomic_store_n(&flag, 0, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&mu);
+    paused_now--;
+    pthread_mutex_unlock(&mu);
+}
+
+static void *member_main(void *arg)
+{
+    struct member *w = arg;
+    struct batch b;
+    batch_init(&b, B, 0, T);
+    batch_reserve_ids(&b, (size_t)B * T * 3);
+    float *g = malloc(sizeof(float) * B * T * DIM);
+    int rc = 0;
+    for (int s = 0; rc == 0 && s < w->steps; s++) {
+        if ((rc = emb_des_gate(w->c, &w->e)) < 0)
+            break;
+        if (w->m == 1 && s == 2) /* a checkpoint asked on one trainer */
+            __atomic_store_n(&flag, 1, __ATOMIC_RELEASE);
+        batch_of(&b, w->m, s);
+        if ((rc = w->c->ops->lookup(w->c, &b, w->got + (size_t)s * B * T * DIM, &w->e)) < 0)
+            break;
+        grad_of(g, w->m, s);
+        rc = w->c->ops->push(w->c, &b, g, &w->e);
+    }
+    if (rc == 0)
+        rc = emb_des_finish(w->c, &w->e);
+    w->rc = rc;
+    free(g);
+    batch_free(&b);
+    return NULL;
+}
+
+static float max_diff(const float *a, const float *b, size_t n)
+{
+    float m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+/* The group trains; the whole tables replay the same steps (each step's
+ * lookups before its pushes, as the group's rounds do). */
+static void test_group(void)
+{
+    struct exchange *x[P];
+    exchange_local_group(x, P, NULL);
+    struct member w[P];
+    struct des_stats st[P];
+    pthread_t th[P];
+    memset(st, 0, sizeof st);
+    for (int m = 0; m < P; m++) {
+        struct des_pause pz = {&flag, on_pause, &w[m]};
+        w[m] = (struct member){emb_client_des(x[m], &pl, DIM, shard[m], &pz, &st[m]), m,
+                               m == 0 ? 2 : STEPS, calloc((size_t)STEPS * B * T * DIM, 4), 0, 0,
+                               {0}};
+    }
+    for (int m = 0; m < P; m++)
+        pthread_create(&th[m], NULL, member_main, &w[m]);
+    for (int m = 0; m < P; m++)
+        pthread_join(th[m], NULL);
+    int ok = 1;
+    for (int m = 0; m < P; m++)
+        if (w[m].rc < 0)
+            ok = 0, printf("# member %d: %s\n", m, w[m].e.msg);
+    CHECK(ok, "members of unequal data all end", "a member failed");
+    struct batch b;
+    batch_init(&b, B, 0, T);
+    batch_reserve_ids(&b, (size_t)B * T * 3);
+    float *want = malloc(sizeof(float) * B * T * DIM), *g = malloc(sizeof(float) * B * T * DIM);
+    float worst = 0;
+    for (int s = 0; s < STEPS; s++) {
+        for (int m = 0; m < P; m++)
+            if (s < w[m].steps) {
+                batch_of(&b, m, s);
+                embps_pool(whole, &b, want);
+                worst = fmaxf(worst, max_diff(want, w[m].got + (size_t)s * B * T * DIM,
+                                              (size_t)B * T * DIM));
+            }
+        for (int m = 0; m < P; m++)
+            if (s < w[m].steps) {
+                batch_of(&b, m, s);
+                grad_of(g, m, s);
+                embps_push(whole, &b, g);
+            }
+    }
+    CHECK(worst < 1e-5f, "every lookup equals pooling on whole tables", "max diff %g", worst);
+    float rw = 0;
+    for (int m = 0; m < P; m++)
+        for (int k = 0; k < pl.n_shards; k++) {
+            if (pl.shards[k].ps != m)
+                continue;
+            int j = 0; /* shard k's place among member m's */
+            for (int q = 0; q < k; q++)
+                j += pl.shards[q].ps == m;
+            for (int64_t r = pl.shards[k].lo; r < pl.shards[k].hi; r++)
+                rw = fmaxf(rw, max_diff(embps_row(whole, pl.shards[k].table, (uint64_t)r),
+                                        embps_row(shard[m], j, (uint64_t)r), DIM));
+        }
+    CHECK(rw < 1e-5f, "the shards hold what whole tables hold after the same pushes",
+          "max diff %g", rw);
+    int pauses = w[0].pauses + w[1].pauses + w[2].pauses;
+    CHECK(pauses == P && max_paused == P,
+          "a pause flag on one member pauses every member, all at once",
+          "pauses %d %d %d, at most %d at once", w[0].pauses, w[1].pauses, w[2].pauses,
+          max_paused);
+    int64_t rounds = st[0].rounds;
+    CHECK(st[1].rounds == rounds && st[2].rounds == rounds && st[2].lookups == STEPS &&
+              st[0].lookups == 2 && st[1].pushes == STEPS,
+          "every member took part in every round", "rounds %lld %lld %lld",
+          (long long)st[0].rounds, (long long)st[1].rounds, (long long)st[2].rounds);
+    CHECK(st[1].bytes_sent > 0 && st[1].bytes_rows > 0, "the figures count the wire",
+          "sent %g rows %g", st[1].bytes_sent, st[1].bytes_rows);
+    for (int m = 0; m < P; m++) {
+        w[m].c->ops->free(w[m].c);
+        free(w[m].got);
+    }
+    free(want);
+    free(g);
+    batch_free(&b);
+}
+
+struct sender {
+    struct exchange *x;
+    size_t bytes;
+    int rc;
+    struct ss_err e;
+};
+
+static void *send_main(void *arg)
+{
+    struct sender *s = arg;
+    char out[16] = {0}, in[32];
+    size_t sb[2] = {s->bytes, s->bytes}, rb[2] = {8, 8};
+    s->rc = s->x->ops->alltoallv(s->x, out, sb, in, rb, &s->e);
+    return NULL;
+}
+
+static void test_wrong_size(void)
+{
+    struct exchange *x[2];
+    exchange_local_group(x, 2, NULL);
+    struct sender s[2] = {{x[0], 8, 0, {0}}, {x[1], 4, 0, {0}}};
+    pthread_t th[2];
+    for (int m = 0; m < 2; m++)
+        pthread_create(&th[m], NULL, send_main, &s[m]);
+    for (int m = 0; m < 2; m++)
+        pthread_join(th[m], NULL);
+    CHECK(s[0].rc < 0 && strstr(s[0].e.msg, "member 1 sent member 0 4 bytes, 8 expected"),
+          "the exchange names a member that sends the wrong size", "rc %d: %s", s[0].rc,
+          s[0].e.msg);
+    x[0]->ops->free(x[0]);
+    x[1]->ops->free(x[1]);
+}
+
+int main(void)
+{
+    make_tables();
+    test_group();
+    test_wrong_size();
+    embps_free(whole);
+    for (int m = 0; m < P; m++)
+        embps_free(shard[m]);
+    placement_free(&pl);
+    CHECK_DONE();
+}
