@@ -188,6 +188,10 @@ void placement_json(const struct placement *pl, FILE *f);
  * embedding_ps.memory_mb, naming the need and the capacity. */
 int placement_for_config(const struct ss_config *c, const struct model_layout *l, int n_ps,
                          int compare, struct placement *pl, FILE *f, struct ss_err *e);
+/* How many bins a plan places the tables on: embedding_ps PSs, or with
+ * embedding.placement = trainers the trainers (the plan's PS p is then
+ * trainer p). */
+int placement_bins(const struct ss_config *c, int embedding_ps, int trainers);
 /* The chosen plan in full, then one line per strategy. */
 void placement_summary(const struct placement *plans, int chosen, int profiled, FILE *f);
 /* The packer alone: n items into P bins of cap bytes, fixed[i] >= 0 pins

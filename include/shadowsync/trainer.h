@@ -108,7 +108,8 @@ void exchange_local_group(struct exchange **x, int size, const int *stop);
 struct des_stats {
     int64_t rounds, lookups, pushes; /* all-to-all rounds; of them, its lookups and pushes */
     double bytes_sent;          /* ids, partial sums and gradients sent to the other trainers */
-    double bytes_rows;          /* what the rows themselves would have weighed (ids x dim) */
+    double bytes_rows;          /* what fetching the rows would have sent instead: each id,
+                                 * its row, then the id and the row's update */
     double wait_s;              /* seconds inside the exchange */
 };
 void des_stats_add(struct des_stats *to, const struct des_stats *from);

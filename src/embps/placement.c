@@ -730,6 +730,13 @@ static int write_plans(const char *dir, const struct placement *plans, int chose
     return fclose(f) ? ss_fail(e, SS_EIO, "%s: write failed", p) : 0;
 }
 
+int placement_bins(const struct ss_config *c, int embedding_ps, int trainers)
+{
+    if (c->embedding.placement != EMB_ON_TRAINERS)
+        return embedding_ps;
+    return trainers;
+}
+
 void placement_summary(const struct placement *plans, int chosen, int profiled, FILE *f)
 {
     if (!profiled)
@@ -787,6 +794,9 @@ int placement_for_config(const struct ss_config *c, const struct model_layout *l
     if (rc == 0)
         rc = placement_check_memory(&plans[chosen], e);
     if (rc == 0 && f) {
+        if (c->embedding.placement == EMB_ON_TRAINERS)
+            fprintf(f, "# embedding.placement = trainers: the tables go to the %d trainers (PS p "
+                       "below is trainer p)\n", n_ps);
         placement_summary(plans, chosen, profiled, f);
         fprintf(f, "# the three plans computed in %.3f s\n", t_pack);
     }

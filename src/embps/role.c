@@ -18,9 +18,9 @@ int placement_for_job(const struct ss_config *c, struct job_plan *p, struct plac
     struct model_layout l;
     int rc = model_layout_init(&l, c, e);
     memset(pl, 0, sizeof *pl);
+    int bins = placement_bins(c, p->count[ROLE_EMBEDDING_PS], p->count[ROLE_TRAINER]);
     if (rc == 0 && p->rank == 0)
-        rc = placement_for_config(c, &l, p->count[ROLE_EMBEDDING_PS], 1, pl,
-                                  c->output.quiet ? NULL : stdout, e);
+        rc = placement_for_config(c, &l, bins, 1, pl, c->output.quiet ? NULL : stdout, e);
     if (p->rank == 0)
         fflush(stdout);
     /* every rank learns the master's outcome, then the plan */
@@ -40,7 +40,7 @@ int placement_for_job(const struct ss_config *c, struct job_plan *p, struct plac
         pl->strategy = head[1];
         pl->n_shards = head[2];
         pl->n_tables = head[3];
-        pl->n_ps = p->count[ROLE_EMBEDDING_PS];
+        pl->n_ps = bins;
         pl->shards = ss_xcalloc(pl->n_shards, sizeof *pl->shards);
         pl->table_rows = ss_xcalloc(pl->n_tables, sizeof(int64_t));
         pl->load = ss_xcalloc(pl->n_ps, sizeof(double));

@@ -246,7 +246,8 @@ static int des_lookup(struct emb_client *c, const struct batch *b, float *out, s
     }
     d->in_flight = 1;
     d->st->lookups++;
-    d->st->bytes_rows += 2.0 * (double)ids_other * d->d * sizeof(float); /* rows, then their updates */
+    /* fetching rows instead: the ids, the rows, then the ids again with their updates */
+    d->st->bytes_rows += (double)ids_other * (16.0 + 2.0 * d->d * sizeof(float));
     return 0;
 }
 

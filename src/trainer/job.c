@@ -15,6 +15,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ struct worker {
     double t_part[4];           /* seconds in each part of a step: read, lookup, dense, push */
     struct hot_stats hot;       /* its hot client's figures (read once it has ended) */
     struct cache_stats cache;   /* its embedding cache's */
+    struct des_stats des;       /* its DES client's */
     int rc;
     struct ss_err err;
 };
@@ -65,6 +67,11 @@ struct job {
     struct reader *reader;
     struct emb_tables *tables;
     struct emb_client *emb;
+    /* embedding.placement = trainers (DES): the plan over the trainers (NULL:
+     * off) and each of this process's trainers' shards (NULL: it holds none) */
+    const struct placement *des;
+    struct placement des_plan;  /* the embedded default's own */
+    struct emb_tables **shards; /* [n_tr] */
     struct hot_set *hot;        /* hot embeddings (NULL: none), replicated at w + n_params */
     size_t n_sync;              /* the floats a trainer syncs: dense parameters, hot rows */
     struct trainer *tr;
@@ -78,6 +85,7 @@ struct job {
     pthread_cond_t cv, resume_cv;
     int workers_left;
     int pause, paused;          /* under mu (pause also atomic): workers wait at a batch's edge */
+    int64_t resumes;            /* under mu: checkpoint pauses ended (DES workers wait on it) */
     const char *resume;         /* checkpoint directory to resume from (NULL: a fresh run) */
     char resumed_from[4300];    /* the checkpoint it resumed from */
     int resumed_trainers;
@@ -102,6 +110,23 @@ static void wait_while_paused(struct job *j)
             pthread_cond_wait(&j->resume_cv, &j->mu);
         j->paused--;
     }
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* A DES group agreed on a checkpoint: the worker counts as paused until
+ * its trainer goes on (the flag of this process may not be up yet: the
+ * request reaches the trainers of a cluster job one by one). */
+static void des_wait(void *arg)
+{
+    struct worker *wk = arg;
+    struct job *j = wk->tr->job;
+    pthread_mutex_lock(&j->mu);
+    int64_t gen = j->resumes;
+    j->paused++;
+    pthread_cond_broadcast(&j->cv);
+    while (j->resumes == gen)
+        pthread_cond_wait(&j->resume_cv, &j->mu);
+    j->paused--;
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -131,9 +156,12 @@ static void *worker_main(void *arg)
     /* on a GPU the lookup and push use the worker's pinned buffers */
     float *emb = gw ? gpu_worker_emb(gw) : s.emb, *d_emb = gw ? gpu_worker_d_emb(gw) : s.d_emb;
     const float *prob = gw ? gpu_worker_prob(gw) : s.prob;
+    int des = j->des != NULL; /* the group decides when to pause */
     for (int64_t it = 1; rc == 0 && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
         struct batch_feed *feed = j->env ? j->env->feed : NULL;
-        if (!feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE)) {
+        if (des && (rc = emb_des_gate(wk->emb, &wk->err)) < 0)
+            break;
+        if (!des && !feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE)) {
             if ((rc = flush_emb(wk)) < 0) /* a checkpoint holds every update made */
                 break;
             wait_while_paused(j);
@@ -141,6 +169,11 @@ static void *worker_main(void *arg)
         double t[5]; /* the step's part boundaries */
         t[0] = ss_now();
         rc = feed ? feed_next(feed, &b, &wk->err) : reader_next(j->reader, &b, &wk->err);
+        if (rc == FEED_PAUSED && des) { /* a round without a batch: the group pauses */
+            if ((rc = emb_des_idle(wk->emb, &wk->err)) < 0)
+                break;
+            continue;
+        }
         if (rc == FEED_PAUSED) { /* the queue drained for a checkpoint */
             if ((rc = flush_emb(wk)) < 0)
                 break;
@@ -184,7 +217,9 @@ static void *worker_main(void *arg)
             break;
         }
     }
-    if (rc == 0)
+    if (rc == 0 && des && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED))
+        rc = emb_des_finish(wk->emb, &wk->err); /* the other trainers may have data left */
+    else if (rc == 0)
         rc = flush_emb(wk);
     wk->rc = rc;
     if (rc < 0)
@@ -209,6 +244,7 @@ struct figures {
     double spread;              /* replica_spread at the end */
     struct hot_stats hot;       /* the hot clients' figures at the end */
     struct cache_stats cache;   /* the embedding caches' */
+    struct des_stats des;       /* the DES clients' */
     int64_t examples, iterations, syncs;
     struct ne_acc ne;
 };
@@ -269,11 +305,65 @@ static int open_run_dir(struct job *j, struct ss_err *e)
     snprintf(p, sizeof p, "%s/config.ini", dir);
     if ((rc = ss_config_save(j->c, p, e)) < 0)
         return ss_fail(e, SS_EIO, "output.dir = %s is not writable: %s", dir, e->msg);
+    /* an earlier run's tables (another count of PSs or trainers) would be
+     * loaded with this run's: the model directory starts without them */
+    snprintf(p, sizeof p, "%s/model/tables*.bin", dir);
+    glob_t g;
+    if (glob(p, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+        globfree(&g);
+    }
     snprintf(p, sizeof p, "%s/progress.csv", dir);
     if (!(j->csv = fopen(p, "w")))
         return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
     fprintf(j->csv, "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap\n");
     return 0;
+}
+
+/* embedding.placement = trainers: the plan over the trainers (the cluster
+ * job's, made on its master) and this process's trainers' shards. */
+static int setup_des(struct job *j, struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    if (c->hot_embeddings.memory_mb > 0)
+        return ss_fail(e, SS_EINVAL, "embedding.placement = trainers with "
+                       "hot_embeddings.memory_mb > 0: not supported (each row lives on one "
+                       "trainer; set hot_embeddings.memory_mb = 0 or embedding.placement = ps)");
+    if (c->embedding_cache.rows > 0)
+        return ss_fail(e, SS_EINVAL, "embedding.placement = trainers with embedding_cache.rows "
+                       "> 0: not supported (DES is synchronous: there is nothing stale to "
+                       "cache; set embedding_cache.rows = 0 or embedding.placement = ps)");
+    int rc = 0, count = j->env ? j->env->count : j->n_tr, first = j->env ? j->env->index : 0;
+    double t0 = ss_now();
+    if (j->env) {
+        j->des = j->env->des_plan;
+    } else if ((rc = placement_for_config(c, &j->l, count, 0, &j->des_plan, NULL, e)) < 0) {
+        return rc;
+    } else {
+        j->des = &j->des_plan;
+    }
+    struct emb_opts eo = emb_opts_from_config(c, j->l.n_tables, j->l.dim, j->l.rows);
+    j->shards = ss_xcalloc(j->n_tr, sizeof *j->shards);
+    for (int t = 0; rc == 0 && t < j->n_tr; t++) {
+        int32_t *ids, k;
+        rc = embps_create_for_ps(&eo, j->des, first + t, &j->shards[t], &ids, &k, e);
+        free(ids);
+    }
+    const struct placement *pl = j->des;
+    double most = 0, *held = ss_xcalloc(pl->n_ps, sizeof *held);
+    for (int i = 0; i < pl->n_shards; i++) { /* rows with their optimizer state */
+        const struct shard *sh = &pl->shards[i];
+        held[sh->ps] += (double)(sh->hi - sh->lo) * (eo.dim + (eo.opt == OPT_ROWWISE_ADAGRAD)) * 4;
+        most = held[sh->ps] > most ? held[sh->ps] : most;
+    }
+    free(held);
+    if (rc == 0 && j->is_master && !c->output.quiet)
+        printf("# DES: %d tables in %d shards over %d trainers (placement.strategy = %s, "
+               "imbalance %.3f, at most %.1f MB of rows on a trainer), pooled all-to-all (%.1f s)\n",
+               pl->n_tables, pl->n_shards, count, placement_strategy_name(pl->strategy),
+               pl->imbalance, most / 1e6, ss_now() - t0), fflush(stdout);
+    return rc;
 }
 
 static int setup_model(struct job *j, struct ss_err *e)
@@ -282,6 +372,8 @@ static int setup_model(struct job *j, struct ss_err *e)
     int rc = model_layout_init(&j->l, c, e);
     if (rc < 0)
         return rc;
+    if (c->embedding.placement == EMB_ON_TRAINERS && j->n_tr > 0) /* not `shadowsync eval` */
+        return setup_des(j, e);
     if (j->env) /* the tables live on the embedding PSs */
         return j->env->make_emb(j->env->arg, &j->emb, e);
     struct emb_opts eo = emb_opts_from_config(c, j->l.n_tables, j->l.dim, j->l.rows);
@@ -359,6 +451,10 @@ static int setup_hot(struct job *j, struct ss_err *e)
 
 static void teardown_model(struct job *j)
 {
+    for (int t = 0; j->shards && t < j->n_tr; t++)
+        embps_free(j->shards[t]);
+    free(j->shards);
+    placement_free(&j->des_plan);
     hot_free(j->hot);
     if (j->emb)
         j->emb->ops->free(j->emb);
@@ -573,15 +669,34 @@ static int start_trainers(struct job *j, struct ss_err *e)
         return rc;
     j->workers_left = j->n_tr * j->n_wk;
     j->t0 = ss_now() - j->base.elapsed;
+    struct exchange **xg = NULL; /* DES: worker k of trainer t in group k, xg[k * n_tr + t] */
+    if (j->des) {
+        xg = ss_xcalloc((size_t)j->n_tr * j->n_wk, sizeof *xg);
+        for (int k = 0; rc == 0 && k < j->n_wk; k++)
+            if (j->env)
+                rc = j->env->make_exchange(j->env->arg, &xg[k], e);
+            else
+                exchange_local_group(xg + (size_t)k * j->n_tr, j->n_tr, &j->stop);
+        if (rc < 0) {
+            free(xg); /* collective: every trainer fails alike */
+            return rc;
+        }
+    }
     for (int t = 0; t < j->n_tr; t++)
         for (int k = 0; k < j->n_wk; k++) {
             struct worker *wk = &j->tr[t].workers[k];
             wk->tr = &j->tr[t];
             wk->id = k;
             wk->emb = j->emb;
-            if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0)
+            if (j->des) {
+                struct des_pause pz = {&j->pause, des_wait, wk};
+                wk->emb = emb_client_des(xg[(size_t)k * j->n_tr + t], j->des, j->l.dim,
+                                         j->shards[t], &pz, &wk->des);
+                xg[(size_t)k * j->n_tr + t] = NULL;
+            } else if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0) {
                 return rc; /* before any worker thread of this trainer runs */
-            int own = j->env != NULL; /* whether wk->emb is this worker's own */
+            }
+            int own = j->env != NULL || j->des; /* whether wk->emb is this worker's own */
             if (c->embedding_cache.rows > 0) {
                 struct emb_client *cc = emb_client_cache(wk->emb, own, c, &j->l,
                                                          c->trainer.batch_size, &wk->cache);
@@ -600,6 +715,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
                 abort();
             }
         }
+    free(xg);
     return 0;
 }
 
@@ -732,6 +848,7 @@ static void client_figures(struct job *j, struct figures *f)
         for (int k = 0; k < j->n_wk; k++) {
             hot_stats_add(&f->hot, &j->tr[t].workers[k].hot);
             cache_stats_add(&f->cache, &j->tr[t].workers[k].cache);
+            des_stats_add(&f->des, &j->tr[t].workers[k].des);
         }
 }
 
@@ -746,6 +863,13 @@ static void print_cache(const struct cache_stats *k)
            "uncached %.2f %%  wire MB %.1f of %.1f\n", 100 * share(k->hits, k->lookups),
            (long long)k->fetched, (long long)k->refreshed, (long long)k->rows_pushed,
            100 * share(k->uncached, k->lookups), k->bytes_sent / 1e6, k->bytes_plain / 1e6);
+}
+
+static void print_des(const struct des_stats *d)
+{
+    printf("des: rounds %lld  lookups %lld  pushes %lld  wire MB %.1f (the rows would be %.1f)  "
+           "in the exchange %.1f s\n", (long long)d->rounds, (long long)d->lookups,
+           (long long)d->pushes, d->bytes_sent / 1e6, d->bytes_rows / 1e6, d->wait_s);
 }
 
 static void print_hot(const struct job *j, const struct hot_stats *h)
@@ -820,7 +944,16 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "cache_deltas_pushed", (double)k->rows_pushed, 0);
     json_num(out, "cache_bytes_sent", k->bytes_sent, 0);
     json_num(out, "cache_bytes_saved", k->bytes_plain - k->bytes_sent, 0);
-    json_num(out, "embedding_bytes", j->tables ? (double)embps_bytes(j->tables) : NAN, 0);
+    const struct des_stats *d = &f->des; /* DES: zero without it */
+    json_num(out, "des_rounds", (double)d->rounds, 0);
+    json_num(out, "des_bytes_sent", d->bytes_sent, 0);
+    json_num(out, "des_bytes_rows", d->bytes_rows, 0);
+    json_num(out, "des_exchange_s", d->wait_s, 0);
+    double eb = j->tables ? (double)embps_bytes(j->tables) : j->shards ? 0 : NAN;
+    for (int t = 0; j->shards && t < j->n_tr; t++)
+        eb += j->shards[t] ? (double)embps_bytes(j->shards[t]) : 0;
+    json_num(out, "embedding_bytes", eb, 0);
+    fprintf(out, "  \"embedding_placement\": \"%s\",\n", j->des ? "trainers" : "ps");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     json_num(out, "peak_rss_mb", ru.ru_maxrss / 1024.0, 0);
@@ -836,10 +969,58 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     return 0;
 }
 
+static void *des_serve_main(void *arg)
+{
+    struct ss_err e;
+    emb_des_finish(arg, &e);
+    return NULL;
+}
+
+/* DES: the master scores path as member 0 of a group of its own while the
+ * other trainers serve their shards to it (collective over the trainers:
+ * in the embedded default, threads here serve for them). */
+static int des_eval(struct job *j, const float *w, const char *path, struct eval_result *ev,
+                    struct ss_err *e)
+{
+    int n = j->n_tr, rc = 0;
+    struct exchange **x = ss_xcalloc(n, sizeof *x);
+    struct emb_client **cs = ss_xcalloc(n, sizeof *cs);
+    pthread_t *th = ss_xcalloc(n, sizeof *th);
+    if (j->env)
+        rc = j->env->make_exchange(j->env->arg, &x[0], e);
+    else
+        exchange_local_group(x, n, NULL);
+    for (int t = 0; rc == 0 && t < n; t++)
+        cs[t] = emb_client_des(x[t], j->des, j->l.dim, j->shards[t], NULL, NULL);
+    for (int t = 1; rc == 0 && t < n; t++)
+        if (pthread_create(&th[t], NULL, des_serve_main, cs[t]) != 0)
+            abort();
+    if (rc == 0 && j->is_master) {
+        rc = trainer_eval(&j->l, w, cs[0], j->c, path, ev, e);
+        struct ss_err fe;
+        int frc = emb_des_finish(cs[0], &fe); /* the others end with it */
+        if (rc == 0 && frc < 0)
+            rc = frc, *e = fe;
+    } else if (rc == 0) {
+        rc = emb_des_finish(cs[0], e);
+    }
+    for (int t = 1; cs[0] && t < n; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < n; t++)
+        if (cs[t])
+            cs[t]->ops->free(cs[t]);
+    free(th);
+    free(cs);
+    free(x);
+    return rc;
+}
+
 /* Scores path with the model w (its hot rows, if any, from w too). */
 static int eval_with(struct job *j, const float *w, const char *path, struct eval_result *ev,
                      struct ss_err *e)
 {
+    if (j->des)
+        return des_eval(j, w, path, ev, e);
     struct emb_client *emb = j->emb;
     if (j->hot) { /* only looks up: the replica is not written */
         struct hot_replica r = {j->hot, (float *)w + j->l.n_params, NULL, OPT_SGD, 0, 0};
@@ -867,6 +1048,20 @@ static void write_back_hot(struct job *j, const float *w)
     }
 }
 
+/* DES: each of this process's trainers' shards, as dir/tables-trainerT.bin. */
+static int save_shards(struct job *j, const char *dir, struct ss_err *e)
+{
+    int first = j->env ? j->env->index : 0, rc = 0;
+    char p[4500];
+    for (int t = 0; rc == 0 && j->shards && t < j->n_tr; t++) {
+        if (!j->shards[t])
+            continue;
+        snprintf(p, sizeof p, "%s/tables-trainer%d.bin", dir, first + t);
+        rc = embps_save(j->shards[t], p, e);
+    }
+    return rc;
+}
+
 static int save_model(struct job *j, const float *w, struct ss_err *e)
 {
     char p[4096];
@@ -885,8 +1080,8 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
         if ((rc = dense_save(w + j->l.n_params, j->n_sync - j->l.n_params, p, e)) < 0)
             return rc;
     }
-    if (!j->tables)
-        return 0; /* cluster job: each embedding PS saves its shards, tables-psK.bin */
+    if (!j->tables) /* cluster job: each embedding PS saves its shards, tables-psK.bin; */
+        return 0;   /* DES: each trainer its own (save_shards) */
     write_back_hot(j, w);
     snprintf(p, sizeof p, "%s/model/tables.bin", j->c->output.dir);
     return embps_save(j->tables, p, e);
@@ -921,6 +1116,7 @@ static void resume_workers(struct job *j)
 {
     pthread_mutex_lock(&j->mu);
     __atomic_store_n(&j->pause, 0, __ATOMIC_RELEASE);
+    j->resumes++;
     pthread_cond_broadcast(&j->resume_cv);
     pthread_mutex_unlock(&j->mu);
     if (j->env && j->env->feed)
@@ -954,6 +1150,8 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
         snprintf(p, sizeof p, "%s/tables.bin", dir);
         rc = embps_save(j->tables, p, e);
     }
+    if (rc == 0)
+        rc = save_shards(j, dir, e);
     if (rc == 0 && j->hot && first == 0) { /* which rows the replicas hold */
         snprintf(p, sizeof p, "%s/hot-rows.bin", dir);
         rc = hot_save(j->hot, p, e);
@@ -1133,10 +1331,13 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
     if (j->resumed_trainers < 1)
         return ss_fail(e, SS_EFORMAT, "%s: no trainer in the checkpoint", j->resumed_from);
     char p[4500];
-    char *paths[1] = {p};
-    snprintf(p, sizeof p, "%s/tables.bin", j->resumed_from);
-    if (j->tables && (rc = embps_load_files(j->tables, paths, 1, e)) < 0)
+    /* the tables as any split wrote them: tables.bin, or one file per PS or
+     * per trainer (DES) */
+    if (j->tables && (rc = embps_load_dir(j->tables, j->resumed_from, e)) < 0)
         return rc;
+    for (int t = 0; j->shards && t < j->n_tr; t++)
+        if (j->shards[t] && (rc = embps_load_dir(j->shards[t], j->resumed_from, e)) < 0)
+            return rc;
     if (j->reader) {
         if (env && j->resumed_trainers != env->count)
             return ss_fail(e, SS_EINVAL, "%s was written by %d trainers reading their own shares "
@@ -1179,17 +1380,21 @@ static void sum_over_trainers(struct job *j, struct figures *f, struct reader_st
     struct ne_acc ne = f->ne; /* with a resumed run's figures, on the master */
     struct hot_stats *h = &f->hot;
     struct cache_stats *k = &f->cache;
-    double v[22] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
+    struct des_stats *d = &f->des;
+    double v[28] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
                     ne.label_sum, (double)ne.n, (double)rs->bad_lines, (double)h->batches,
                     (double)h->ps_skipped, (double)h->examples, (double)h->hot_examples,
                     (double)h->lookups, (double)h->hot_lookups, h->bytes_saved,
                     (double)k->lookups, (double)k->hits, (double)k->fetched, (double)k->refreshed,
-                    (double)k->uncached, (double)k->rows_pushed, k->bytes_plain, k->bytes_sent};
-    j->env->sum(j->env->arg, v, 22);
+                    (double)k->uncached, (double)k->rows_pushed, k->bytes_plain, k->bytes_sent,
+                    (double)d->rounds, (double)d->lookups, (double)d->pushes, d->bytes_sent,
+                    d->bytes_rows, d->wait_s};
+    j->env->sum(j->env->arg, v, 28);
     *h = (struct hot_stats){(int64_t)v[7], (int64_t)v[8], (int64_t)v[9], (int64_t)v[10],
                             (int64_t)v[11], (int64_t)v[12], v[13]};
     *k = (struct cache_stats){(int64_t)v[14], (int64_t)v[15], (int64_t)v[16], (int64_t)v[17],
                               (int64_t)v[18], (int64_t)v[19], v[20], v[21]};
+    *d = (struct des_stats){(int64_t)v[22], (int64_t)v[23], (int64_t)v[24], v[25], v[26], v[27]};
     f->examples = (int64_t)v[0];
     f->iterations = (int64_t)v[1];
     f->syncs = (int64_t)v[2];
@@ -1338,8 +1543,17 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (rc < 0)
         goto out;
     w = output_model(&j); /* collective for sync.output = average */
-    if (!j.is_master)
+    if (j.des && c->output.save_model) { /* every trainer its shards */
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/model", c->output.dir);
+        if ((rc = ss_mkdir_p(dir, e)) < 0 || (rc = save_shards(&j, dir, e)) < 0)
+            goto out;
+    }
+    if (!j.is_master) { /* DES: serve the master's eval */
+        if (j.des && c->data.eval && *c->data.eval)
+            rc = des_eval(&j, w, c->data.eval, &ev, e);
         goto out;
+    }
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
            "sync_gap %.2f  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
@@ -1347,6 +1561,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
         print_cache(&f.cache);
+    if (j.des)
+        print_des(&f.des);
     if (c->data.eval && *c->data.eval) {
         if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
             goto out;
