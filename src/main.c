@@ -175,9 +175,15 @@ static int cluster_train(struct ss_config *c, const char *resume)
     struct job_plan p;
     struct ss_err e = {0};
     int rc = rpc_bootstrap(&p, c, &e);
-    if (rc == 0 && c->job.embedding_ps < 1)
+    int des = c->embedding.placement == EMB_ON_TRAINERS;
+    if (rc == 0 && !des && c->job.embedding_ps < 1)
         rc = ss_fail(&e, SS_EINVAL, "a cluster job needs job.embedding_ps >= 1 (the tables "
-                                    "live on the embedding PSs)");
+                                    "live on the embedding PSs), or embedding.placement = "
+                                    "trainers");
+    if (rc == 0 && des && c->job.embedding_ps > 0)
+        rc = ss_fail(&e, SS_EINVAL, "embedding.placement = trainers keeps the tables on the "
+                                    "trainers: set job.embedding_ps = 0 (its %d ranks would "
+                                    "hold nothing)", c->job.embedding_ps);
     if (rc == 0 && sync_algo_needs(c->sync.algo) == SYNC_NEEDS_CENTER && c->job.sync_ps < 1)
         rc = ss_fail(&e, SS_EINVAL, "sync.algo = %s in a cluster job needs job.sync_ps >= 1 (its "
                                     "central copy lives there)", c->sync.algo);
@@ -418,14 +424,16 @@ static int cmd_plan(int argc, char **argv)
     struct ss_err e = {0};
     struct model_layout l = {0};
     struct placement pl = {0};
-    if (c.job.embedding_ps < 1)
+    int bins = placement_bins(&c, c.job.embedding_ps, c.job.trainers);
+    if (bins < 1)
         rc = ss_fail(&e, SS_EINVAL, "plan: job.embedding_ps = 0 (the embedded default keeps its "
-                                    "tables in-process): set job.embedding_ps");
+                                    "tables in-process): set job.embedding_ps, or "
+                                    "embedding.placement = trainers");
     if (rc == 0)
         rc = model_layout_init(&l, &c, &e);
     double t0 = ss_now();
     if (rc == 0)
-        rc = placement_for_config(&c, &l, c.job.embedding_ps, 1, &pl, stdout, &e);
+        rc = placement_for_config(&c, &l, bins, 1, &pl, stdout, &e);
     for (int q = 0; rc == 0 && q < c.job.sync_ps; q++) { /* the EASGD center, by bytes */
         size_t lo, hi;
         syncps_partition(l.n_params, c.job.sync_ps, q, &lo, &hi);

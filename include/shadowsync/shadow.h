@@ -34,6 +34,11 @@ void collective_local_group(struct collective **members, int n, size_t max_len);
  * Waits by polling MPI_Test with a short sleep, so a waiting shadow thread
  * does not spin a worker's core (TOOLCHAIN.md). comm is borrowed. */
 struct collective *collective_mpi(MPI_Comm comm);
+/* A member of a DES group's all-to-all over comm (the trainers'; its own
+ * duplicate, so every trainer must make its groups in the same order),
+ * polling as collective_mpi does after a short spin. */
+struct exchange;
+struct exchange *exchange_mpi(MPI_Comm comm);
 
 /* The EASGD central copy w_PS: in-process now, the sync PS role later. */
 struct center;

@@ -22,6 +22,11 @@ struct wiring {
     char (*names)[128];         /* [size]: every rank, by role, rank and host */
     struct endpoint *all;       /* [size]: where every rank serves */
     MPI_Comm ctrl;              /* the trainers' checkpoint messages (a dup of theirs) */
+    /* DES: the groups' exchanges (one per worker, one for the eval), made
+     * before any thread of this rank calls MPI: Open MPI 4.1 crashed in
+     * MPI_Comm_dup while a shadow thread's all-reduce was under way */
+    struct exchange **xs;
+    int n_xs, next_x;
 };
 
 /* ---- checkpoints (see struct trainer_env) ------------------------------ */
@@ -221,6 +226,16 @@ static int make_emb(void *arg, struct emb_client **out, struct ss_err *e)
     return emb_client_thrift(out, w->p->placement, w->dim, w->ps, w->p->token, w->timeout_ms, e);
 }
 
+static int make_exchange(void *arg, struct exchange **out, struct ss_err *e)
+{
+    struct wiring *w = arg;
+    if (w->next_x >= w->n_xs)
+        return ss_fail(e, SS_ESTATE, "DES: more groups asked than made (%d)", w->n_xs);
+    *out = w->xs[w->next_x];
+    w->xs[w->next_x++] = NULL;
+    return 0;
+}
+
 static void sum(void *arg, double *v, int n)
 {
     struct wiring *w = arg;
@@ -240,7 +255,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     struct model_layout l;
     int rc = model_layout_init(&l, c, e);
     struct wiring w = {p, 0, p->count[ROLE_EMBEDDING_PS], (int)(c->job.rpc_timeout_s * 1000),
-                       NULL, NULL, all, MPI_COMM_NULL};
+                       NULL, NULL, all, MPI_COMM_NULL, NULL, 0, 0};
     MPI_Comm_dup(p->trainers, &w.ctrl);
     w.names = ss_xcalloc(p->size, sizeof *w.names);
     for (int r = 0; r < p->size; r++) {
@@ -259,7 +274,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                               p->resume_from[0] ? p->resume_from : NULL, ckpt_ask, ckpt_wait,
                               ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
                               ckpt_final, ckpt_final_done, 0, -1, p->hot, p->hot_from_ckpt,
-                              NULL, NULL};
+                              c->embedding.placement == EMB_ON_TRAINERS ? p->placement : NULL,
+                              make_exchange};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;
@@ -302,8 +318,18 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                             4 * c->trainer.worker_threads, w.timeout_ms, e);
         }
     }
+    if (rc == 0 && env.des_plan) { /* every trainer alike, in one order */
+        w.n_xs = c->trainer.worker_threads + 1;
+        w.xs = ss_xcalloc(w.n_xs, sizeof *w.xs);
+        for (int x = 0; x < w.n_xs; x++)
+            w.xs[x] = exchange_mpi(p->trainers);
+    }
     if (rc == 0)
         rc = trainer_run_env(c, &env, e);
+    for (int x = 0; x < w.n_xs; x++) /* those not taken (no eval) */
+        if (w.xs[x])
+            w.xs[x]->ops->free(w.xs[x]);
+    free(w.xs);
     rpc_wait_job_end(p);
     if (env.coll)
         env.coll->ops->free(env.coll);
