@@ -3,9 +3,9 @@
  * them), each member with batches of its own. Every member's lookup equals
  * pooling its batch on whole tables; after every member's push the shards
  * hold what whole tables hold after the same pushes; a member whose data
- * ends first serves the others until they end; a pause flag raised on one
- * member stops every member at a round in which none has a batch in
- * flight; the exchange names a member that sends the wrong size. */
+ * ends first serves the others until they end; a checkpoint pauses every
+ * member, at the first round in which every trainer's flag is up and none
+ * has a batch in flight; the exchange names a member that sends the wrong size. */
 #include "check.h"
 #include "shadowsync/trainer.h"
 
@@ -71,37 +71,32 @@ struct member {
     struct emb_client *c;
     int m, steps;
     float *got;                 /* [STEPS][B*T*DIM] its lookups */
-    int pauses;
+    int flag;                   /* its trainer's pause flag */
+    int pauses, seen_all;
     int rc;
     struct ss_err e;
 };
 
-static int flag;                /* the trainers' pause flag (one for all here) */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static int paused_now, max_paused;
+static int arrived;
 
+/* A trainer's checkpoint: every member gets here (or the test fails), then
+ * its trainer goes on. */
 static void on_pause(void *arg)
 {
     struct member *w = arg;
     w->pauses++;
     pthread_mutex_lock(&mu);
-    int n = ++paused_now;
-    if (n > max_paused)
-        max_paused = n;
+    arrived++;
     pthread_mutex_unlock(&mu);
-    for (int i = 0; i < 200; i++) { /* every member gets here: the checkpoint is taken */
+    for (int i = 0; i < 2000 && !w->seen_all; i++) {
         pthread_mutex_lock(&mu);
-        int all = paused_now == P;
+        w->seen_all = arrived == P;
         pthread_mutex_unlock(&mu);
-        if (all)
-            break;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    __atomic_store_n(&flag, 0, __ATOMIC_RELEASE);
-    pthread_mutex_lock(&mu);
-    paused_now--;
-    pthread_mutex_unlock(&mu);
+    __atomic_store_n(&w->flag, 0, __ATOMIC_RELEASE);
 }
 
 static void *member_main(void *arg)
@@ -113,16 +108,18 @@ static void *member_main(void *arg)
     float *g = malloc(sizeof(float) * B * T * DIM);
     int rc = 0;
     for (int s = 0; rc == 0 && s < w->steps; s++) {
+        if (s == 2) /* a checkpoint: every trainer's flag goes up before its step 2 */
+            __atomic_store_n(&w->flag, 1, __ATOMIC_RELEASE);
         if ((rc = emb_des_gate(w->c, &w->e)) < 0)
             break;
-        if (w->m == 1 && s == 2) /* a checkpoint asked on one trainer */
-            __atomic_store_n(&flag, 1, __ATOMIC_RELEASE);
         batch_of(&b, w->m, s);
         if ((rc = w->c->ops->lookup(w->c, &b, w->got + (size_t)s * B * T * DIM, &w->e)) < 0)
             break;
         grad_of(g, w->m, s);
         rc = w->c->ops->push(w->c, &b, g, &w->e);
     }
+    if (w->steps <= 2) /* ...or at its end */
+        __atomic_store_n(&w->flag, 1, __ATOMIC_RELEASE);
     if (rc == 0)
         rc = emb_des_finish(w->c, &w->e);
     w->rc = rc;
@@ -150,10 +147,10 @@ static void test_group(void)
     pthread_t th[P];
     memset(st, 0, sizeof st);
     for (int m = 0; m < P; m++) {
-        struct des_pause pz = {&flag, on_pause, &w[m]};
-        w[m] = (struct member){emb_client_des(x[m], &pl, DIM, shard[m], &pz, &st[m]), m,
-                               m == 0 ? 2 : STEPS, calloc((size_t)STEPS * B * T * DIM, 4), 0, 0,
-                               {0}};
+        w[m] = (struct member){NULL, m, m == 0 ? 2 : STEPS, calloc((size_t)STEPS * B * T * DIM, 4),
+                               0, 0, 0, 0, {0}};
+        struct des_pause pz = {&w[m].flag, on_pause, &w[m]};
+        w[m].c = emb_client_des(x[m], &pl, DIM, shard[m], &pz, &st[m]);
     }
     for (int m = 0; m < P; m++)
         pthread_create(&th[m], NULL, member_main, &w[m]);
@@ -200,10 +197,10 @@ static void test_group(void)
     CHECK(rw < 1e-5f, "the shards hold what whole tables hold after the same pushes",
           "max diff %g", rw);
     int pauses = w[0].pauses + w[1].pauses + w[2].pauses;
-    CHECK(pauses == P && max_paused == P,
-          "a pause flag on one member pauses every member, all at once",
-          "pauses %d %d %d, at most %d at once", w[0].pauses, w[1].pauses, w[2].pauses,
-          max_paused);
+    CHECK(pauses == P && w[0].seen_all && w[1].seen_all && w[2].seen_all,
+          "every member pauses once every trainer's flag is up, all at once",
+          "pauses %d %d %d, all there: %d %d %d", w[0].pauses, w[1].pauses, w[2].pauses,
+          w[0].seen_all, w[1].seen_all, w[2].seen_all);
     int64_t rounds = st[0].rounds;
     CHECK(st[1].rounds == rounds && st[2].rounds == rounds && st[2].lookups == STEPS &&
               st[0].lookups == 2 && st[1].pushes == STEPS,

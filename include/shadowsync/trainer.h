@@ -114,8 +114,9 @@ struct des_stats {
 };
 void des_stats_add(struct des_stats *to, const struct des_stats *from);
 /* A checkpoint: a member reports its trainer's pause flag in every round;
- * once any member has, the group finishes the batches it has in flight,
- * and each member calls wait(arg), which returns once its trainer goes on. */
+ * at the first round in which every member's flag is up and none has a
+ * batch, each member calls wait(arg), which returns once its trainer goes
+ * on (so a cluster job's master asks the others before it pauses). */
 struct des_pause {
     const int *flag;            /* its trainer's pause flag (atomic; NULL: never) */
     void (*wait)(void *arg);
@@ -127,10 +128,12 @@ struct des_pause {
 struct emb_client *emb_client_des(struct exchange *x, const struct placement *pl, int dim,
                                   struct emb_tables *mine, const struct des_pause *pause,
                                   struct des_stats *st);
-/* Before a worker reads a batch: waits out a checkpoint the group agreed
- * on (see des_pause). */
+/* Before a worker reads a batch from a reader of its own (not a queue that
+ * drains): once its trainer's flag is up, serves the others until the
+ * group pauses, and waits the checkpoint out (see des_pause). */
 int emb_des_gate(struct emb_client *c, struct ss_err *e);
-/* A round without a batch of this member's (its feed is paused). */
+/* A round without a batch of this member's (its queue drained for a
+ * checkpoint); pauses with the group once every member's has. */
 int emb_des_idle(struct emb_client *c, struct ss_err *e);
 /* This member's data has ended: serves the others until theirs has too. */
 int emb_des_finish(struct emb_client *c, struct ss_err *e);

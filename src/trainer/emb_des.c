@@ -9,9 +9,10 @@
  * then, when any member looked up, the answers: each member's partial sums
  * of the bags it was sent. What travels is one vector per bag and shard,
  * never a row. Every member sees every header, so all agree on what the
- * next step is: answers or not, a checkpoint (once any member's trainer
- * wants one, members finish the batch in flight, then wait until a round
- * in which none has work, and pause), or the end (every member ended). */
+ * next step is: answers or not, a checkpoint (members whose trainer wants
+ * one finish the batch in flight and drain their reader's queue, then
+ * serve the others; once every member's trainer wants it and none has
+ * work, all pause), or the end (every member ended). */
 #include "emb_part.h"
 
 #include <stdlib.h>
@@ -53,8 +54,9 @@ struct des {
     float *ans, *ain;           /* the partial sums we send, and get */
     size_t ans_cap, ain_cap;
     int in_flight;              /* a batch looked up and not yet pushed */
-    int stopping;               /* the group agreed on a checkpoint */
-    int all_end, all_idle;      /* the last round's headers */
+    int all_end;                /* the last round's headers: every member ended */
+    int all_paused;             /* ...every member's trainer wants a checkpoint and none has
+                                 * a batch (a reader's queue drained first) */
 };
 
 static void *grow(void *p, size_t *cap, size_t need)
@@ -127,16 +129,15 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
         return rc;
     /* the payloads: sizes known to both ends from the headers */
     size_t in = 0;
-    int any_lookup = 0, any_pause = 0;
-    d->all_end = d->all_idle = 1;
+    int any_lookup = 0;
+    d->all_end = d->all_paused = 1;
     for (int p = 0; p < P; p++) {
         const struct hdr *h = &d->hr[p];
         if (h->kind < K_LOOKUP || h->kind > K_END)
             return fail_peer(d, p, "sent a header of no known kind", e);
         any_lookup |= h->kind == K_LOOKUP;
-        any_pause |= h->pause != 0;
         d->all_end &= h->kind == K_END;
-        d->all_idle &= h->kind == K_WAIT || h->kind == K_END;
+        d->all_paused &= h->pause && (h->kind == K_WAIT || h->kind == K_END);
         d->sb[p] = kind == K_LOOKUP ? d->peer[p].req_bytes
                  : kind == K_PUSH && d->peer[p].s.k ? pad8(d->peer[p].m * fl) : 0;
         d->rb[p] = h->kind == K_LOOKUP ? req_bytes(h->n, h->ids, d->k)
@@ -183,22 +184,18 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
         if ((rc = d->x->ops->alltoallv(d->x, d->ans, d->sb, d->ain, d->rb, e)) < 0)
             return rc;
     }
-    d->stopping |= any_pause;
     d->st->rounds++;
     d->st->bytes_sent += sent;
     d->st->wait_s += ss_now() - t0;
     return 0;
 }
 
-/* After a round without a batch of ours in flight: the checkpoint the
- * group agreed on, once no member has work. */
+/* After a round: the checkpoint, once every member's trainer wants it and
+ * none has work. */
 static void maybe_pause(struct des *d)
 {
-    if (d->stopping && d->all_idle && !d->all_end) {
-        if (d->pause.wait)
-            d->pause.wait(d->pause.arg);
-        d->stopping = 0;
-    }
+    if (d->all_paused && !d->all_end && d->pause.wait)
+        d->pause.wait(d->pause.arg);
 }
 
 static int des_lookup(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
@@ -278,11 +275,11 @@ static int des_push(struct emb_client *c, const struct batch *b, const float *g,
 int emb_des_gate(struct emb_client *c, struct ss_err *e)
 {
     struct des *d = c->impl;
-    while (d->stopping || (d->pause.flag && __atomic_load_n(d->pause.flag, __ATOMIC_ACQUIRE))) {
-        int rc = round_of(d, K_WAIT, e); /* reports the flag: the group agrees */
+    while (d->pause.flag && __atomic_load_n(d->pause.flag, __ATOMIC_ACQUIRE)) {
+        int rc = round_of(d, K_WAIT, e); /* serves the others until all stop */
         if (rc < 0)
             return rc;
-        if (d->stopping && d->all_idle) {
+        if (d->all_paused) {
             maybe_pause(d);
             break;
         }

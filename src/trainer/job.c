@@ -113,9 +113,8 @@ static void wait_while_paused(struct job *j)
     pthread_mutex_unlock(&j->mu);
 }
 
-/* A DES group agreed on a checkpoint: the worker counts as paused until
- * its trainer goes on (the flag of this process may not be up yet: the
- * request reaches the trainers of a cluster job one by one). */
+/* A DES group stopped for a checkpoint: the worker counts as paused until
+ * its trainer goes on (every group pauses at a round of its own). */
 static void des_wait(void *arg)
 {
     struct worker *wk = arg;
@@ -159,7 +158,7 @@ static void *worker_main(void *arg)
     int des = j->des != NULL; /* the group decides when to pause */
     for (int64_t it = 1; rc == 0 && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
         struct batch_feed *feed = j->env ? j->env->feed : NULL;
-        if (des && (rc = emb_des_gate(wk->emb, &wk->err)) < 0)
+        if (des && !feed && (rc = emb_des_gate(wk->emb, &wk->err)) < 0)
             break;
         if (!des && !feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE)) {
             if ((rc = flush_emb(wk)) < 0) /* a checkpoint holds every update made */
@@ -1211,7 +1210,7 @@ static int commit_snapshot(struct job *j, struct ckpt *k, const double *fig, int
 }
 
 /* A snapshot taken by the master of a cluster job or the embedded
- * default; the workers are paused (or done, for the final one). */
+ * default; it pauses the workers (they are done for the final one). */
 static int write_checkpoint(struct job *j, int final, struct ss_err *e)
 {
     const struct trainer_env *env = j->env;
@@ -1232,7 +1231,9 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
         if (rc == 0 && worst < 0)
             rc = ss_fail(e, worst, "another trainer could not write its part");
     } else if (env && rc == 0) {
-        env->ckpt_ask(env->arg, tmp);
+        env->ckpt_ask(env->arg, tmp); /* first: DES groups pause once every trainer has */
+        pause_workers(j);
+        snapshot_figures(j, fig);
         rc = write_own_parts(j, tmp, e);
         int worst = env->ckpt_wait(env->arg, others);
         if (rc == 0 && worst < 0)
@@ -1240,12 +1241,16 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
         for (int i = 0; i < 6; i++)
             fig[i] += others[i];
     } else if (rc == 0) {
+        pause_workers(j);
+        snapshot_figures(j, fig);
         rc = write_own_parts(j, tmp, e);
     }
     if (rc == 0 && env)
         rc = env->ckpt_services(env->arg, tmp, e);
     if (rc == 0)
         rc = commit_snapshot(j, k, fig, final, t0, e);
+    if (!final && tmp[0])
+        resume_workers(j);
     if (env && !final && k)
         env->ckpt_release(env->arg);
     if (env && final)
@@ -1259,11 +1264,7 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
 static void checkpoint_now(struct job *j, int final)
 {
     struct ss_err e = {0};
-    if (!final)
-        pause_workers(j);
     int rc = write_checkpoint(j, final, &e);
-    if (!final)
-        resume_workers(j);
     if (rc < 0) {
         j->checkpoint_failures++;
         fprintf(stderr, "shadowsync: checkpoint failed, training goes on (the last good one is "

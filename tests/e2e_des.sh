@@ -1,0 +1,120 @@
+#!/bin/sh
+# DES (DESIGN §9, after Distributed Equivalent Substitution):
+# embedding.placement = trainers. The embedded default: one trainer of one
+# worker trains the same model as the shared tables; 2 trainers x 2
+# workers hold the NE of the PS placement, every example once, the model
+# saved as one file per trainer that `shadowsync eval` reads; Persia's
+# synchronous setting keeps the replicas equal; a run killed with kill -9
+# resumes onto 3 trainers, every example once; a (simulated) GPU trainer
+# goes with it; what does not go with it is refused by name. The cluster
+# job: trainers only (with a reader service), every example once, the NE
+# held; its checkpoints pause every group and a killed job resumes.
+BIN=${BIN:-${BUILD:-build}/shadowsync}
+SIM=${BUILD:-build}/libshadowsync_gpusim.so
+T=$(mktemp -d)
+trap '[ -n "$KEEP" ] && echo "kept $T" || rm -rf "$T"' EXIT
+CFG=configs/tiny.ini
+N=60000
+
+. tests/lib.sh
+
+$BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 5 --config $CFG > /dev/null 2>&1
+DES="embedding.placement=trainers"
+
+train one --set job.trainers=1 --set trainer.worker_threads=1
+train one_des --set job.trainers=1 --set trainer.worker_threads=1 --set $DES
+rc=$?
+M=$T/one_des/metrics.json
+check "one trainer, one worker: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
+check "one trainer, one worker: eval NE $(json eval_ne $M) = the shared tables' $(json eval_ne $T/one/metrics.json)" \
+    near "$(json eval_ne $M)" "$(json eval_ne $T/one/metrics.json)" 0.000001
+
+train ps --set job.trainers=2 --set sync.algo=ma
+train des --set job.trainers=2 --set sync.algo=ma --set $DES
+rc=$?
+M=$T/des/metrics.json
+check "2 trainers x 2 workers: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
+check "2 trainers x 2 workers: eval NE $(json eval_ne $M) within 0.01 of the PS placement's $(json eval_ne $T/ps/metrics.json)" \
+    near "$(json eval_ne $M)" "$(json eval_ne $T/ps/metrics.json)" 0.01
+check "the start names the shards and the end prints the des line" \
+    sh -c "grep -q '^# DES: 26 tables in [0-9]* shards over 2 trainers' $T/des.log && grep -q '^des: rounds [1-9][0-9]*  lookups [1-9]' $T/des.log"
+check "metrics: the placement, the rounds and the bytes" \
+    sh -c "[ \"$(json embedding_placement $M)\" = trainers ] && [ \"$(json des_rounds $M)\" -gt 0 ] && awk 'BEGIN { exit !($(json des_bytes_sent $M) > 0) }'"
+check "the model: one file of tables per trainer, no other" \
+    sh -c "ls $T/des/model | grep -c '^tables' | grep -qx 2 && [ -f $T/des/model/tables-trainer0.bin ] && [ -f $T/des/model/tables-trainer1.bin ]"
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/des/model > $T/eval.log 2>&1
+check "shadowsync eval of the model: the training's eval NE" \
+    sh -c "grep -q '\"eval_ne\": $(json eval_ne $M | cut -c1-7)' $T/eval.log"
+
+train sync --set job.trainers=2 --set sync.algo=allreduce --set sync.mode=foreground \
+    --set sync.gap=1 --set $DES
+M=$T/sync/metrics.json
+check "allreduce, foreground, gap 1: every example once, the replicas equal (spread $(json replica_spread $M))" \
+    sh -c "[ \"$(json examples $M)\" = $N ] && [ \"$(json replica_spread $M)\" = 0 ]"
+
+# kill -9 mid-run, then resume onto 3 trainers (the tables resharded)
+$BIN gen --out $T/big --examples 300000 --eval-examples 2000 --seed 6 --config $CFG > /dev/null 2>&1
+wait_ckpt() { for i in $(seq 1 300); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end$' && return 0; sleep 0.05; done; return 1; }
+($BIN train $CFG --set data.train=$T/big/train.tsv --set output.dir=$T/cut --set job.trainers=2 \
+    --set sync.algo=ma --set $DES --set checkpoint.dir=$T/ck --set checkpoint.interval_s=0.2 \
+    > $T/cut.log 2>&1 &)
+wait_ckpt $T/ck; sleep 0.3
+pkill -9 -f "output.dir=$T/cut "; sleep 0.3
+check "a run killed with kill -9 left a complete checkpoint of the shards" \
+    sh -c "ls $T/ck/ckpt-*/tables-trainer1.bin > /dev/null && ! [ -f $T/cut/metrics.json ]"
+$BIN train $CFG --set data.train=$T/big/train.tsv --set data.eval=$T/big/eval.tsv \
+    --set output.dir=$T/res --set job.trainers=3 --set sync.algo=ma --set $DES \
+    --set checkpoint.dir=$T/ck --resume > $T/res.log 2>&1
+rc=$?
+M=$T/res/metrics.json
+check "resume onto 3 trainers: exits 0, every example once over the kill ($(json examples $M))" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = 300000 ] && grep -q 'over 3 trainers' $T/res.log"
+check "resume onto 3 trainers: the eval NE of a trained model ($(json eval_ne $M))" lt "$(json eval_ne $M)" 0.95
+
+SS_GPU_LIB=$SIM train gpu --set job.trainers=2 --set sync.algo=ma --set trainer.device=cuda --set $DES
+rc=$?
+M=$T/gpu/metrics.json
+check "trainer.device = cuda (simulated): every example once, eval NE $(json eval_ne $M) within 0.01 of the CPU's" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ]" && near "$(json eval_ne $M)" "$(json eval_ne $T/des/metrics.json)" 0.01
+
+train hot --set $DES --set hot_embeddings.memory_mb=0.1
+check "hot embeddings with DES: refused naming both keys" \
+    sh -c "[ $? != 0 ] && grep -q 'embedding.placement = trainers with hot_embeddings.memory_mb > 0' $T/hot.log"
+train cache --set $DES --set embedding_cache.rows=1000
+check "an embedding cache with DES: refused naming both keys" \
+    sh -c "[ $? != 0 ] && grep -q 'embedding.placement = trainers with embedding_cache.rows > 0' $T/cache.log"
+train bad --set embedding.placement=workers
+check "a bad embedding.placement: refused with the choices" \
+    sh -c "[ $? != 0 ] && grep -q 'embedding.placement' $T/bad.log && grep -q 'trainers' $T/bad.log"
+
+# the cluster job: 2 trainers and a reader service
+des_job() {
+    _name=$1; _np=$2; shift 2
+    _sets=""; for _s in "$@"; do _sets="$_sets --set $_s"; done
+    timeout -k 10 200 $MPIRUN -np $_np $BIN train $CFG --set job.trainers=2 --set job.embedding_ps=0 \
+        --set job.bind=127.0.0.1 --set $DES --set sync.algo=ma --set output.dir=$T/$_name $_sets \
+        $EXTRA > $T/$_name.log 2>&1
+}
+des_job c 3 job.readers=1 data.train=$T/d/train.tsv data.eval=$T/d/eval.tsv
+rc=$?
+M=$T/c/metrics.json
+check "cluster, 2 trainers + a reader: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
+check "cluster: eval NE $(json eval_ne $M) within 0.01 of the embedded default's" \
+    near "$(json eval_ne $M)" "$(json eval_ne $T/des/metrics.json)" 0.01
+check "cluster: each trainer saved its shards" \
+    sh -c "[ -f $T/c/model/tables-trainer0.bin ] && [ -f $T/c/model/tables-trainer1.bin ]"
+des_job cps 4 job.readers=1 job.embedding_ps=1 data.train=$T/d/train.tsv
+check "cluster: embedding PSs with DES are refused" \
+    sh -c "[ $? != 0 ] && grep -q 'set job.embedding_ps = 0' $T/cps.log"
+rm -rf $T/ck
+(des_job ccut 3 job.readers=1 data.train=$T/big/train.tsv checkpoint.dir=$T/ck checkpoint.interval_s=0.3 &)
+wait_ckpt $T/ck; sleep 0.4
+pkill -9 -f "output.dir=$T/ccut "; sleep 0.5
+check "cluster: a job killed with kill -9 left a complete checkpoint" \
+    sh -c "ls $T/ck/ckpt-*/tables-trainer0.bin > /dev/null && ! [ -f $T/ccut/metrics.json ]"
+EXTRA=--resume des_job cres 3 job.readers=1 data.train=$T/big/train.tsv data.eval=$T/big/eval.tsv \
+    checkpoint.dir=$T/ck checkpoint.interval_s=0.3
+rc=$?
+M=$T/cres/metrics.json
+check "cluster: the resumed job exits 0, every example once ($(json examples $M)), checkpoints taken" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = 300000 ] && [ \"$(json checkpoints $M)\" -ge 1 ]"
