@@ -5,7 +5,8 @@
 # checkpoints every 20 ms (the workers' pause under foreground MA), and the
 # device trainer (trainer.device = cuda) on the CPU simulation of the device
 # library (src/gpu/sim.c) with Adagrad and MA in the shadow thread: its
-# parity test and a 2x2 run. Any sanitizer report fails. SKIP_SANITIZE=1
+# parity test and a 2x2 run; DES (embedding.placement = trainers) with
+# checkpoints. Any sanitizer report fails. SKIP_SANITIZE=1
 # skips (for quick local runs).
 [ -n "$SKIP_SANITIZE" ] && { echo "PASS sanitizers skipped (SKIP_SANITIZE set)"; exit 0; }
 T=$(mktemp -d)
@@ -32,7 +33,8 @@ for kind in asan tsan; do
                "sync.algo=ma sync.mode=foreground checkpoint.dir=$T/ck checkpoint.interval_s=0.02" \
                "sync.algo=allreduce sync.mode=shadow" \
                "sync.algo=bmuf sync.mode=shadow hot_embeddings.memory_mb=0.05 checkpoint.dir=$T/ckh checkpoint.interval_s=0.02" \
-               "sync.algo=ma sync.mode=shadow embedding_cache.rows=3000 checkpoint.dir=$T/ckc checkpoint.interval_s=0.02"; do
+               "sync.algo=ma sync.mode=shadow embedding_cache.rows=3000 checkpoint.dir=$T/ckc checkpoint.interval_s=0.02" \
+               "sync.algo=ma sync.mode=shadow embedding.placement=trainers checkpoint.dir=$T/ckd checkpoint.interval_s=0.02"; do
         sets=""; for s in $run; do sets="$sets --set $s"; done
         if timeout -k 10 300 $B/shadowsync train configs/tiny.ini --set data.train=$T/d/train.tsv \
                --set data.eval=$T/d/eval.tsv --set output.dir=$T/run --set output.quiet=true \
