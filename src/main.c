@@ -35,7 +35,9 @@ static const char usage[] =
     "  convert CONFIG --in PATH --out DIR [--shard-examples N] [--set ...]\n"
     "                                               text data to binary shards\n"
     "  plan CONFIG [--set ...]                      the embedding tables' placement on\n"
-    "                                               job.embedding_ps PSs, for every strategy\n"
+    "                                               job.embedding_ps PSs (the trainers with\n"
+    "                                               embedding.placement = trainers), for every\n"
+    "                                               strategy\n"
     "  --version                                    version and build features\n";
 
 static int die(const struct ss_err *e)
