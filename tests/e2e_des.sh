@@ -4,7 +4,8 @@
 # worker trains the same model as the shared tables; 2 trainers x 2
 # workers hold the NE of the PS placement, every example once, the model
 # saved as one file per trainer that `shadowsync eval` reads; Persia's
-# synchronous setting keeps the replicas equal; a run killed with kill -9
+# synchronous setting keeps the replicas equal, and foreground sync goes
+# with checkpoints; a run killed with kill -9
 # resumes onto 3 trainers, every example once; a (simulated) GPU trainer
 # goes with it; what does not go with it is refused by name. The cluster
 # job: trainers only (with a reader service), every example once, the NE
@@ -52,8 +53,18 @@ M=$T/sync/metrics.json
 check "allreduce, foreground, gap 1: every example once, the replicas equal (spread $(json replica_spread $M))" \
     sh -c "[ \"$(json examples $M)\" = $N ] && [ \"$(json replica_spread $M)\" = 0 ]"
 
-# kill -9 mid-run, then resume onto 3 trainers (the tables resharded)
+# foreground sync with checkpoints every 0.1 s: no group waits on a paused
+# trainer, no trainer on a group (3 trainers x 2 workers)
 $BIN gen --out $T/big --examples 300000 --eval-examples 2000 --seed 6 --config $CFG > /dev/null 2>&1
+train fgck --set data.train=$T/big/train.tsv --set job.trainers=3 --set sync.algo=ma \
+    --set sync.mode=foreground --set sync.gap=2 --set $DES --set checkpoint.dir=$T/fgck \
+    --set checkpoint.interval_s=0.1
+rc=$?
+M=$T/fgck/metrics.json
+check "foreground MA with checkpoints every 0.1 s: exits 0, every example once, $(json checkpoints $M) checkpoints" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = 300000 ] && [ \"$(json checkpoints $M)\" -ge 2 ]"
+
+# kill -9 mid-run, then resume onto 3 trainers (the tables resharded)
 wait_ckpt() { for i in $(seq 1 300); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end$' && return 0; sleep 0.05; done; return 1; }
 ($BIN train $CFG --set data.train=$T/big/train.tsv --set output.dir=$T/cut --set job.trainers=2 \
     --set sync.algo=ma --set $DES --set checkpoint.dir=$T/ck --set checkpoint.interval_s=0.2 \
@@ -106,6 +117,12 @@ check "cluster: each trainer saved its shards" \
 des_job cps 4 job.readers=1 job.embedding_ps=1 data.train=$T/d/train.tsv
 check "cluster: embedding PSs with DES are refused" \
     sh -c "[ $? != 0 ] && grep -q 'set job.embedding_ps = 0' $T/cps.log"
+des_job cfg 2 data.train=$T/big/train.tsv data.eval=$T/big/eval.tsv trainer.worker_threads=1 sync.algo=bmuf \
+    sync.mode=foreground sync.gap=1 checkpoint.dir=$T/cfgck checkpoint.interval_s=0.1
+rc=$?
+M=$T/cfg/metrics.json
+check "cluster: foreground BMUF, gap 1, checkpoints every 0.1 s: exits 0, every example once" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = 300000 ] && [ \"$(json checkpoints $M)\" -ge 2 ]"
 rm -rf $T/ck
 (des_job ccut 3 job.readers=1 data.train=$T/big/train.tsv checkpoint.dir=$T/ck checkpoint.interval_s=0.3 &)
 wait_ckpt $T/ck; sleep 0.4

@@ -149,7 +149,7 @@ static void test_group(void)
     for (int m = 0; m < P; m++) {
         w[m] = (struct member){NULL, m, m == 0 ? 2 : STEPS, calloc((size_t)STEPS * B * T * DIM, 4),
                                0, 0, 0, 0, {0}};
-        struct des_pause pz = {&w[m].flag, on_pause, &w[m]};
+        struct des_hooks pz = {&w[m].flag, on_pause, &w[m], NULL, 0};
         w[m].c = emb_client_des(x[m], &pl, DIM, shard[m], &pz, &st[m]);
     }
     for (int m = 0; m < P; m++)

@@ -113,24 +113,31 @@ struct des_stats {
     double wait_s;              /* seconds inside the exchange */
 };
 void des_stats_add(struct des_stats *to, const struct des_stats *from);
-/* A checkpoint: a member reports its trainer's pause flag in every round;
- * at the first round in which every member's flag is up and none has a
- * batch, each member calls wait(arg), which returns once its trainer goes
- * on (so a cluster job's master asks the others before it pauses). */
-struct des_pause {
+/* What a member does for its trainer between rounds. A checkpoint: it
+ * reports its trainer's pause flag in every round; at the first round in
+ * which every member's flag is up and none has a batch, each member calls
+ * wait(arg), which returns once its trainer goes on (so a cluster job's
+ * master asks the others before it pauses). Foreground sync: after every
+ * sync_every-th round each member calls sync(arg) (its trainer's round of
+ * sync.algo), so no member waits on a sync while another waits on it (the
+ * caller gives sync to one group only, so each trainer's shadow thread
+ * runs one round per ask, paired with the others'). */
+struct des_hooks {
     const int *flag;            /* its trainer's pause flag (atomic; NULL: never) */
     void (*wait)(void *arg);
     void *arg;
+    int (*sync)(void *arg, struct ss_err *e); /* NULL: none */
+    int sync_every;
 };
 /* Member x->rank of a group over plan pl (its n_ps = x->size); mine: the
  * tables of that member's shards, in the plan's order (NULL when it holds
  * none; shared by the trainer's workers, Hogwild). Takes x. */
 struct emb_client *emb_client_des(struct exchange *x, const struct placement *pl, int dim,
-                                  struct emb_tables *mine, const struct des_pause *pause,
+                                  struct emb_tables *mine, const struct des_hooks *hooks,
                                   struct des_stats *st);
 /* Before a worker reads a batch from a reader of its own (not a queue that
  * drains): once its trainer's flag is up, serves the others until the
- * group pauses, and waits the checkpoint out (see des_pause). */
+ * group pauses, and waits the checkpoint out (see des_hooks). */
 int emb_des_gate(struct emb_client *c, struct ss_err *e);
 /* A round without a batch of this member's (its queue drained for a
  * checkpoint); pauses with the group once every member's has. */

@@ -45,7 +45,8 @@ struct des {
     int64_t *table_rows;
     struct emb_tables *mine;
     struct peer *peer;
-    struct des_pause pause;
+    struct des_hooks hooks;
+    int64_t rounds;             /* the group's rounds: the same count on every member */
     struct des_stats *st, own_st;
     struct hdr *hs, *hr;
     size_t *sb, *rb;
@@ -117,7 +118,7 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
 {
     int P = d->P, rc;
     size_t fl = (size_t)d->d * sizeof(float);
-    int pause = d->pause.flag && __atomic_load_n(d->pause.flag, __ATOMIC_ACQUIRE);
+    int pause = d->hooks.flag && __atomic_load_n(d->hooks.flag, __ATOMIC_ACQUIRE);
     double t0 = ss_now();
     for (int q = 0; q < P; q++) {
         d->hs[q].kind = kind, d->hs[q].pause = pause;
@@ -187,6 +188,8 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
     d->st->rounds++;
     d->st->bytes_sent += sent;
     d->st->wait_s += ss_now() - t0;
+    if (d->hooks.sync && ++d->rounds % d->hooks.sync_every == 0)
+        return d->hooks.sync(d->hooks.arg, e);
     return 0;
 }
 
@@ -194,8 +197,8 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
  * none has work. */
 static void maybe_pause(struct des *d)
 {
-    if (d->all_paused && !d->all_end && d->pause.wait)
-        d->pause.wait(d->pause.arg);
+    if (d->all_paused && !d->all_end && d->hooks.wait)
+        d->hooks.wait(d->hooks.arg);
 }
 
 static int des_lookup(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
@@ -275,7 +278,7 @@ static int des_push(struct emb_client *c, const struct batch *b, const float *g,
 int emb_des_gate(struct emb_client *c, struct ss_err *e)
 {
     struct des *d = c->impl;
-    while (d->pause.flag && __atomic_load_n(d->pause.flag, __ATOMIC_ACQUIRE)) {
+    while (d->hooks.flag && __atomic_load_n(d->hooks.flag, __ATOMIC_ACQUIRE)) {
         int rc = round_of(d, K_WAIT, e); /* serves the others until all stop */
         if (rc < 0)
             return rc;
@@ -334,7 +337,7 @@ static void des_free(struct emb_client *c)
 static const struct emb_client_ops des_ops = {"des", des_lookup, des_push, des_free, NULL, NULL};
 
 struct emb_client *emb_client_des(struct exchange *x, const struct placement *pl, int dim,
-                                  struct emb_tables *mine, const struct des_pause *pause,
+                                  struct emb_tables *mine, const struct des_hooks *hooks,
                                   struct des_stats *st)
 {
     struct des *d = ss_xcalloc(1, sizeof *d);
@@ -349,8 +352,8 @@ struct emb_client *emb_client_des(struct exchange *x, const struct placement *pl
         shard_set_of(pl, q, ids, &d->peer[q].s);
     free(ids);
     d->k = d->peer[d->me].s.k;
-    if (pause)
-        d->pause = *pause;
+    if (hooks)
+        d->hooks = *hooks;
     d->st = st ? st : &d->own_st;
     d->hs = ss_xcalloc(d->P, sizeof *d->hs);
     d->hr = ss_xcalloc(d->P, sizeof *d->hr);

@@ -129,6 +129,15 @@ static void des_wait(void *arg)
     pthread_mutex_unlock(&j->mu);
 }
 
+/* Foreground sync of a DES worker: after the group's rounds, so every
+ * member of the group asks its trainer's round at once. */
+static int des_sync(void *arg, struct ss_err *e)
+{
+    struct worker *wk = arg;
+    int rc = shadow_request(wk->tr->shadow);
+    return rc < 0 ? ss_fail(e, rc, "sync failed in a foreground round") : 0;
+}
+
 /* Sends on what the worker's client holds back (its cache's updates). */
 static int flush_emb(struct worker *wk)
 {
@@ -211,7 +220,8 @@ static void *worker_main(void *arg)
             wk->t_part[p] += t[p + 1] - t[p];
         ne_merge(&wk->ne, &scored);
         pthread_mutex_unlock(&wk->mu);
-        if (foreground && it % c->sync.gap == 0 && (rc = shadow_request(tr->shadow)) < 0) {
+        if (!des && foreground && it % c->sync.gap == 0 &&
+            (rc = shadow_request(tr->shadow)) < 0) {
             ss_fail(&wk->err, rc, "sync failed in a foreground round");
             break;
         }
@@ -688,7 +698,11 @@ static int start_trainers(struct job *j, struct ss_err *e)
             wk->id = k;
             wk->emb = j->emb;
             if (j->des) {
-                struct des_pause pz = {&j->pause, des_wait, wk};
+                /* foreground: worker 0's group asks for the rounds, all its members at
+                 * once, so every trainer's shadow runs one round per ask */
+                int fg = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") && !k;
+                struct des_hooks pz = {&j->pause, des_wait, wk, fg ? des_sync : NULL,
+                                       2 * c->sync.gap}; /* gap steps: a lookup, a push each */
                 wk->emb = emb_client_des(xg[(size_t)k * j->n_tr + t], j->des, j->l.dim,
                                          j->shards[t], &pz, &wk->des);
                 xg[(size_t)k * j->n_tr + t] = NULL;
@@ -1099,7 +1113,7 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
 
 static void pause_workers(struct job *j)
 {
-    for (int t = 0; t < j->n_tr; t++)
+    for (int t = 0; !j->des && t < j->n_tr; t++) /* DES: no round waits on a paused trainer */
         if (j->tr[t].shadow)
             shadow_hold(j->tr[t].shadow, 1);
     if (j->env && j->env->feed) /* no new batch; the workers drain the queue, then wait */
@@ -1120,7 +1134,7 @@ static void resume_workers(struct job *j)
     pthread_mutex_unlock(&j->mu);
     if (j->env && j->env->feed)
         feed_pause(j->env->feed, 0);
-    for (int t = 0; t < j->n_tr; t++)
+    for (int t = 0; !j->des && t < j->n_tr; t++)
         if (j->tr[t].shadow)
             shadow_hold(j->tr[t].shadow, 0);
 }
