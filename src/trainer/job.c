@@ -743,12 +743,14 @@ static void wait_workers(struct job *j)
     double ck_every = j->c->checkpoint.interval_s, ck_next = ss_now() + ck_every;
     int ck_on = j->c->checkpoint.dir[0] && ck_every > 0;
     int serve = ck_on && j->env && !j->is_master; /* answer the master's requests */
+    int ended = 0;              /* ...until it says it takes no more */
     pthread_mutex_lock(&j->mu);
     while (j->workers_left > 0) {
         double now = ss_now();
         if (serve) {
             pthread_mutex_unlock(&j->mu);
-            serve_checkpoints(j);
+            if (!ended && serve_checkpoints(j) == 2) /* the master's data ended first */
+                ended = 1;
             pthread_mutex_lock(&j->mu);
         } else if (ck_on && now >= ck_next) {
             pthread_mutex_unlock(&j->mu);
@@ -779,7 +781,7 @@ static void wait_workers(struct job *j)
     if (ck_on && j->env && j->is_master)
         j->env->ckpt_end(j->env->arg); /* no more snapshots until the final one */
     const struct timespec pause = {0, 5000000};
-    while (serve && serve_checkpoints(j) != 2) /* its data is done; the master's may not be */
+    while (serve && !ended && serve_checkpoints(j) != 2) /* the master's data may go on */
         nanosleep(&pause, NULL);
 }
 
