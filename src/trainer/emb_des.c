@@ -30,7 +30,7 @@ struct peer {
     struct shard_set s;         /* what member q holds */
     size_t m;                   /* our last lookup's non-empty bags at q */
     size_t req_at, req_bytes;   /* our last lookup's request to q, in d->req */
-    size_t ids_sent;            /* ...its ids (the offsets follow them) */
+    size_t ids_max, ids_sent;   /* ...room for its ids, and its ids (the offsets follow) */
     /* q's last lookup of us, kept for its push */
     int n_in;
     size_t m_in, ids_in;
@@ -80,6 +80,12 @@ static size_t req_bytes(int64_t n, int64_t ids, int k)
     return k ? pad8((size_t)ids * 8 + ((size_t)n * k + 1) * 4) : 0;
 }
 
+/* Member p's last lookup of us, as a batch of our shards. */
+static struct batch asked(const struct des *d, const struct peer *q)
+{
+    return (struct batch){.n = q->n_in, .n_tables = d->k, .off = q->off_in, .ids = q->id_in};
+}
+
 static int fail_peer(struct des *d, int p, const char *what, struct ss_err *e)
 {
     return ss_fail(e, SS_ESTATE, "DES: trainer %d %s (as seen by trainer %d)", p, what, d->me);
@@ -99,14 +105,14 @@ static int take_payload(struct des *d, int p, size_t at, struct ss_err *e)
         q->off_in = grow(q->off_in, &q->off_cap, ((size_t)q->n_in * d->k + 1) * 4);
         memcpy(q->id_in, d->rbuf + at, q->ids_in * 8);
         memcpy(q->off_in, d->rbuf + at + q->ids_in * 8, ((size_t)q->n_in * d->k + 1) * 4);
-        struct batch v = {.n = q->n_in, .n_tables = d->k, .off = q->off_in, .ids = q->id_in};
+        struct batch v = asked(d, q);
         if (q->off_in[0] != 0 || (size_t)q->off_in[(size_t)q->n_in * d->k] != q->ids_in)
             return fail_peer(d, p, "sent offsets that do not match its ids", e);
         q->m_in = embps_bags(&v);
     } else if (h->kind == K_PUSH && d->k) {
         if ((size_t)h->n != q->m_in)
             return fail_peer(d, p, "pushed gradients of bags it had not looked up", e);
-        struct batch v = {.n = q->n_in, .n_tables = d->k, .off = q->off_in, .ids = q->id_in};
+        struct batch v = asked(d, q);
         embps_push_bags(d->mine, &v, (const float *)(d->rbuf + at));
     }
     return 0;
@@ -173,7 +179,7 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
             struct peer *q = &d->peer[p];
             d->sb[p] = d->hr[p].kind == K_LOOKUP && d->k ? q->m_in * fl : 0;
             if (d->sb[p]) {
-                struct batch v = {.n = q->n_in, .n_tables = d->k, .off = q->off_in, .ids = q->id_in};
+                struct batch v = asked(d, q);
                 embps_pool_bags(d->mine, &v, d->ans + at);
                 at += q->m_in * d->d;
             }
@@ -207,7 +213,8 @@ static int des_lookup(struct emb_client *c, const struct batch *b, float *out, s
     size_t at = 0, ids_other = 0;
     for (int q = 0; q < d->P; q++) {
         struct peer *p = &d->peer[q];
-        at += p->s.k ? req_bytes(b->n, (int64_t)shard_ids_max(&p->s, b), p->s.k) : 0;
+        p->ids_max = p->s.k ? shard_ids_max(&p->s, b) : 0;
+        at += req_bytes(b->n, (int64_t)p->ids_max, p->s.k);
     }
     d->req = grow(d->req, &d->req_cap, at + 8);
     at = 0;
@@ -219,7 +226,7 @@ static int des_lookup(struct emb_client *c, const struct batch *b, float *out, s
         d->hs[q].n = b->n, d->hs[q].ids = 0;
         if (!p->s.k)
             continue;
-        size_t max = shard_ids_max(&p->s, b); /* the ids first, then the offsets */
+        size_t max = p->ids_max; /* the ids first, then the offsets */
         uint64_t *ids = (uint64_t *)(d->req + at);
         int32_t *off = (int32_t *)(d->req + at + max * 8);
         size_t n_ids = shard_gather(&p->s, d->table_rows, b, off, ids, &p->m);

@@ -85,7 +85,7 @@ struct job {
     pthread_cond_t cv, resume_cv;
     int workers_left;
     int pause, paused;          /* under mu (pause also atomic): workers wait at a batch's edge */
-    int64_t resumes;            /* under mu: checkpoint pauses ended (DES workers wait on it) */
+    int64_t resumes;            /* under mu: checkpoint pauses ended (paused workers wait on it) */
     const char *resume;         /* checkpoint directory to resume from (NULL: a fresh run) */
     char resumed_from[4300];    /* the checkpoint it resumed from */
     int resumed_trainers;
@@ -99,33 +99,33 @@ struct job {
     FILE *csv;
 };
 
-/* A worker at the edge of a batch while a checkpoint is taken. */
-static void wait_while_paused(struct job *j)
+/* Under j->mu: the worker counts as paused until the trainer goes on. */
+static void paused_until_resumed(struct job *j)
 {
-    pthread_mutex_lock(&j->mu);
-    if (j->pause) {
-        j->paused++;
-        pthread_cond_broadcast(&j->cv);
-        while (j->pause)
-            pthread_cond_wait(&j->resume_cv, &j->mu);
-        j->paused--;
-    }
-    pthread_mutex_unlock(&j->mu);
-}
-
-/* A DES group stopped for a checkpoint: the worker counts as paused until
- * its trainer goes on (every group pauses at a round of its own). */
-static void des_wait(void *arg)
-{
-    struct worker *wk = arg;
-    struct job *j = wk->tr->job;
-    pthread_mutex_lock(&j->mu);
     int64_t gen = j->resumes;
     j->paused++;
     pthread_cond_broadcast(&j->cv);
     while (j->resumes == gen)
         pthread_cond_wait(&j->resume_cv, &j->mu);
     j->paused--;
+}
+
+/* A worker at the edge of a batch while a checkpoint is taken. */
+static void wait_while_paused(struct job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->pause)
+        paused_until_resumed(j);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* A DES group stopped for a checkpoint (every group pauses at a round of
+ * its own, maybe before this trainer's flag is up). */
+static void des_wait(void *arg)
+{
+    struct job *j = ((struct worker *)arg)->tr->job;
+    pthread_mutex_lock(&j->mu);
+    paused_until_resumed(j);
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -1235,6 +1235,7 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
     struct ckpt *k = NULL;
     int rc = ckpt_begin(&k, j->c->checkpoint.dir, e);
     char tmp[4400] = "";
+    int paused = !final && rc == 0; /* the final one: the workers are done */
     if (rc == 0)
         snprintf(tmp, sizeof tmp, "%s", ckpt_tmp_dir(k));
     if (env && final) {         /* collective: every trainer is here */
@@ -1265,7 +1266,7 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
         rc = env->ckpt_services(env->arg, tmp, e);
     if (rc == 0)
         rc = commit_snapshot(j, k, fig, final, t0, e);
-    if (!final && tmp[0])
+    if (paused)
         resume_workers(j);
     if (env && !final && k)
         env->ckpt_release(env->arg);
