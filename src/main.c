@@ -2,6 +2,7 @@
  *   shadowsync train CONFIG [--set section.key=value ...] [--help-config]
  *   shadowsync eval CONFIG --model DIR [--set ...]
  *   shadowsync gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]
+ *                  [--bag-size K]
  *   shadowsync convert CONFIG --in PATH --out DIR [--shard-examples N] [--set ...]
  *   shadowsync --version | --help
  * Exit status 0 on success, non-zero with a one-line reason on stderr. */
@@ -31,7 +32,8 @@ static const char usage[] =
     "  train --help-config                          every config key with its default\n"
     "  eval CONFIG --model DIR [--set ...]          score data.eval with a saved model\n"
     "  gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]\n"
-    "                                               synthetic Criteo-shaped data + Bayes NE\n"
+    "      [--bag-size K]                           synthetic Criteo-shaped data + Bayes NE\n"
+    "                                               (bags of ~K ids in data.multihot_cols)\n"
     "  convert CONFIG --in PATH --out DIR [--shard-examples N] [--set ...]\n"
     "                                               text data to binary shards\n"
     "  plan CONFIG [--set ...]                      the embedding tables' placement on\n"
@@ -334,10 +336,38 @@ static const int64_t criteo_cardinality[26] = {
     1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
     27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
 
+/* The config's text schema, when gen's files (label, dense, categorical
+ * columns in that order, tab-separated) are what it reads. */
+static int gen_schema(const struct ss_config *c, const struct model_layout *l, struct schema *s,
+                      struct ss_err *e)
+{
+    int rc = schema_from_config(s, c, NULL, e);
+    if (rc < 0)
+        return rc;
+    if (s->format != FMT_BINARY && (s->n_dense != l->n_dense || s->n_cat != l->n_tables))
+        return ss_fail(e, SS_EINVAL,
+                       "gen: the model takes %d dense and %d categorical features, the config's "
+                       "data columns hold %d and %d", l->n_dense, l->n_tables, s->n_dense,
+                       s->n_cat);
+    int ok = s->format != FMT_BINARY && s->sep == '\t' && s->label_col == 0 &&
+             s->header_lines == 0;
+    for (int j = 0; j < s->n_dense; j++)
+        ok &= s->dense_cols[j] == 1 + j;
+    for (int t = 0; t < s->n_cat; t++)
+        ok &= s->cat_cols[t] == 1 + s->n_dense + t;
+    if (!ok)
+        return ss_fail(e, SS_EINVAL,
+                       "gen: it writes tab-separated text, label in column 0, then the %d dense and "
+                       "%d categorical columns in order, no header; the config's data keys "
+                       "(format, separator, header, label_col, dense_cols, cat_cols) read "
+                       "another layout", s->n_dense, s->n_cat);
+    return 0;
+}
+
 static int cmd_gen(int argc, char **argv)
 {
-    static const char *const allowed[] = {"out", "examples", "eval-examples", "seed", "config",
-                                          NULL};
+    static const char *const allowed[] = {"out",    "examples", "eval-examples", "seed",
+                                          "config", "bag-size", NULL};
     struct args a;
     int rc = parse_args(argc, argv, &a, allowed);
     if (rc)
@@ -346,15 +376,19 @@ static int cmd_gen(int argc, char **argv)
         return bad_usage("gen takes no positional argument (use --config CONFIG)");
     if (!opt(&a, "out") || !opt(&a, "examples"))
         return bad_usage("gen needs --out DIR and --examples N");
-    int64_t n, m = 0, seed = 1;
+    int64_t n, m = 0, seed = 1, bag = 4;
     if ((rc = parse_count(opt(&a, "examples"), "--examples", &n)) ||
+        (opt(&a, "bag-size") && (rc = parse_count(opt(&a, "bag-size"), "--bag-size", &bag))) ||
         (opt(&a, "eval-examples") &&
          (rc = parse_count(opt(&a, "eval-examples"), "--eval-examples", &m))) ||
         (opt(&a, "seed") && (rc = parse_count(opt(&a, "seed"), "--seed", &seed))))
         return rc;
     if (!opt(&a, "eval-examples"))
         m = n / 10 > 0 ? n / 10 : 1;
-    struct gen_opts g = {opt(&a, "out"), n, m, (uint64_t)seed, 13, 26, criteo_cardinality};
+    struct gen_opts g = {.out_dir = opt(&a, "out"), .examples = n, .eval_examples = m,
+                         .seed = (uint64_t)seed, .n_dense = 13, .n_tables = 26,
+                         .cardinality = criteo_cardinality};
+    struct schema s;
     struct ss_config c;
     struct model_layout l = {0};
     struct ss_err e = {0};
@@ -371,15 +405,29 @@ static int cmd_gen(int argc, char **argv)
         g.n_dense = l.n_dense;
         g.n_tables = l.n_tables;
         g.cardinality = l.rows;
+        if (gen_schema(&c, &l, &s, &e) < 0) {
+            model_layout_free(&l);
+            ss_config_free(&c);
+            return die(&e);
+        }
+        g.multihot = s.is_multihot;
+        g.multihot_sep = s.multihot_sep;
     }
+    int bags = 0;
+    for (int t = 0; g.multihot && t < g.n_tables; t++)
+        bags += g.multihot[t] != 0;
+    g.bag_size = bag > 1000 ? 1000 : (int)bag;
+    if (opt(&a, "bag-size") && !bags)
+        rc = bad_usage("gen: --bag-size needs a --config CONFIG with data.multihot_cols");
     double bayes = 0;
-    rc = gen_write(&g, &bayes, &e);
+    if (rc == 0 && (rc = gen_write(&g, &bayes, &e)) == 0 && bags)
+        printf("# %d multi-hot feature(s), bags of 1 to %d ids\n", bags, 2 * g.bag_size - 1);
     if (rc == 0)
         printf("bayes_ne=%.6f\n", bayes);
     model_layout_free(&l);
     if (have_cfg)
         ss_config_free(&c);
-    return rc < 0 ? die(&e) : 0;
+    return rc < 0 ? die(&e) : rc;
 }
 
 static int cmd_convert(int argc, char **argv)

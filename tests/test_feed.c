@@ -82,7 +82,8 @@ int main(void)
     int64_t card[26];
     for (int t = 0; t < 26; t++)
         card[t] = 100;
-    struct gen_opts g = {dir, N, 10, 3, 13, 26, card};
+    struct gen_opts g = {.out_dir = dir, .examples = N, .eval_examples = 10, .seed = 3,
+                         .n_dense = 13, .n_tables = 26, .cardinality = card};
     double bayes;
     struct ss_err e = {0};
     CHECK(gen_write(&g, &bayes, &e) == 0, "data generated", "%s", e.msg);

@@ -347,6 +347,16 @@ static void test_parse_csv(void)
     rc = schema_from_config(&s, &c, NULL, &e);
     CHECK(rc == 0 && s.format == FMT_CRITEO && s.n_cols == 40 && s.sep == ',',
           "criteo ignores column keys", "rc %d", rc);
+    c.data.multihot_cols = "15,39";
+    c.data.multihot_sep = "|";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == 0 && s.is_multihot[1] && s.is_multihot[25] && !s.is_multihot[0] &&
+              s.multihot_sep == '|', "criteo takes data.multihot_cols", "rc %d", rc);
+    c.data.multihot_cols = "13";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == SS_EINVAL && strstr(e.msg, "column 13 is not in the Criteo columns 14-39"),
+          "criteo: a multi-hot column that is not categorical is refused", "rc %d %s", rc,
+          e.msg);
 }
 
 static void test_reader_bad_lines(void)
@@ -940,6 +950,63 @@ static void test_gen(void)
     reader_close(r);
 }
 
+/* gen --bag-size: the multi-hot features hold bags of 1 to 2K-1 ids, K on
+ * average, that the schema's multi-hot columns read; the others stay
+ * single ids, and the Bayes NE is still known and near its target. */
+static void test_gen_multihot(void)
+{
+    int64_t card[26];
+    int mh[26] = {0};
+    for (int t = 0; t < 26; t++)
+        card[t] = 1000 + 100 * t;
+    mh[2] = mh[5] = mh[25] = 1;
+    char d[512], p[600];
+    path_of(d, sizeof d, "genmh");
+    struct gen_opts o = {.out_dir = d, .examples = 100, .eval_examples = 20000, .seed = 5,
+                         .n_dense = 13, .n_tables = 26, .cardinality = card, .multihot = mh,
+                         .bag_size = 4, .multihot_sep = ';'};
+    double ne = 0;
+    struct ss_err e;
+    int rc = gen_write(&o, &ne, &e);
+    CHECK(rc == 0, "gen: multi-hot data written", "%s", e.msg);
+    CHECK(ne > 0.7 && ne < 0.9, "gen: multi-hot Bayes NE in (0.7, 0.9)", "ne %.4f", ne);
+    struct schema s;
+    criteo_schema(&s);
+    s.multihot_sep = ';';
+    s.is_multihot[2] = s.is_multihot[5] = s.is_multihot[25] = 1;
+    snprintf(p, sizeof p, "%s/eval.tsv", d);
+    struct reader *r;
+    struct batch b;
+    batch_init(&b, 20000, 13, 26);
+    rc = reader_open(&r, p, &s, 0, 3, &e);
+    if (!rc)
+        rc = reader_next(r, &b, &e);
+    CHECK(!rc && b.n == 20000, "gen: multi-hot lines parse", "rc %d n %d: %s", rc, b.n, e.msg);
+    int64_t ids[26] = {0}, over = 0;
+    for (int i = 0; i < b.n; i++)
+        for (int t = 0; t < 26; t++) {
+            int len = b.off[i * 26 + t + 1] - b.off[i * 26 + t];
+            ids[t] += len;
+            over += len < 1 || len > (mh[t] ? 7 : 1);
+        }
+    CHECK(over == 0, "gen: bags of 1 to 2K-1 ids, single ids elsewhere", "%lld bad",
+          (long long)over);
+    double mean = (double)ids[5] / b.n;
+    CHECK(mean > 3.5 && mean < 4.1 && ids[0] == b.n, "gen: a bag holds K ids on average",
+          "mean %.3f (some bags are empty)", mean);
+    reader_close(r);
+    o.multihot_sep = '1';
+    rc = gen_write(&o, &ne, &e);
+    CHECK(rc < 0 && strstr(e.msg, "cannot separate"), "gen: a hex digit as the bag separator "
+          "is refused", "rc %d: %s", rc, e.msg);
+    o.multihot_sep = ',';
+    o.bag_size = 0;
+    rc = gen_write(&o, &ne, &e);
+    CHECK(rc < 0 && strstr(e.msg, "bag size of 0"), "gen: a bag size of 0 is refused", "%s",
+          e.msg);
+    batch_free(&b);
+}
+
 /* Reads every remaining batch of r: example ids, labels; returns the count. */
 static int64_t drain(struct reader *r, struct batch *b, uint64_t *ids, float *labels, int64_t cap)
 {
@@ -1039,6 +1106,7 @@ int main(void)
     test_dir_and_glob();
     test_convert_and_binary();
     test_gen();
+    test_gen_multihot();
     test_tell_seek();
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_DONE();

@@ -126,6 +126,9 @@ struct gen_opts {
     uint64_t seed;
     int n_dense, n_tables;
     const int64_t *cardinality; /* [n_tables] distinct ids per feature */
+    const int *multihot;        /* [n_tables] nonzero: a bag of ids (NULL: none) */
+    int bag_size;               /* a bag's mean ids (1 to 2·bag_size - 1, uniform) */
+    char multihot_sep;          /* between a bag's ids (0: ',') */
 };
 int gen_write(const struct gen_opts *o, double *bayes_ne, struct ss_err *e);
 

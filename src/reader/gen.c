@@ -9,17 +9,22 @@
  * Teacher logit = bias + scale·(Σ_j a_j·log1p(x_j) + Σ_t s_t·u(t,r)
  *                                + Σ_pairs ⟨v(t1,r1), v(t2,r2)⟩),
  * u and v being gaussians hashed from (seed, t, r): nothing is stored per id.
+ * A multi-hot feature (--bag-size K with the config's data.multihot_cols)
+ * holds a bag of 1 to 2K-1 ranks drawn alike; its u and v are the sums over
+ * the bag times 1/sqrt(K), so the model's sum-pooled bag can learn them.
  * bias and scale are calibrated on a sample so the CTR is ~0.25 and the Bayes
  * NE ~0.80 whatever the shape. Everything follows from the seed, so the same
  * seed writes the same bytes. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_PAIRS 8
+#define MAX_BAG 64
 #define VDIM 4
 #define TARGET_CTR 0.25
 #define TARGET_NE 0.80
@@ -32,6 +37,9 @@ struct teacher {
     double *sigma, *miss_d, *a;        /* [nd] */
     double *miss_c, *s, *pl_c, *pl_inv; /* [nt]; power-law sampler constants */
     const int64_t *card;
+    const int *mh;                     /* [nt] multi-hot, or NULL */
+    int maxk;                          /* the largest bag */
+    double bag_c;                      /* 1/sqrt(K) */
     int n_pairs, pa[MAX_PAIRS], pb[MAX_PAIRS];
     double v_scale, scale, bias;
 };
@@ -71,9 +79,23 @@ static int64_t draw_rank(const struct teacher *tc, int t, double u)
     return r;
 }
 
-/* Draws one example's features (dense -1 / rank -1 = missing) and returns
- * the teacher's logit before bias and scale. */
-static double draw_example(const struct teacher *tc, uint64_t *rng, int64_t *dense, int64_t *rank)
+/* A feature's v: the sum over its bag (scaled when multi-hot). */
+static void bag_v(const struct teacher *tc, int t, const int64_t *rank, int len, double *v)
+{
+    double c = tc->mh && tc->mh[t] ? tc->bag_c : 1.0;
+    for (int k = 0; k < VDIM; k++) {
+        v[k] = 0.0;
+        for (int i = 0; i < len; i++)
+            v[k] += hash_gauss(tc->seed, t, rank[i], 1 + k);
+        v[k] *= c;
+    }
+}
+
+/* Draws one example's features (dense -1 = missing; feature t's ranks at
+ * rank[t·maxk], len[t] of them, 0 = missing) and returns the teacher's
+ * logit before bias and scale. */
+static double draw_example(const struct teacher *tc, uint64_t *rng, int64_t *dense, int64_t *rank,
+                           int *len)
 {
     double z = 0.0;
     for (int j = 0; j < tc->nd; j++) {
@@ -88,22 +110,36 @@ static double draw_example(const struct teacher *tc, uint64_t *rng, int64_t *den
         z += tc->a[j] * log1p(x);
     }
     for (int t = 0; t < tc->nt; t++) {
-        double u = ss_uniform(rng), m = ss_uniform(rng);
-        if (m < tc->miss_c[t]) {
-            rank[t] = -1;
+        int64_t *r = rank + (size_t)t * tc->maxk;
+        if (!tc->mh || !tc->mh[t]) { /* one-hot: the draws of the first version */
+            double u = ss_uniform(rng), m = ss_uniform(rng);
+            len[t] = m >= tc->miss_c[t];
+            if (len[t]) {
+                r[0] = draw_rank(tc, t, u);
+                z += tc->s[t] * hash_gauss(tc->seed, t, r[0], 0);
+            }
             continue;
         }
-        rank[t] = draw_rank(tc, t, u);
-        z += tc->s[t] * hash_gauss(tc->seed, t, rank[t], 0);
+        len[t] = 0;
+        if (ss_uniform(rng) < tc->miss_c[t])
+            continue;
+        len[t] = 1 + (int)(ss_splitmix(rng) % (uint64_t)tc->maxk);
+        double u = 0.0;
+        for (int i = 0; i < len[t]; i++) {
+            r[i] = draw_rank(tc, t, ss_uniform(rng));
+            u += hash_gauss(tc->seed, t, r[i], 0);
+        }
+        z += tc->s[t] * tc->bag_c * u;
     }
     for (int q = 0; q < tc->n_pairs; q++) {
         int t1 = tc->pa[q], t2 = tc->pb[q];
-        if (rank[t1] < 0 || rank[t2] < 0)
+        if (!len[t1] || !len[t2])
             continue;
-        double d = 0.0;
+        double v1[VDIM], v2[VDIM], d = 0.0;
+        bag_v(tc, t1, rank + (size_t)t1 * tc->maxk, len[t1], v1);
+        bag_v(tc, t2, rank + (size_t)t2 * tc->maxk, len[t2], v2);
         for (int k = 0; k < VDIM; k++)
-            d += hash_gauss(tc->seed, t1, rank[t1], 1 + k) *
-                 hash_gauss(tc->seed, t2, rank[t2], 1 + k);
+            d += v1[k] * v2[k];
         z += tc->v_scale * tc->v_scale * d;
     }
     return z;
@@ -160,6 +196,12 @@ static void teacher_init(struct teacher *tc, const struct gen_opts *o)
     tc->nd = o->n_dense;
     tc->nt = o->n_tables;
     tc->card = o->cardinality;
+    int any = 0;
+    for (int t = 0; o->multihot && t < tc->nt; t++)
+        any |= o->multihot[t] != 0;
+    tc->mh = any ? o->multihot : NULL;
+    tc->maxk = any ? 2 * o->bag_size - 1 : 1;
+    tc->bag_c = any ? 1.0 / sqrt((double)o->bag_size) : 1.0;
     tc->sigma = ss_xcalloc((size_t)tc->nd + 1, sizeof(double));
     tc->miss_d = ss_xcalloc((size_t)tc->nd + 1, sizeof(double));
     tc->a = ss_xcalloc((size_t)tc->nd + 1, sizeof(double));
@@ -205,10 +247,11 @@ static void teacher_init(struct teacher *tc, const struct gen_opts *o)
     /* scale and bias: CTR ~ TARGET_CTR, Bayes NE ~ TARGET_NE (DESIGN §3's NE) */
     double *z = ss_xmalloc(CALIB_SAMPLES * sizeof *z);
     int64_t *dense = ss_xcalloc((size_t)tc->nd + 1, sizeof *dense);
-    int64_t *rank = ss_xcalloc((size_t)tc->nt + 1, sizeof *rank);
+    int64_t *rank = ss_xcalloc((size_t)tc->nt * tc->maxk + 1, sizeof *rank);
+    int *len = ss_xcalloc((size_t)tc->nt + 1, sizeof *len);
     uint64_t crng = mix64(o->seed ^ 0xCA1Bull);
     for (int i = 0; i < CALIB_SAMPLES; i++)
-        z[i] = draw_example(tc, &crng, dense, rank);
+        z[i] = draw_example(tc, &crng, dense, rank, len);
     double lo = 0.0, hi = 20.0;
     if (calib_ne(z, CALIB_SAMPLES, hi, calib_bias(z, CALIB_SAMPLES, hi)) > TARGET_NE) {
         lo = hi; /* too little signal to reach the target: use the most there is */
@@ -226,6 +269,7 @@ static void teacher_init(struct teacher *tc, const struct gen_opts *o)
     free(z);
     free(dense);
     free(rank);
+    free(len);
 }
 
 static void teacher_free(struct teacher *tc)
@@ -308,14 +352,15 @@ static int close_out(FILE *f, const char *path, int rc, struct ss_err *e)
 
 /* Writes name.tsv and name.prob with n examples from stream rng. */
 static int write_split(const struct teacher *tc, const char *dir, const char *name, int64_t n,
-                       uint64_t rng, struct split_result *res, struct ss_err *e)
+                       uint64_t rng, char sep, struct split_result *res, struct ss_err *e)
 {
     size_t cap = strlen(dir) + strlen(name) + 16;
     char *tsv_path = ss_xmalloc(cap), *prob_path = ss_xmalloc(cap);
     char *tsv_buf = ss_xmalloc(1u << 20), *prob_buf = ss_xmalloc(1u << 20);
-    char *line = ss_xmalloc(4 + 24 * (size_t)tc->nd + 10 * (size_t)tc->nt);
+    char *line = ss_xmalloc(4 + 24 * (size_t)tc->nd + (size_t)tc->nt * (1 + 9 * tc->maxk));
     int64_t *dense = ss_xcalloc((size_t)tc->nd + 1, sizeof *dense);
-    int64_t *rank = ss_xcalloc((size_t)tc->nt + 1, sizeof *rank);
+    int64_t *rank = ss_xcalloc((size_t)tc->nt * tc->maxk + 1, sizeof *rank);
+    int *len = ss_xcalloc((size_t)tc->nt + 1, sizeof *len);
     char tsv_name[256], prob_name[256];
     snprintf(tsv_name, sizeof tsv_name, "%s.tsv", name);
     snprintf(prob_name, sizeof prob_name, "%s.prob", name);
@@ -328,7 +373,7 @@ static int write_split(const struct teacher *tc, const char *dir, const char *na
         rc = SS_EIO;
     double t0 = ss_now(), last = t0;
     for (int64_t i = 0; i < n && !rc; i++) {
-        double p = sigmoid(tc->bias + tc->scale * draw_example(tc, &rng, dense, rank));
+        double p = sigmoid(tc->bias + tc->scale * draw_example(tc, &rng, dense, rank, len));
         int y = ss_uniform(&rng) < p;
         char *q = line;
         *q++ = (char)('0' + y);
@@ -339,8 +384,11 @@ static int write_split(const struct teacher *tc, const char *dir, const char *na
         }
         for (int t = 0; t < tc->nt; t++) {
             *q++ = '\t';
-            if (rank[t] >= 0)
-                q = put_hex8(q, token_of(t, rank[t]));
+            for (int i = 0; i < len[t]; i++) {
+                if (i)
+                    *q++ = sep;
+                q = put_hex8(q, token_of(t, rank[(size_t)t * tc->maxk + i]));
+            }
         }
         *q++ = '\n';
         char pl[16];
@@ -370,6 +418,7 @@ static int write_split(const struct teacher *tc, const char *dir, const char *na
     free(line);
     free(dense);
     free(rank);
+    free(len);
     return rc;
 }
 
@@ -386,16 +435,26 @@ int gen_write(const struct gen_opts *o, double *bayes_ne, struct ss_err *e)
     for (int t = 0; t < o->n_tables; t++)
         if (!o->cardinality || o->cardinality[t] < 1)
             return ss_fail(e, SS_EINVAL, "gen: feature %d needs a cardinality of at least 1", t);
+    int any = 0;
+    for (int t = 0; o->multihot && t < o->n_tables; t++)
+        any |= o->multihot[t] != 0;
+    if (any && (o->bag_size < 1 || o->bag_size > MAX_BAG))
+        return ss_fail(e, SS_EINVAL, "gen: a bag size of %d is out of range (1 to %d)",
+                       o->bag_size, MAX_BAG);
+    char sep = o->multihot_sep ? o->multihot_sep : ',';
+    if (any && (sep == '\t' || sep == '\n' || sep == '\r' || isxdigit((unsigned char)sep)))
+        return ss_fail(e, SS_EINVAL, "gen: '%c' cannot separate a bag's hex ids", sep);
     int rc = ss_mkdir_p(o->out_dir, e);
     if (rc)
         return rc;
     struct teacher tc;
     teacher_init(&tc, o);
     struct split_result tr, ev;
-    rc = write_split(&tc, o->out_dir, "train", o->examples, mix64(o->seed ^ 0x7A1Full), &tr, e);
+    rc = write_split(&tc, o->out_dir, "train", o->examples, mix64(o->seed ^ 0x7A1Full), sep, &tr,
+                     e);
     if (!rc)
         rc = write_split(&tc, o->out_dir, "eval", o->eval_examples, mix64(o->seed ^ 0xE7A1ull),
-                         &ev, e);
+                         sep, &ev, e);
     teacher_free(&tc);
     if (rc)
         return rc;

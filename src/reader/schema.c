@@ -90,10 +90,34 @@ static int cols(const char *v, int *out, const char *key, struct ss_err *e)
     return ss_parse_cols(v, out, SS_MAX_COLS, e, key);
 }
 
+/* data.multihot_cols: which categorical features hold bags (every column
+ * one of the categorical columns, those of `where`). */
+static int mark_multihot(struct schema *s, const struct ss_config *c, const char *where,
+                         struct ss_err *e)
+{
+    int multihot[SS_MAX_COLS];
+    int nm = cols(c->data.multihot_cols, multihot, "data.multihot_cols", e);
+    if (nm < 0)
+        return nm;
+    for (int m = 0; m < nm; m++) {
+        int t = 0;
+        while (t < s->n_cat && s->cat_cols[t] != multihot[m])
+            t++;
+        if (t == s->n_cat)
+            return ss_fail(e, SS_EINVAL, "config: data.multihot_cols: column %d is not in %s",
+                           multihot[m], where);
+        s->is_multihot[t] = 1;
+    }
+    if (nm && s->multihot_sep == s->sep)
+        return ss_fail(e, SS_EINVAL,
+                       "config: data.multihot_sep is the same character as data.separator");
+    return 0;
+}
+
 /* format = csv: the column keys, checked for overlaps. */
 static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err *e)
 {
-    int multihot[SS_MAX_COLS];
+    int rc;
     unsigned char role[SS_MAX_COLS] = {0}; /* 1 label, 2 dense, 3 categorical */
     s->format = FMT_CSV;
     s->label_col = c->data.label_col;
@@ -105,9 +129,6 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
     int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", e);
     if (nc < 0)
         return nc;
-    int nm = cols(c->data.multihot_cols, multihot, "data.multihot_cols", e);
-    if (nm < 0)
-        return nm;
     s->n_dense = nd;
     s->n_cat = nc;
     role[s->label_col] = 1;
@@ -129,19 +150,8 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
         role[k] = 3;
         maxc = k > maxc ? k : maxc;
     }
-    for (int m = 0; m < nm; m++) {
-        int t = 0;
-        while (t < nc && s->cat_cols[t] != multihot[m])
-            t++;
-        if (t == nc)
-            return ss_fail(e, SS_EINVAL,
-                           "config: data.multihot_cols: column %d is not in data.cat_cols",
-                           multihot[m]);
-        s->is_multihot[t] = 1;
-    }
-    if (nm && s->multihot_sep == s->sep)
-        return ss_fail(e, SS_EINVAL,
-                       "config: data.multihot_sep is the same character as data.separator");
+    if ((rc = mark_multihot(s, c, "data.cat_cols", e)) < 0)
+        return rc;
     s->cat_encoding = c->data.cat_encoding;
     if (s->cat_encoding != CAT_HEX && s->cat_encoding != CAT_DEC && s->cat_encoding != CAT_HASH)
         return ss_fail(e, SS_EINVAL, "config: data.cat_encoding %d is unknown", s->cat_encoding);
@@ -167,5 +177,5 @@ int schema_from_config(struct schema *s, const struct ss_config *c, const char *
     if (fmt == FMT_CSV)
         return csv_schema(s, c, e);
     criteo_schema(s);
-    return 0;
+    return mark_multihot(s, c, "the Criteo columns 14-39", e);
 }
