@@ -4,8 +4,8 @@
 # (the same NE); with 2 trainers each algorithm syncs them; the figures
 # (hot rows, share of lookups, examples that never reached the tables);
 # checkpoints carry the hot-row list and a resume, an eval of a checkpoint
-# and of the saved model read the replica; a GPU trainer refuses them with
-# a clear message. The cluster job: the master's hot rows on every trainer,
+# and of the saved model read the replica; a GPU trainer (simulated) keeps
+# its replica on the host and syncs it the same way. The cluster job: the master's hot rows on every trainer,
 # the NE kept, the embedding PSs receive fewer bytes, the saved model
 # carries them, EASGD's center on the sync PS holds them.
 BIN=${BIN:-${BUILD:-build}/shadowsync}
@@ -87,16 +87,37 @@ rc=$?
 check "resumed mid-run ($(basename "$OLDER")) under allreduce: exits 0, one model at the end (spread $(json replica_spread $T/mid2/metrics.json))" \
     test $rc = 0 -a "$(json replica_spread $T/mid2/metrics.json)" = 0
 
-# refused where they are not supported yet, naming the key
-SS_GPU_LIB=$SIM train gpu --set trainer.device=cuda --set $HOT
-check "trainer.device = cuda with hot rows: refused, naming both keys" \
-    sh -c "! grep -q '^train:' $T/gpu.log && grep -q 'hot_embeddings.memory_mb > 0 with trainer.device = cuda: not supported yet' $T/gpu.log"
+# a GPU trainer (the device library's CPU simulation): its replica lives
+# on the host beside the staging copy; one trainer of one worker trains what
+# the CPU trainer does, 2 trainers sync the replicas, checkpoints carry them
+SS_GPU_LIB=$SIM train gpu1 --set trainer.device=cuda --set trainer.worker_threads=1 --set $HOT
+rc=$?
+M=$T/gpu1/metrics.json
+check "trainer.device = cuda with hot rows, 1 x 1: exits 0, every example once, $(json hot_rows $M) hot rows" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && [ \"$(json hot_rows $M)\" = \"$(json hot_rows $T/hot/metrics.json)\" ]"
+check "trainer.device = cuda with hot rows, 1 x 1: eval NE $(json eval_ne $M) within 0.002 of the CPU's $(json eval_ne $T/hot/metrics.json)" \
+    near "$(json eval_ne $M)" "$(json eval_ne $T/hot/metrics.json)" 0.002
+SS_GPU_LIB=$SIM train gpu2 --set trainer.device=cuda --set job.trainers=2 --set sync.algo=allreduce \
+    --set sync.mode=foreground --set sync.gap=1 --set trainer.worker_threads=1 --set $HOT \
+    --set checkpoint.dir=$T/gpuck --set checkpoint.interval_s=0.05
+rc=$?
+M=$T/gpu2/metrics.json
+check "GPU trainers, 2 x 1, allreduce gap 1 with hot rows: exits 0, the replicas (hot rows too) equal (spread $(json replica_spread $M)), lookups on them $(json hot_lookup_share $M)" \
+    sh -c "[ $rc = 0 ] && [ \"$(json replica_spread $M)\" = 0 ] && awk 'BEGIN { exit !($(json hot_lookup_share $M) > 0.5) }'"
+check "GPU trainers with hot rows: the checkpoint holds the hot-row list, the saved model evaluates to its eval NE" \
+    sh -c "ls $T/gpuck/ckpt-*/hot-rows.bin > /dev/null && $BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/gpu2/model 2>&1 | grep -q '\"eval_ne\": $(json eval_ne $M | cut -c1-7)'"
+OLDER=$(ls -d $T/gpuck/ckpt-* | sort | head -1)
+mkdir -p $T/gpuck2 && cp -r "$OLDER" $T/gpuck2/
+SS_GPU_LIB=$SIM train gpu3 --set trainer.device=cuda --set job.trainers=2 --set sync.algo=allreduce \
+    --set sync.mode=foreground --set sync.gap=1 --set trainer.worker_threads=1 \
+    --set checkpoint.dir=$T/gpuck2 --resume
+rc=$?
+M=$T/gpu3/metrics.json
+check "GPU trainers resumed mid-run ($(basename "$OLDER")) with their hot rows: exits 0, every example once ($(json examples $M)), spread $(json replica_spread $M), eval NE $(json eval_ne $M) within 0.01 of the uninterrupted run's" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && [ \"$(json replica_spread $M)\" = 0 ] && grep -q 'hot embeddings: [1-9][0-9]* rows .* as in the checkpoint' $T/gpu3.log && awk 'BEGIN { d = $(json eval_ne $M) - $(json eval_ne $T/gpu2/metrics.json); exit !(d < 0.01 && d > -0.01) }'"
 train none-hot --set $HOT --set hot_embeddings.min_lookups=100000000
 check "no row hot enough: said so, and it trains without" sh -c \
     "grep -q 'no row is looked up 100000000 times' $T/none-hot.log && test \"\$(sed -n 's/^ *\"hot_rows\": \([0-9]*\),/\1/p' $T/none-hot/metrics.json)\" = 0"
-SS_GPU_LIB=$SIM train gpu-auto --set trainer.device=auto --set $HOT
-check "trainer.device = auto with a device and hot rows: trains on the CPU, saying why" \
-    sh -c "grep -q '^train:' $T/gpu-auto.log && grep -q 'hot embeddings are not supported on a GPU trainer yet; training on the CPU' $T/gpu-auto.log"
 train bad --set $HOT --set hot_embeddings.min_lookups=0
 check "hot_embeddings.min_lookups = 0: refused, naming the key" grep -q 'hot_embeddings.min_lookups' $T/bad.log
 
@@ -120,6 +141,11 @@ check "cluster: an embedding PS receives fewer bytes ($IN1 MB vs $IN0 MB without
 EV=$($BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/c-hot/model 2>&1 | sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p')
 check "cluster: the saved model (hot.bin beside the PSs' tables) reproduces eval NE $(json eval_ne $M)" \
     near "$EV" "$(json eval_ne $M)" 0.00001
+SS_GPU_LIB=$SIM cluster c-gpu sync.algo=ma trainer.device=cuda $HOT
+rc=$?
+M=$T/c-gpu/metrics.json
+check "cluster, GPU trainers (simulated) with hot rows: exits 0, every example once, eval NE $(json eval_ne $M) within 0.01 of the CPU trainers'" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && grep -q 'the dense layers on CUDA device' $T/c-gpu.log && awk 'BEGIN { d = $(json eval_ne $M) - $(json eval_ne $T/c-hot/metrics.json); exit !(d < 0.01 && d > -0.01) }'"
 cluster c-easgd sync.algo=easgd $HOT
 rc=$?
 check "cluster easgd with hot rows: the sync PS's center holds them, exits 0" \

@@ -40,12 +40,6 @@ struct hot_replica {
     int opt;                    /* the embedding optimizer, as the tables' */
     float lr, eps;
 };
-/* Why a GPU trainer does not take them yet: the error of trainer.device =
- * cuda, and the reason auto gives for training on the CPU. */
-#define HOT_NO_CUDA                                                                                \
-    "hot_embeddings.memory_mb > 0 with trainer.device = cuda: not supported yet on a GPU "        \
-    "trainer (use trainer.device = cpu or auto)"
-#define HOT_NO_GPU "hot embeddings are not supported on a GPU trainer yet"
 /* What a worker's hot client saw (summed by the trainer once they end). */
 struct hot_stats {
     int64_t batches, ps_skipped, examples, hot_examples, lookups, hot_lookups;

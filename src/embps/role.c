@@ -68,8 +68,6 @@ int hot_for_job(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
             rc = hot_load(&h, path, &l, e), head[2] = 1;
         else if (!p->resume_from[0])
             rc = hot_find(c, &l, &h, e);
-        if (rc == 0 && h && c->trainer.device == DEV_CUDA) /* refused on every rank alike */
-            rc = ss_fail(e, SS_EINVAL, "%s", HOT_NO_CUDA);
     }
     if (rc < 0 && p->rank == 0)
         shared = *e;

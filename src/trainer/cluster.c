@@ -291,11 +291,6 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         MPI_Comm_rank(node, &local);
         MPI_Comm_free(&node);
         rc = trainer_device(c, p->rank == 0 && !c->output.quiet, local, &dev, &count, e);
-        if (dev >= 0 && p->hot) { /* every rank knows p->hot: all train on the CPU */
-            if (p->rank == 0 && !c->output.quiet)
-                printf("# trainer.device = auto: %s; training on the CPU\n", HOT_NO_GPU);
-            dev = -1;
-        }
         env.gpu = dev >= 0, env.gpu_dev = dev;
         if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE)
             env.coll = trainers_collective(p, env.gpu, dev, !c->output.quiet);

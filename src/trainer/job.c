@@ -434,13 +434,6 @@ static int setup_hot(struct job *j, struct ss_err *e)
                    c->hot_embeddings.min_lookups, c->hot_embeddings.profile_batches);
         return 0;
     }
-    if (j->gpu_dev >= 0 && c->trainer.device == DEV_CUDA)
-        return ss_fail(e, SS_EINVAL, HOT_NO_CUDA);
-    if (j->gpu_dev >= 0) { /* auto: the CPU then */
-        j->gpu_dev = -1;
-        if (!c->output.quiet)
-            printf("# trainer.device = auto: %s; training on the CPU\n", HOT_NO_GPU);
-    }
     j->n_sync += (size_t)j->hot->n * j->l.dim;
     if (j->is_master && !c->output.quiet)
         printf("# hot embeddings: %lld rows (%.2f MB) replicated on every trainer, %s (%.1f s)\n",
@@ -578,24 +571,33 @@ static int stage_push(void *arg, struct ss_err *e)
     return gpu_dense_add(tr->gpu, tr->snap, e);
 }
 
-/* A GPU trainer's w and state brought up to date from the device (workers paused or done). */
+/* A GPU trainer's w and state brought up to date from the device, and its
+ * hot rows from beside the staging copy (workers paused or done). */
 static int read_back(struct job *j, struct ss_err *e)
 {
+    size_t np = j->l.n_params;
     for (int t = 0; t < j->n_tr; t++) {
-        int rc = j->tr[t].gpu ? gpu_dense_read(j->tr[t].gpu, j->tr[t].w, j->tr[t].state, e) : 0;
+        struct trainer *tr = &j->tr[t];
+        int rc = tr->gpu ? gpu_dense_read(tr->gpu, tr->w, tr->state, e) : 0;
         if (rc < 0)
             return rc;
+        if (tr->gpu)
+            memcpy(tr->w + np, tr->stage + np, (j->n_sync - np) * sizeof(float));
     }
     return 0;
 }
 
-/* Trainer tr's replica of the hot rows, in its dense buffer, stepped by
- * the tables' optimizer. */
+/* Trainer tr's replica of the hot rows, stepped by the tables' optimizer:
+ * in its dense buffer, after the dense parameters the shadow thread syncs.
+ * A GPU trainer's lookups pool on the host, so its replica lives there too,
+ * after the device copy's staging copy: the shadow thread syncs it in
+ * place, as a CPU trainer's, and only the dense part crosses PCIe. */
 static struct hot_replica replica_of(struct job *j, struct trainer *tr)
 {
     struct emb_opts eo = emb_opts_from_config(j->c, j->l.n_tables, j->l.dim, j->l.rows);
     size_t np = j->l.n_params;
-    return (struct hot_replica){j->hot, tr->w + np, tr->state + np, eo.opt, eo.lr, eo.eps};
+    float *w = tr->gpu ? tr->stage : tr->w;
+    return (struct hot_replica){j->hot, w + np, tr->state + np, eo.opt, eo.lr, eo.eps};
 }
 
 static int start_trainers(struct job *j, struct ss_err *e)
