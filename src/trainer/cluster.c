@@ -38,9 +38,9 @@ static void ckpt_ask(void *arg, const char *tmp)
     struct wiring *w = arg;
     char buf[CKPT_PATH] = {0};
     snprintf(buf, sizeof buf, "%s", tmp);
-    int T = w->p->count[ROLE_TRAINER];
+    int T = w->p->count[ROLE_TRAINER], n = (int)strlen(buf) + 1;
     for (int r = 1; r < T; r++)
-        MPI_Send(buf, CKPT_PATH, MPI_CHAR, r, TAG_ASK, w->ctrl);
+        MPI_Send(buf, n, MPI_CHAR, r, TAG_ASK, w->ctrl);
 }
 
 /* fig[0..8): figures; fig[8]: the sender's rc. */
@@ -85,7 +85,7 @@ static int ckpt_poll(void *arg, char *tmp, size_t cap)
     if (!flag)
         return 0;
     if (st.MPI_TAG == TAG_ASK) {
-        char buf[CKPT_PATH];
+        char buf[CKPT_PATH] = {0};
         MPI_Recv(buf, CKPT_PATH, MPI_CHAR, 0, TAG_ASK, w->ctrl, MPI_STATUS_IGNORE);
         snprintf(tmp, cap, "%s", buf);
         return 1;

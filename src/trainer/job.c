@@ -770,9 +770,14 @@ static void wait_workers(struct job *j)
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        double wait = (ck_on && ck_next < next ? ck_next : next) - now;
+        /* a serving trainer polls every 20 ms and keeps no schedule of its own
+         * (a due time in the past once made it sleep up to 1 s: the negative
+         * wait's fraction went into tv_nsec) */
+        double wait = (ck_on && !serve && ck_next < next ? ck_next : next) - now;
         if (serve && wait > 0.02)
             wait = 0.02;
+        if (wait < 0)
+            wait = 0;
         ts.tv_sec += (time_t)wait;
         ts.tv_nsec += (long)((wait - floor(wait)) * 1e9);
         if (ts.tv_nsec >= 1000000000L)
