@@ -54,11 +54,12 @@ for kind in asan tsan; do
     if SS_GPU_LIB=$SIM timeout -k 10 300 $B/shadowsync train configs/tiny.ini --set data.train=$T/d/train.tsv \
            --set data.eval=$T/d/eval.tsv --set output.dir=$T/run --set output.quiet=true \
            --set job.trainers=2 --set trainer.worker_threads=2 --set trainer.device=cuda \
-           --set optim.dense=adagrad --set sync.algo=ma > $T/run.log 2>&1 \
+           --set optim.dense=adagrad --set sync.algo=ma --set hot_embeddings.memory_mb=0.05 \
+           --set checkpoint.dir=$T/ckg --set checkpoint.interval_s=0.02 > $T/run.log 2>&1 \
        && ! grep -qE 'Sanitizer|runtime error' $T/run.log; then
-        echo "PASS $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread"
+        echo "PASS $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread, hot rows, checkpoints"
     else
-        echo "FAIL $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread"; head -40 $T/run.log
+        echo "FAIL $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread, hot rows, checkpoints"; head -40 $T/run.log
     fi
 done
 exit 0
