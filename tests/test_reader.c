@@ -856,6 +856,17 @@ static void test_convert_and_binary(void)
     batch_free(&bb);
 }
 
+/* gen's eval.tsv in dir (20000 lines) as one batch, read with schema s. */
+static int gen_eval_batch(const char *dir, const struct schema *s, struct reader **r,
+                          struct batch *b, struct ss_err *e)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/eval.tsv", dir);
+    batch_init(b, 20000, 13, 26);
+    int rc = reader_open(r, p, s, 0, 3, e);
+    return rc ? rc : reader_next(*r, b, e);
+}
+
 static void test_gen(void)
 {
     int64_t card[26];
@@ -903,13 +914,9 @@ static void test_gen(void)
 
     struct schema s;
     criteo_schema(&s);
-    snprintf(p, sizeof p, "%s/eval.tsv", d1);
     struct reader *r;
     struct batch b;
-    batch_init(&b, 20000, 13, 26);
-    rc = reader_open(&r, p, &s, 0, 3, &e);
-    if (!rc)
-        rc = reader_next(r, &b, &e);
+    rc = gen_eval_batch(d1, &s, &r, &b, &e);
     struct reader_stats st;
     if (!rc)
         reader_stats(r, &st);
@@ -960,7 +967,7 @@ static void test_gen_multihot(void)
     for (int t = 0; t < 26; t++)
         card[t] = 1000 + 100 * t;
     mh[2] = mh[5] = mh[25] = 1;
-    char d[512], p[600];
+    char d[512];
     path_of(d, sizeof d, "genmh");
     struct gen_opts o = {.out_dir = d, .examples = 100, .eval_examples = 20000, .seed = 5,
                          .n_dense = 13, .n_tables = 26, .cardinality = card, .multihot = mh,
@@ -974,13 +981,9 @@ static void test_gen_multihot(void)
     criteo_schema(&s);
     s.multihot_sep = ';';
     s.is_multihot[2] = s.is_multihot[5] = s.is_multihot[25] = 1;
-    snprintf(p, sizeof p, "%s/eval.tsv", d);
     struct reader *r;
     struct batch b;
-    batch_init(&b, 20000, 13, 26);
-    rc = reader_open(&r, p, &s, 0, 3, &e);
-    if (!rc)
-        rc = reader_next(r, &b, &e);
+    rc = gen_eval_batch(d, &s, &r, &b, &e);
     CHECK(!rc && b.n == 20000, "gen: multi-hot lines parse", "rc %d n %d: %s", rc, b.n, e.msg);
     int64_t ids[26] = {0}, over = 0;
     for (int i = 0; i < b.n; i++)
