@@ -3,12 +3,17 @@
  * are rounds of its group (worker w of every trainer).
  *
  * A round: every member sends every member a header (its kind: lookup,
- * push, wait or end; its trainer's pause flag; its sizes), then its payload
- * (a lookup: the bags' rows that member holds, as the Thrift client's
- * requests; a push: one gradient per non-empty bag of its last lookup),
- * then, when any member looked up, the answers: each member's partial sums
- * of the bags it was sent. What travels is one vector per bag and shard,
- * never a row. Every member sees every header, so all agree on what the
+ * wait or end; whether it pushes; its trainer's pause flag; its sizes),
+ * then its payload (a push: one gradient per non-empty bag of its last
+ * lookup; a lookup: the bags' rows that member holds, as the Thrift
+ * client's requests), then, when any member looked up, the answers: each
+ * member's partial sums of the bags it was sent. What travels is one vector
+ * per bag and shard, never a row. A push waits for its member's next round
+ * and rides in it: every member applies the round's pushes before it pools
+ * its lookups, so a lookup sees every push before it as if each had had a
+ * round of its own, at one round a step instead of two (and a wait or end
+ * round flushes it before any pause). Every member sees every header, so
+ * all agree on what the
  * next step is: answers or not, a checkpoint (members whose trainer wants
  * one finish the batch in flight and drain their reader's queue, then
  * serve the others; once every member's trainer wants it and none has
@@ -18,17 +23,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_LOOKUP = 1, K_PUSH, K_WAIT, K_END };
+enum { K_LOOKUP = 1, K_WAIT, K_END };
 
 struct hdr {
     int32_t kind, pause;
-    int64_t n;                  /* a lookup's examples; a push's vectors */
+    int64_t n;                  /* a lookup's examples */
     int64_t ids;                /* a lookup's ids */
+    int64_t push;               /* the vectors of its push (-1: no push) */
 };
 
 struct peer {
     struct shard_set s;         /* what member q holds */
     size_t m;                   /* our last lookup's non-empty bags at q */
+    size_t m_push;              /* ...those of the push we hold for our next round */
     size_t req_at, req_bytes;   /* our last lookup's request to q, in d->req */
     size_t ids_max, ids_sent;   /* ...room for its ids, and its ids (the offsets follow) */
     /* q's last lookup of us, kept for its push */
@@ -51,10 +58,12 @@ struct des {
     struct hdr *hs, *hr;
     size_t *sb, *rb;
     char *req, *grad, *rbuf;    /* our lookup's requests, our push's gradients, what came in */
-    size_t req_cap, grad_cap, rbuf_cap;
+    char *both;                 /* a round's push and lookup, each member's one after the other */
+    size_t req_cap, grad_cap, rbuf_cap, both_cap;
     float *ans, *ain;           /* the partial sums we send, and get */
     size_t ans_cap, ain_cap;
     int in_flight;              /* a batch looked up and not yet pushed */
+    int pending;                /* a push held for our next round (in d->grad) */
     int all_end;                /* the last round's headers: every member ended */
     int all_paused;             /* ...every member's trainer wants a checkpoint and none has
                                  * a batch (a reader's queue drained first) */
@@ -91,14 +100,26 @@ static int fail_peer(struct des *d, int p, const char *what, struct ss_err *e)
     return ss_fail(e, SS_ESTATE, "DES: trainer %d %s (as seen by trainer %d)", p, what, d->me);
 }
 
-/* What member p sent us, in d->rbuf at *at: a lookup kept, a push applied. */
-static int take_payload(struct des *d, int p, size_t at, struct ss_err *e)
+/* Member p's push to us, in d->rbuf at at: applied to its last lookup's bags. */
+static int take_push(struct des *d, int p, size_t at, struct ss_err *e)
 {
     const struct hdr *h = &d->hr[p];
     struct peer *q = &d->peer[p];
-    if (h->kind == K_LOOKUP && d->k) {
-        if (h->n < 0 || h->ids < 0 || h->n > INT32_MAX / (d->k + 1))
-            return fail_peer(d, p, "sent a bad lookup header", e);
+    if (!d->k)
+        return 0;
+    if ((size_t)h->push != q->m_in)
+        return fail_peer(d, p, "pushed gradients of bags it had not looked up", e);
+    struct batch v = asked(d, q);
+    embps_push_bags(d->mine, &v, (const float *)(d->rbuf + at));
+    return 0;
+}
+
+/* Member p's lookup of us, in d->rbuf at at: kept for the answers and its push. */
+static int take_lookup(struct des *d, int p, size_t at, struct ss_err *e)
+{
+    const struct hdr *h = &d->hr[p];
+    struct peer *q = &d->peer[p];
+    if (d->k) {
         q->n_in = (int)h->n;
         q->ids_in = (size_t)h->ids;
         q->id_in = grow(q->id_in, &q->id_cap, q->ids_in * 8 + 8);
@@ -109,17 +130,46 @@ static int take_payload(struct des *d, int p, size_t at, struct ss_err *e)
         if (q->off_in[0] != 0 || (size_t)q->off_in[(size_t)q->n_in * d->k] != q->ids_in)
             return fail_peer(d, p, "sent offsets that do not match its ids", e);
         q->m_in = embps_bags(&v);
-    } else if (h->kind == K_PUSH && d->k) {
-        if ((size_t)h->n != q->m_in)
-            return fail_peer(d, p, "pushed gradients of bags it had not looked up", e);
-        struct batch v = asked(d, q);
-        embps_push_bags(d->mine, &v, (const float *)(d->rbuf + at));
     }
     return 0;
 }
 
-/* One round of kind, the headers' sizes set by the caller for a lookup or
- * a push (their payloads in d->req or d->grad). */
+/* Our push's bytes to member q, and member p's to us (from its header). */
+static size_t push_out(const struct des *d, int q)
+{
+    return d->pending && d->peer[q].s.k ? pad8(d->peer[q].m_push * d->d * sizeof(float)) : 0;
+}
+
+static size_t push_in(const struct des *d, int p)
+{
+    const struct hdr *h = &d->hr[p];
+    return h->push >= 0 && d->k ? pad8((size_t)h->push * d->d * sizeof(float)) : 0;
+}
+
+/* What we send in a round of kind: our held push, our lookup's requests,
+ * or both, each member's one after the other (in d->both). */
+static const void *payload(struct des *d, int kind)
+{
+    int look = kind == K_LOOKUP;
+    if (!d->pending || !look)
+        return look ? d->req : d->grad;
+    size_t all = 0;
+    for (int q = 0; q < d->P; q++)
+        all += d->sb[q];
+    d->both = grow(d->both, &d->both_cap, all + 8);
+    size_t at = 0, g = 0;
+    for (int q = 0; q < d->P; q++) {
+        size_t pb = push_out(d, q);
+        memcpy(d->both + at, d->grad + g, pb);
+        memcpy(d->both + at + pb, d->req + d->peer[q].req_at, d->peer[q].req_bytes);
+        at += d->sb[q];
+        g += pb;
+    }
+    return d->both;
+}
+
+/* One round of kind (a lookup's headers' sizes and requests set by the
+ * caller), with the push we hold, if any. */
 static int round_of(struct des *d, int kind, struct ss_err *e)
 {
     int P = d->P, rc;
@@ -128,8 +178,9 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
     double t0 = ss_now();
     for (int q = 0; q < P; q++) {
         d->hs[q].kind = kind, d->hs[q].pause = pause;
-        if (kind != K_LOOKUP && kind != K_PUSH)
+        if (kind != K_LOOKUP)
             d->hs[q].n = d->hs[q].ids = 0;
+        d->hs[q].push = d->pending ? (int64_t)d->peer[q].m_push : -1;
         d->sb[q] = d->rb[q] = sizeof(struct hdr);
     }
     if ((rc = d->x->ops->alltoallv(d->x, d->hs, d->sb, d->hr, d->rb, e)) < 0)
@@ -140,33 +191,32 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
     d->all_end = d->all_paused = 1;
     for (int p = 0; p < P; p++) {
         const struct hdr *h = &d->hr[p];
-        if (h->kind < K_LOOKUP || h->kind > K_END)
-            return fail_peer(d, p, "sent a header of no known kind", e);
+        if (h->kind < K_LOOKUP || h->kind > K_END || h->push < -1 ||
+            (h->kind == K_LOOKUP && (h->n < 0 || h->ids < 0 || h->n > INT32_MAX / (d->k + 1))))
+            return fail_peer(d, p, "sent a bad header", e);
         any_lookup |= h->kind == K_LOOKUP;
         d->all_end &= h->kind == K_END;
         d->all_paused &= h->pause && (h->kind == K_WAIT || h->kind == K_END);
-        d->sb[p] = kind == K_LOOKUP ? d->peer[p].req_bytes
-                 : kind == K_PUSH && d->peer[p].s.k ? pad8(d->peer[p].m * fl) : 0;
-        d->rb[p] = h->kind == K_LOOKUP ? req_bytes(h->n, h->ids, d->k)
-                 : h->kind == K_PUSH && d->k ? pad8((size_t)h->n * fl) : 0;
+        d->sb[p] = push_out(d, p) + (kind == K_LOOKUP ? d->peer[p].req_bytes : 0);
+        d->rb[p] = push_in(d, p) + (h->kind == K_LOOKUP ? req_bytes(h->n, h->ids, d->k) : 0);
         in += d->rb[p];
     }
     d->rbuf = grow(d->rbuf, &d->rbuf_cap, in + 8);
-    const void *send = kind == K_LOOKUP ? d->req : d->grad;
-    if ((rc = d->x->ops->alltoallv(d->x, send, d->sb, d->rbuf, d->rb, e)) < 0)
+    if ((rc = d->x->ops->alltoallv(d->x, payload(d, kind), d->sb, d->rbuf, d->rb, e)) < 0)
         return rc;
+    d->pending = 0;
     double sent = 0;
     for (int q = 0; q < P; q++)
         sent += q == d->me ? 0 : (double)(d->sb[q] + sizeof(struct hdr));
     size_t at = 0, out = 0;
     for (int p = 0; p < P; p++) { /* pushes first: a lookup sees them */
-        if (d->hr[p].kind == K_PUSH && (rc = take_payload(d, p, at, e)) < 0)
+        if (d->hr[p].push >= 0 && (rc = take_push(d, p, at, e)) < 0)
             return rc;
         at += d->rb[p];
     }
     at = 0;
     for (int p = 0; p < P; p++) {
-        if (d->hr[p].kind == K_LOOKUP && (rc = take_payload(d, p, at, e)) < 0)
+        if (d->hr[p].kind == K_LOOKUP && (rc = take_lookup(d, p, at + push_in(d, p), e)) < 0)
             return rc;
         at += d->rb[p];
         out += d->hr[p].kind == K_LOOKUP && d->k ? d->peer[p].m_in * d->d : 0;
@@ -270,7 +320,7 @@ static int des_push(struct emb_client *c, const struct batch *b, const float *g,
     at = 0;
     for (int q = 0; q < d->P; q++) {
         struct peer *p = &d->peer[q];
-        d->hs[q].n = (int64_t)p->m, d->hs[q].ids = 0;
+        p->m_push = p->m;
         if (!p->s.k)
             continue;
         shard_pick(&p->s, b->n, (const int32_t *)(d->req + p->req_at + p->ids_sent * 8), g, d->T,
@@ -278,8 +328,10 @@ static int des_push(struct emb_client *c, const struct batch *b, const float *g,
         at += pad8(p->m * fl);
     }
     d->in_flight = 0;
+    d->pending = 1; /* sent with our next round */
     d->st->pushes++;
-    return round_of(d, K_PUSH, e);
+    (void)e;
+    return 0;
 }
 
 int emb_des_gate(struct emb_client *c, struct ss_err *e)
@@ -335,6 +387,7 @@ static void des_free(struct emb_client *c)
     free(d->req);
     free(d->grad);
     free(d->rbuf);
+    free(d->both);
     free(d->ans);
     free(d->ain);
     free(d);

@@ -704,7 +704,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
                  * once, so every trainer's shadow runs one round per ask */
                 int fg = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") && !k;
                 struct des_hooks pz = {&j->pause, des_wait, wk, fg ? des_sync : NULL,
-                                       2 * c->sync.gap}; /* gap steps: a lookup, a push each */
+                                       c->sync.gap}; /* gap steps: a round each */
                 wk->emb = emb_client_des(xg[(size_t)k * j->n_tr + t], j->des, j->l.dim,
                                          j->shards[t], &pz, &wk->des);
                 xg[(size_t)k * j->n_tr + t] = NULL;
