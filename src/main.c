@@ -337,20 +337,26 @@ static const int64_t criteo_cardinality[26] = {
     27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
 
 /* The config's text schema, when gen's files (label, dense, categorical
- * columns in that order, tab-separated) are what it reads. */
+ * columns in that order, tab-separated, hex ids) are what it reads; a
+ * config of binary shards gives only the model's shape (its multi-hot
+ * columns and layout are convert's business). */
 static int gen_schema(const struct ss_config *c, const struct model_layout *l, struct schema *s,
                       struct ss_err *e)
 {
     int rc = schema_from_config(s, c, NULL, e);
     if (rc < 0)
         return rc;
-    if (s->format != FMT_BINARY && (s->n_dense != l->n_dense || s->n_cat != l->n_tables))
+    if (s->format == FMT_BINARY) {
+        memset(s->is_multihot, 0, sizeof s->is_multihot);
+        return 0;
+    }
+    if (s->n_dense != l->n_dense || s->n_cat != l->n_tables)
         return ss_fail(e, SS_EINVAL,
                        "gen: the model takes %d dense and %d categorical features, the config's "
                        "data columns hold %d and %d", l->n_dense, l->n_tables, s->n_dense,
                        s->n_cat);
-    int ok = s->format != FMT_BINARY && s->sep == '\t' && s->label_col == 0 &&
-             s->header_lines == 0;
+    int ok = s->sep == '\t' && s->label_col == 0 && s->header_lines == 0 &&
+             s->cat_encoding != CAT_DEC;
     for (int j = 0; j < s->n_dense; j++)
         ok &= s->dense_cols[j] == 1 + j;
     for (int t = 0; t < s->n_cat; t++)
@@ -358,9 +364,9 @@ static int gen_schema(const struct ss_config *c, const struct model_layout *l, s
     if (!ok)
         return ss_fail(e, SS_EINVAL,
                        "gen: it writes tab-separated text, label in column 0, then the %d dense and "
-                       "%d categorical columns in order, no header; the config's data keys "
-                       "(format, separator, header, label_col, dense_cols, cat_cols) read "
-                       "another layout", s->n_dense, s->n_cat);
+                       "%d categorical columns in order, hex ids, no header; the config's data "
+                       "keys (separator, header, label_col, dense_cols, cat_cols, cat_encoding) "
+                       "read another layout", s->n_dense, s->n_cat);
     return 0;
 }
 

@@ -73,6 +73,7 @@ struct member {
     float *got;                 /* [STEPS][B*T*DIM] its lookups */
     int flag;                   /* its trainer's pause flag */
     int pauses, seen_all;
+    float *snap;                /* its shards' rows when it paused */
     int rc;
     struct ss_err e;
 };
@@ -80,12 +81,34 @@ struct member {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int arrived;
 
+/* Member m's rows, shard after shard, into out (NULL: only counted): from
+ * its shard tables, or with from_whole those rows of the whole tables. */
+static size_t rows_of(int m, int from_whole, float *out)
+{
+    size_t n = 0;
+    for (int k = 0, j = 0; k < pl.n_shards; k++) {
+        if (pl.shards[k].ps != m)
+            continue;
+        for (int64_t r = pl.shards[k].lo; r < pl.shards[k].hi; r++, n += DIM)
+            if (out)
+                memcpy(out + n, from_whole ? embps_row(whole, pl.shards[k].table, (uint64_t)r)
+                                           : embps_row(shard[m], j, (uint64_t)r),
+                       DIM * sizeof(float));
+        j++; /* shard k's place among member m's */
+    }
+    return n;
+}
+
 /* A trainer's checkpoint: every member gets here (or the test fails), then
- * its trainer goes on. */
+ * its trainer goes on. Its shards are kept: every push made before the
+ * pause must be in them (a member applies its shards' pushes itself). */
 static void on_pause(void *arg)
 {
     struct member *w = arg;
     w->pauses++;
+    free(w->snap);
+    w->snap = malloc(rows_of(w->m, 0, NULL) * sizeof(float) + 1);
+    rows_of(w->m, 0, w->snap);
     pthread_mutex_lock(&mu);
     arrived++;
     pthread_mutex_unlock(&mu);
@@ -148,7 +171,7 @@ static void test_group(void)
     memset(st, 0, sizeof st);
     for (int m = 0; m < P; m++) {
         w[m] = (struct member){NULL, m, m == 0 ? 2 : STEPS, calloc((size_t)STEPS * B * T * DIM, 4),
-                               0, 0, 0, 0, {0}};
+                               0, 0, 0, NULL, 0, {0}};
         struct des_hooks pz = {&w[m].flag, on_pause, &w[m], NULL, 0};
         w[m].c = emb_client_des(x[m], &pl, DIM, shard[m], &pz, &st[m]);
     }
@@ -165,8 +188,15 @@ static void test_group(void)
     batch_init(&b, B, 0, T);
     batch_reserve_ids(&b, (size_t)B * T * 3);
     float *want = malloc(sizeof(float) * B * T * DIM), *g = malloc(sizeof(float) * B * T * DIM);
-    float worst = 0;
+    float worst = 0, at_pause = w[0].snap && w[1].snap && w[2].snap ? 0 : INFINITY;
     for (int s = 0; s < STEPS; s++) {
+        for (int m = 0; s == 2 && m < P && w[m].snap; m++) { /* the pause came before step 2 */
+            size_t n = rows_of(m, 1, NULL);
+            float *r = malloc(n * sizeof(float) + 1);
+            rows_of(m, 1, r);
+            at_pause = fmaxf(at_pause, max_diff(r, w[m].snap, n));
+            free(r);
+        }
         for (int m = 0; m < P; m++)
             if (s < w[m].steps) {
                 batch_of(&b, m, s);
@@ -182,18 +212,18 @@ static void test_group(void)
             }
     }
     CHECK(worst < 1e-5f, "every lookup equals pooling on whole tables", "max diff %g", worst);
+    CHECK(at_pause < 1e-5f, "at the pause the shards hold every push made before it",
+          "max diff %g", at_pause);
     float rw = 0;
-    for (int m = 0; m < P; m++)
-        for (int k = 0; k < pl.n_shards; k++) {
-            if (pl.shards[k].ps != m)
-                continue;
-            int j = 0; /* shard k's place among member m's */
-            for (int q = 0; q < k; q++)
-                j += pl.shards[q].ps == m;
-            for (int64_t r = pl.shards[k].lo; r < pl.shards[k].hi; r++)
-                rw = fmaxf(rw, max_diff(embps_row(whole, pl.shards[k].table, (uint64_t)r),
-                                        embps_row(shard[m], j, (uint64_t)r), DIM));
-        }
+    for (int m = 0; m < P; m++) {
+        size_t n = rows_of(m, 0, NULL);
+        float *a = malloc(n * sizeof(float) + 1), *r = malloc(n * sizeof(float) + 1);
+        rows_of(m, 0, a);
+        rows_of(m, 1, r);
+        rw = fmaxf(rw, max_diff(a, r, n));
+        free(a);
+        free(r);
+    }
     CHECK(rw < 1e-5f, "the shards hold what whole tables hold after the same pushes",
           "max diff %g", rw);
     int pauses = w[0].pauses + w[1].pauses + w[2].pauses;
@@ -211,6 +241,7 @@ static void test_group(void)
     for (int m = 0; m < P; m++) {
         w[m].c->ops->free(w[m].c);
         free(w[m].got);
+        free(w[m].snap);
     }
     free(want);
     free(g);

@@ -100,18 +100,13 @@ static int fail_peer(struct des *d, int p, const char *what, struct ss_err *e)
     return ss_fail(e, SS_ESTATE, "DES: trainer %d %s (as seen by trainer %d)", p, what, d->me);
 }
 
-/* Member p's push to us, in d->rbuf at at: applied to its last lookup's bags. */
-static int take_push(struct des *d, int p, size_t at, struct ss_err *e)
+/* Member p's push to us, in d->rbuf at at (its size checked with the
+ * headers): applied to its last lookup's bags. */
+static void take_push(struct des *d, int p, size_t at)
 {
-    const struct hdr *h = &d->hr[p];
-    struct peer *q = &d->peer[p];
-    if (!d->k)
-        return 0;
-    if ((size_t)h->push != q->m_in)
-        return fail_peer(d, p, "pushed gradients of bags it had not looked up", e);
-    struct batch v = asked(d, q);
-    embps_push_bags(d->mine, &v, (const float *)(d->rbuf + at));
-    return 0;
+    struct batch v = asked(d, &d->peer[p]);
+    if (d->k)
+        embps_push_bags(d->mine, &v, (const float *)(d->rbuf + at));
 }
 
 /* Member p's lookup of us, in d->rbuf at at: kept for the answers and its push. */
@@ -194,6 +189,8 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
         if (h->kind < K_LOOKUP || h->kind > K_END || h->push < -1 ||
             (h->kind == K_LOOKUP && (h->n < 0 || h->ids < 0 || h->n > INT32_MAX / (d->k + 1))))
             return fail_peer(d, p, "sent a bad header", e);
+        if (h->push >= 0 && d->k && (size_t)h->push != d->peer[p].m_in) /* before it is sized */
+            return fail_peer(d, p, "pushed gradients of bags it had not looked up", e);
         any_lookup |= h->kind == K_LOOKUP;
         d->all_end &= h->kind == K_END;
         d->all_paused &= h->pause && (h->kind == K_WAIT || h->kind == K_END);
@@ -210,8 +207,8 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
         sent += q == d->me ? 0 : (double)(d->sb[q] + sizeof(struct hdr));
     size_t at = 0, out = 0;
     for (int p = 0; p < P; p++) { /* pushes first: a lookup sees them */
-        if (d->hr[p].push >= 0 && (rc = take_push(d, p, at, e)) < 0)
-            return rc;
+        if (d->hr[p].push >= 0)
+            take_push(d, p, at);
         at += d->rb[p];
     }
     at = 0;
