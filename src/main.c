@@ -15,6 +15,7 @@
 #include "shadowsync/trainer.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <malloc.h>
 #include <mpi.h>
 #include <signal.h>
@@ -422,7 +423,7 @@ static int cmd_gen(int argc, char **argv)
     int bags = 0;
     for (int t = 0; g.multihot && t < g.n_tables; t++)
         bags += g.multihot[t] != 0;
-    g.bag_size = bag > 1000 ? 1000 : (int)bag;
+    g.bag_size = bag > INT_MAX ? INT_MAX : (int)bag; /* gen_write says what is too big */
     if (opt(&a, "bag-size") && !bags)
         rc = bad_usage("gen: --bag-size needs a --config CONFIG with data.multihot_cols");
     double bayes = 0;

@@ -188,6 +188,14 @@ static double calib_ne(const double *z, int n, double scale, double bias)
     return (h / n) / entropy(m / n);
 }
 
+static int any_multihot(const struct gen_opts *o)
+{
+    int any = 0;
+    for (int t = 0; o->multihot && t < o->n_tables; t++)
+        any |= o->multihot[t] != 0;
+    return any;
+}
+
 static void teacher_init(struct teacher *tc, const struct gen_opts *o)
 {
     uint64_t rng = mix64(o->seed ^ 0x7EAC4E5ull);
@@ -196,9 +204,7 @@ static void teacher_init(struct teacher *tc, const struct gen_opts *o)
     tc->nd = o->n_dense;
     tc->nt = o->n_tables;
     tc->card = o->cardinality;
-    int any = 0;
-    for (int t = 0; o->multihot && t < tc->nt; t++)
-        any |= o->multihot[t] != 0;
+    int any = any_multihot(o);
     tc->mh = any ? o->multihot : NULL;
     tc->maxk = any ? 2 * o->bag_size - 1 : 1;
     tc->bag_c = any ? 1.0 / sqrt((double)o->bag_size) : 1.0;
@@ -435,9 +441,7 @@ int gen_write(const struct gen_opts *o, double *bayes_ne, struct ss_err *e)
     for (int t = 0; t < o->n_tables; t++)
         if (!o->cardinality || o->cardinality[t] < 1)
             return ss_fail(e, SS_EINVAL, "gen: feature %d needs a cardinality of at least 1", t);
-    int any = 0;
-    for (int t = 0; o->multihot && t < o->n_tables; t++)
-        any |= o->multihot[t] != 0;
+    int any = any_multihot(o);
     if (any && (o->bag_size < 1 || o->bag_size > MAX_BAG))
         return ss_fail(e, SS_EINVAL, "gen: a bag size of %d is out of range (1 to %d)",
                        o->bag_size, MAX_BAG);

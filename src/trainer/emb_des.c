@@ -57,9 +57,9 @@ struct des {
     struct des_stats *st, own_st;
     struct hdr *hs, *hr;
     size_t *sb, *rb;
-    char *req, *grad, *rbuf;    /* our lookup's requests, our push's gradients, what came in */
-    char *both;                 /* a round's push and lookup, each member's one after the other */
-    size_t req_cap, grad_cap, rbuf_cap, both_cap;
+    char *req, *grad, *rbuf;    /* our lookup's requests (each after the push we hold for that
+                                 * member), our push's gradients, what came in */
+    size_t req_cap, grad_cap, rbuf_cap;
     float *ans, *ain;           /* the partial sums we send, and get */
     size_t ans_cap, ain_cap;
     int in_flight;              /* a batch looked up and not yet pushed */
@@ -104,9 +104,10 @@ static int fail_peer(struct des *d, int p, const char *what, struct ss_err *e)
  * headers): applied to its last lookup's bags. */
 static void take_push(struct des *d, int p, size_t at)
 {
+    if (!d->k)
+        return;
     struct batch v = asked(d, &d->peer[p]);
-    if (d->k)
-        embps_push_bags(d->mine, &v, (const float *)(d->rbuf + at));
+    embps_push_bags(d->mine, &v, (const float *)(d->rbuf + at));
 }
 
 /* Member p's lookup of us, in d->rbuf at at: kept for the answers and its push. */
@@ -139,28 +140,6 @@ static size_t push_in(const struct des *d, int p)
 {
     const struct hdr *h = &d->hr[p];
     return h->push >= 0 && d->k ? pad8((size_t)h->push * d->d * sizeof(float)) : 0;
-}
-
-/* What we send in a round of kind: our held push, our lookup's requests,
- * or both, each member's one after the other (in d->both). */
-static const void *payload(struct des *d, int kind)
-{
-    int look = kind == K_LOOKUP;
-    if (!d->pending || !look)
-        return look ? d->req : d->grad;
-    size_t all = 0;
-    for (int q = 0; q < d->P; q++)
-        all += d->sb[q];
-    d->both = grow(d->both, &d->both_cap, all + 8);
-    size_t at = 0, g = 0;
-    for (int q = 0; q < d->P; q++) {
-        size_t pb = push_out(d, q);
-        memcpy(d->both + at, d->grad + g, pb);
-        memcpy(d->both + at + pb, d->req + d->peer[q].req_at, d->peer[q].req_bytes);
-        at += d->sb[q];
-        g += pb;
-    }
-    return d->both;
 }
 
 /* One round of kind (a lookup's headers' sizes and requests set by the
@@ -199,7 +178,8 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
         in += d->rb[p];
     }
     d->rbuf = grow(d->rbuf, &d->rbuf_cap, in + 8);
-    if ((rc = d->x->ops->alltoallv(d->x, payload(d, kind), d->sb, d->rbuf, d->rb, e)) < 0)
+    const void *send = kind == K_LOOKUP ? d->req : d->grad; /* a lookup's holds our push */
+    if ((rc = d->x->ops->alltoallv(d->x, send, d->sb, d->rbuf, d->rb, e)) < 0)
         return rc;
     d->pending = 0;
     double sent = 0;
@@ -257,16 +237,19 @@ static void maybe_pause(struct des *d)
 static int des_lookup(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
 {
     struct des *d = c->impl;
-    size_t at = 0, ids_other = 0;
+    size_t at = 0, ids_other = 0, g = 0;
     for (int q = 0; q < d->P; q++) {
         struct peer *p = &d->peer[q];
         p->ids_max = p->s.k ? shard_ids_max(&p->s, b) : 0;
-        at += req_bytes(b->n, (int64_t)p->ids_max, p->s.k);
+        at += push_out(d, q) + req_bytes(b->n, (int64_t)p->ids_max, p->s.k);
     }
     d->req = grow(d->req, &d->req_cap, at + 8);
     at = 0;
     for (int q = 0; q < d->P; q++) {
         struct peer *p = &d->peer[q];
+        size_t pb = push_out(d, q); /* the push we hold for q goes first */
+        memcpy(d->req + at, d->grad + g, pb);
+        at += pb, g += pb;
         p->req_at = at;
         p->req_bytes = p->ids_sent = 0;
         p->m = 0;
@@ -384,7 +367,6 @@ static void des_free(struct emb_client *c)
     free(d->req);
     free(d->grad);
     free(d->rbuf);
-    free(d->both);
     free(d->ans);
     free(d->ain);
     free(d);
