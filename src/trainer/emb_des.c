@@ -248,7 +248,8 @@ static int des_lookup(struct emb_client *c, const struct batch *b, float *out, s
     for (int q = 0; q < d->P; q++) {
         struct peer *p = &d->peer[q];
         size_t pb = push_out(d, q); /* the push we hold for q goes first */
-        memcpy(d->req + at, d->grad + g, pb);
+        if (pb)
+            memcpy(d->req + at, d->grad + g, pb);
         at += pb, g += pb;
         p->req_at = at;
         p->req_bytes = p->ids_sent = 0;
