@@ -36,8 +36,8 @@ train des --set job.trainers=2 --set sync.algo=ma --set $DES
 rc=$?
 M=$T/des/metrics.json
 check "2 trainers x 2 workers: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
-check "2 trainers x 2 workers: eval NE $(json eval_ne $M) within 0.01 of the PS placement's $(json eval_ne $T/ps/metrics.json)" \
-    near "$(json eval_ne $M)" "$(json eval_ne $T/ps/metrics.json)" 0.01
+check "2 trainers x 2 workers: $(held_is $M $T/ps/metrics.json) of the PS placement" \
+    held $M $T/ps/metrics.json
 check "the start names the shards and the end prints the des line" \
     sh -c "grep -q '^# DES: 26 tables in [0-9]* shards over 2 trainers' $T/des.log && grep -q '^des: rounds [1-9][0-9]*  lookups [1-9]' $T/des.log"
 check "metrics: the placement, the rounds and the bytes" \
@@ -71,8 +71,8 @@ train mhdes $MH --set job.trainers=2 --set sync.algo=ma --set $DES
 rc=$?
 M=$T/mhdes/metrics.json
 check "multi-hot: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
-check "multi-hot: eval NE $(json eval_ne $M) within 0.01 of the PS placement's $(json eval_ne $T/mhps/metrics.json)" \
-    near "$(json eval_ne $M)" "$(json eval_ne $T/mhps/metrics.json)" 0.01
+check "multi-hot: $(held_is $M $T/mhps/metrics.json) of the PS placement" \
+    held $M $T/mhps/metrics.json
 check "multi-hot: the wire $(json des_bytes_sent $M) B is under 0.75 of the rows' $(json des_bytes_rows $M) B" \
     awk "BEGIN { exit !($(json des_bytes_sent $M) < 0.75 * $(json des_bytes_rows $M)) }"
 
@@ -108,8 +108,8 @@ check "resume onto 3 trainers: the eval NE of a trained model ($(json eval_ne $M
 SS_GPU_LIB=$SIM train gpu --set job.trainers=2 --set sync.algo=ma --set trainer.device=cuda --set $DES
 rc=$?
 M=$T/gpu/metrics.json
-check "trainer.device = cuda (simulated): every example once, eval NE $(json eval_ne $M) within 0.01 of the CPU's" \
-    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ]" && near "$(json eval_ne $M)" "$(json eval_ne $T/des/metrics.json)" 0.01
+check "trainer.device = cuda (simulated): every example once, $(held_is $M $T/des/metrics.json) of the CPU" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ]" && held $M $T/des/metrics.json
 
 train hot --set $DES --set hot_embeddings.memory_mb=0.1
 check "hot embeddings with DES: refused naming both keys" \
@@ -133,8 +133,8 @@ des_job c 3 job.readers=1 data.train=$T/d/train.tsv data.eval=$T/d/eval.tsv
 rc=$?
 M=$T/c/metrics.json
 check "cluster, 2 trainers + a reader: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
-check "cluster: eval NE $(json eval_ne $M) within 0.01 of the embedded default's" \
-    near "$(json eval_ne $M)" "$(json eval_ne $T/des/metrics.json)" 0.01
+check "cluster: $(held_is $M $T/des/metrics.json) of the embedded default" \
+    held $M $T/des/metrics.json
 check "cluster: each trainer saved its shards" \
     sh -c "[ -f $T/c/model/tables-trainer0.bin ] && [ -f $T/c/model/tables-trainer1.bin ]"
 des_job cps 4 job.readers=1 job.embedding_ps=1 data.train=$T/d/train.tsv

@@ -47,8 +47,8 @@ for algo in ma easgd bmuf allreduce; do
     M=$T/$algo/metrics.json
     check "2 trainers, $algo, hot rows: exits 0, every example once" \
         test $rc = 0 -a "$(json examples $M)" = $N
-    check "2 trainers, $algo: eval NE $(json eval_ne $M) within 0.01 of no hot rows' $NE0" \
-        near "$(json eval_ne $M)" "$NE0" 0.01
+    check "2 trainers, $algo: $(held_is $M $T/cold/metrics.json) of no hot rows" \
+        held $M $T/cold/metrics.json
 done
 check "allreduce syncs the hot rows too: one model at the end ($(json replica_spread $T/allreduce/metrics.json))" \
     test "$(json replica_spread $T/allreduce/metrics.json)" = 0
@@ -70,7 +70,7 @@ M=$T/resumed/metrics.json
 check "resume: exits 0 with the checkpoint's hot rows (no key given)" \
     sh -c "[ $rc = 0 ] && grep -q 'rows (0.10 MB) replicated on every trainer, as in the checkpoint' $T/resumed.log"
 check "resume: trains the rest, every example once in all" test "$(json examples $M)" = $N
-check "resume: eval NE $(json eval_ne $M) within 0.01 of no hot rows' $NE0" near "$(json eval_ne $M)" "$NE0" 0.01
+check "resume: $(held_is $M $T/cold/metrics.json) of no hot rows" held $M $T/cold/metrics.json
 check "resume: the hot figures of the resumed part ($(json hot_lookup_share $M))" lt 0.5 "$(json hot_lookup_share $M)"
 
 # resumed from a checkpoint taken mid-run, where each trainer's replica
@@ -113,8 +113,8 @@ SS_GPU_LIB=$SIM train gpu3 --set trainer.device=cuda --set job.trainers=2 --set 
     --set checkpoint.dir=$T/gpuck2 --resume
 rc=$?
 M=$T/gpu3/metrics.json
-check "GPU trainers resumed mid-run ($(basename "$OLDER")) with their hot rows: exits 0, every example once ($(json examples $M)), spread $(json replica_spread $M), eval NE $(json eval_ne $M) within 0.01 of the uninterrupted run's" \
-    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && [ \"$(json replica_spread $M)\" = 0 ] && grep -q 'hot embeddings: [1-9][0-9]* rows .* as in the checkpoint' $T/gpu3.log && awk 'BEGIN { d = $(json eval_ne $M) - $(json eval_ne $T/gpu2/metrics.json); exit !(d < 0.01 && d > -0.01) }'"
+check "GPU trainers resumed mid-run ($(basename "$OLDER")) with their hot rows: exits 0, every example once ($(json examples $M)), spread $(json replica_spread $M), $(held_is $M $T/gpu2/metrics.json) of the uninterrupted run" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && [ \"$(json replica_spread $M)\" = 0 ] && grep -q 'hot embeddings: [1-9][0-9]* rows .* as in the checkpoint' $T/gpu3.log" && held $M $T/gpu2/metrics.json
 train none-hot --set $HOT --set hot_embeddings.min_lookups=100000000
 check "no row hot enough: said so, and it trains without" sh -c \
     "grep -q 'no row is looked up 100000000 times' $T/none-hot.log && test \"\$(sed -n 's/^ *\"hot_rows\": \([0-9]*\),/\1/p' $T/none-hot/metrics.json)\" = 0"
@@ -131,8 +131,8 @@ M=$T/c-hot/metrics.json
 check "cluster ma with hot rows: exits 0, every example once over 2 trainers" \
     test $rc = 0 -a "$(json examples $M)" = $N
 check "cluster: the master's hot rows announced" grep -q '^# hot embeddings: [1-9][0-9]* rows' $T/c-hot.log
-check "cluster: eval NE $(json eval_ne $M) within 0.01 of the embedded default's $NE0" \
-    near "$(json eval_ne $M)" "$NE0" 0.01
+check "cluster: $(held_is $M $T/cold/metrics.json) of the embedded default" \
+    held $M $T/cold/metrics.json
 check "cluster: hot figures summed over the trainers ($(json hot_lookup_share $M) of lookups)" \
     sh -c "$(json hot_lookup_share $M | awk '{ print ($1 > 0.5) ? "true" : "false" }') && \
            test $(json hot_batches_without_tables $M) -ge 0"
@@ -144,8 +144,8 @@ check "cluster: the saved model (hot.bin beside the PSs' tables) reproduces eval
 SS_GPU_LIB=$SIM cluster c-gpu sync.algo=ma trainer.device=cuda $HOT
 rc=$?
 M=$T/c-gpu/metrics.json
-check "cluster, GPU trainers (simulated) with hot rows: exits 0, every example once, eval NE $(json eval_ne $M) within 0.01 of the CPU trainers'" \
-    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && grep -q 'the dense layers on CUDA device' $T/c-gpu.log && awk 'BEGIN { d = $(json eval_ne $M) - $(json eval_ne $T/c-hot/metrics.json); exit !(d < 0.01 && d > -0.01) }'"
+check "cluster, GPU trainers (simulated) with hot rows: exits 0, every example once, $(held_is $M $T/c-hot/metrics.json) of the CPU trainers" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && grep -q 'the dense layers on CUDA device' $T/c-gpu.log" && held $M $T/c-hot/metrics.json
 cluster c-easgd sync.algo=easgd $HOT
 rc=$?
 check "cluster easgd with hot rows: the sync PS's center holds them, exits 0" \
