@@ -109,6 +109,18 @@ else
     check "${on}MA between 2 trainer ranks on the one device: NCCL refuses, MPI carries it, saying so" \
         sh -c "[ $rc = 0 ] && grep -q 'NCCL could not start on every trainer: the trainers. all-reduce over MPI' $T/nccl.log"
 fi
+# one trainer rank: a communicator of one, so ncclAllReduce, its wait and its teardown run
+# on a machine of one GPU too (the simulation has no NCCL: MPI carries it)
+timeout -k 10 300 $MPIRUN -np 2 $BIN train $C --set job.trainers=1 --set trainer.device=cuda \
+    --set output.dir=$T/nccl1 > $T/nccl1.log 2>&1
+rc=$?
+if [ -z "$on" ]; then
+    check "MA of one GPU trainer rank runs over NCCL to the end" \
+        sh -c "[ $rc = 0 ] && grep -q 'over NCCL' $T/nccl1.log && [ \"$(json examples $T/nccl1/metrics.json)\" = 60000 ]"
+else
+    check "${on}MA of one trainer rank on the device: no NCCL, MPI carries it, saying so" \
+        sh -c "[ $rc = 0 ] && grep -q 'NCCL could not start on every trainer' $T/nccl1.log && [ \"$(json examples $T/nccl1/metrics.json)\" = 60000 ]"
+fi
 timeout -k 10 300 $MPIRUN -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed : \
     -np 2 $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed > $T/mixed.log 2>&1
 check "${on}a trainer set with one rank on the CPU falls back to MPI, saying so" \

@@ -21,9 +21,11 @@ typedef cublasHandle_t be_blas;
 #define CU(call)                                                                                   \
     do {                                                                                           \
         cudaError_t err_ = (call);                                                                 \
-        if (err_ != cudaSuccess)                                                                   \
+        if (err_ != cudaSuccess) { /* cleared, so a later launch check is not blamed */          \
+            (void)cudaGetLastError();                                                              \
             return fail(e, SS_EIO, "CUDA: %s (%s, %s:%d)", cudaGetErrorString(err_), #call,    \
                            __FILE__, __LINE__);                                                    \
+        }                                                                                          \
     } while (0)
 #define CB(call)                                                                                   \
     do {                                                                                           \
@@ -73,8 +75,17 @@ static int cu_probe(char *why, size_t cap)
                  p.major, p.minor);
         return 0;
     }
-    snprintf(why, cap, "%d x %s (sm_%d%d, %.0f GiB)", n, p.name, p.major, p.minor,
-             p.totalGlobalMem / 1073741824.0);
+    /* what this process loaded, which may not be what the build saw (a wheel's NCCL, say) */
+    int drv = 0, blas_major = 0, blas_minor = 0, blas_patch = 0, nccl = 0;
+    cudaDriverGetVersion(&drv);
+    cublasGetProperty(MAJOR_VERSION, &blas_major);
+    cublasGetProperty(MINOR_VERSION, &blas_minor);
+    cublasGetProperty(PATCH_LEVEL, &blas_patch);
+    ncclGetVersion(&nccl);
+    snprintf(why, cap, "%d x %s (sm_%d%d, %.0f GiB); driver CUDA %d.%d, cuBLAS %d.%d.%d, "
+             "NCCL %d.%d.%d loaded", n, p.name, p.major, p.minor,
+             p.totalGlobalMem / 1073741824.0, drv / 1000, drv % 1000 / 10, blas_major, blas_minor,
+             blas_patch, nccl / 10000, nccl / 100 % 100, nccl % 100);
     return n;
 }
 
