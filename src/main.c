@@ -157,15 +157,19 @@ static int load_config(struct ss_config *c, struct args *a)
 /* `shadowsync train` under mpirun: every rank takes its role from the
  * plan (DESIGN §2) and runs it until the job ends. */
 /* Under --resume the master picks the newest complete checkpoint and every
- * rank learns it (collective); a failure fails every rank. */
-static int choose_checkpoint(struct job_plan *p, const char *dir, struct ss_err *e)
+ * rank learns it (collective); without it, checkpoint.dir must hold no
+ * earlier run's. A failure fails every rank. */
+static int choose_checkpoint(struct job_plan *p, const char *resume, const char *dir,
+                             struct ss_err *e)
 {
     struct ss_err shared = {0};
     int rc = 0;
-    if (p->rank == 0) {
+    if (p->rank == 0 && resume) {
         struct ckpt_meta_set m;
         int skipped;
-        rc = ckpt_latest(dir, p->resume_from, sizeof p->resume_from, &m, &skipped, &shared);
+        rc = ckpt_latest(resume, p->resume_from, sizeof p->resume_from, &m, &skipped, &shared);
+    } else if (p->rank == 0 && *dir) {
+        rc = ckpt_refuse_earlier(dir, &shared);
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -203,7 +207,7 @@ static int cluster_train(struct ss_config *c, const char *resume)
     }
     if (rc == 0 && p.rank != 0)
         c->output.quiet = 1; /* the master prints the job's figures */
-    if (rc == 0 && resume && (rc = choose_checkpoint(&p, resume, &e)) < 0 && p.rank != 0)
+    if (rc == 0 && (rc = choose_checkpoint(&p, resume, c->checkpoint.dir, &e)) < 0 && p.rank != 0)
         rc = 0, p.role = -1; /* the master names the failure; the others leave quietly */
     struct placement pl = {0};
     if (rc == 0 && p.role >= 0 && (rc = placement_for_job(c, &p, &pl, &e)) < 0 && p.rank != 0)
@@ -240,7 +244,8 @@ static int cluster_train(struct ss_config *c, const char *resume)
 }
 
 /* Takes "--resume [DIR]" out of argv (DIR: the next argument when it is a
- * directory); *resume = DIR, "" for checkpoint.dir, or NULL. */
+ * directory); *resume = DIR, "" for checkpoint.dir, or NULL. A next argument
+ * that is neither an option nor anything on disk was meant as DIR: refused. */
 static int take_resume(int *argc, char **argv, const char **resume)
 {
     *resume = NULL;
@@ -252,7 +257,11 @@ static int take_resume(int *argc, char **argv, const char **resume)
                 *resume = argv[i] + 9;
             else if (i + 1 < *argc && stat(argv[i + 1], &st) == 0 && S_ISDIR(st.st_mode))
                 *resume = argv[++i];
-            else
+            else if (i + 1 < *argc && argv[i + 1][0] != '-' && stat(argv[i + 1], &st) != 0) {
+                fprintf(stderr, "shadowsync: --resume %s: no such checkpoint directory\n",
+                        argv[i + 1]);
+                return 2;
+            } else
                 *resume = "";
             continue;
         }
@@ -267,8 +276,10 @@ static int cmd_train(int argc, char **argv)
     static const char *const allowed[] = {NULL};
     struct args a;
     const char *resume;
-    take_resume(&argc, argv, &resume);
-    int rc = parse_args(argc, argv, &a, allowed);
+    int rc = take_resume(&argc, argv, &resume);
+    if (rc)
+        return rc;
+    rc = parse_args(argc, argv, &a, allowed);
     if (rc)
         return rc;
     if (a.help_config) {
@@ -286,17 +297,30 @@ static int cmd_train(int argc, char **argv)
         ss_config_free(&c);
         return bad_usage("--resume needs a checkpoint DIR (or checkpoint.dir in the config)");
     }
+    if (resume && !*c.checkpoint.dir) { /* the resumed run goes on checkpointing there */
+        g_free(c.checkpoint.dir);
+        c.checkpoint.dir = g_strdup(resume);
+    }
     if (rpc_under_mpirun()) {
         rc = cluster_train(&c, resume);
         ss_config_free(&c);
         return rc;
     }
+    struct ss_err e = {0};
+    if (!resume && *c.checkpoint.dir && (rc = ckpt_refuse_earlier(c.checkpoint.dir, &e)) < 0) {
+        ss_config_free(&c);
+        return die(&e);
+    }
     if (!c.output.quiet) {
         printf("# shadowsync %s — resolved config:\n", SS_VERSION);
         ss_config_print(&c, stdout);
+        if (c.job.embedding_ps > 0 || c.job.sync_ps > 0 || c.job.readers > 0)
+            printf("# job.embedding_ps = %d, job.sync_ps = %d, job.readers = %d are the ranks of "
+                   "a cluster job (tools/submit, or mpirun): without mpirun this is the embedded "
+                   "default, the tables, the EASGD center and the reader in this process\n",
+                   c.job.embedding_ps, c.job.sync_ps, c.job.readers);
         fflush(stdout);
     }
-    struct ss_err e = {0};
     rc = trainer_run(&c, resume, &e);
     ss_config_free(&c);
     return rc < 0 ? die(&e) : 0;

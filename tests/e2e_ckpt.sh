@@ -55,12 +55,21 @@ truncate -s -100 $NEWEST/tables.bin
 mkdir -p $T/ck/ckpt-999999; echo junk > $T/ck/ckpt-999999/x   # no MANIFEST: half written
 EXTRA="--resume $T/ck" train run3 trainer.worker_threads=1 > $T/run3.log 2>&1
 rc=$?
+check "--resume DIR without checkpoint.dir goes on checkpointing into DIR" grep -q "^# checkpoint $T/ck/ckpt-" $T/run3.log
 check "a checkpoint without MANIFEST is skipped" grep -q "skipping checkpoint $T/ck/ckpt-999999: .*no MANIFEST" $T/run3.log
 check "a damaged checkpoint is skipped, naming the part" grep -q "skipping checkpoint $NEWEST: .*tables.bin" $T/run3.log
 check "...and the one before is resumed, every example once" sh -c "[ $rc = 0 ] && grep -q 'resuming from $OLDER' $T/run3.log && [ \"$(json examples $T/run3/metrics.json)\" = $N ]"
-$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --resume $T/d > $T/none.log 2>&1
+$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --resume $T/d > $T/none.log 2>&1
 rc=$?
 check "--resume with no checkpoint: a clear error" sh -c "[ $rc != 0 ] && grep -q 'no checkpoint to resume from' $T/none.log"
+$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --resume $T/nosuch > $T/nosuch.log 2>&1
+check "--resume naming a directory that is not there: a clear error" \
+    sh -c "[ $? != 0 ] && grep -q -- '--resume $T/nosuch: no such checkpoint directory' $T/nosuch.log"
+BEFORE=$(ls $T/ck | tr '\n' ' ')
+train fresh trainer.worker_threads=1 checkpoint.dir=$T/ck data.max_examples=1000 > $T/fresh.log 2>&1
+rc=$?
+check "a run without --resume on a checkpoint.dir of an earlier run's: refused, naming the newest, nothing touched" \
+    sh -c "[ $rc != 0 ] && grep -q \"checkpoint.dir = $T/ck holds an earlier run's checkpoints (ckpt-[0-9]* the newest): continue that run with --resume\" $T/fresh.log && [ \"$BEFORE\" = \"\$(ls $T/ck | tr '\\n' ' ')\" ] && ! [ -e $T/fresh ]"
 
 # an unwritable checkpoint.dir: reported, training goes on
 train ro checkpoint.dir=/proc/nope checkpoint.interval_s=0.2 data.max_examples=50000 > $T/ro.log 2>&1

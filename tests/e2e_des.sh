@@ -89,7 +89,7 @@ check "foreground MA with checkpoints every 0.1 s: exits 0, every example once, 
 
 # kill -9 mid-run, then resume onto 3 trainers (the tables resharded)
 wait_ckpt() { for i in $(seq 1 300); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end$' && return 0; sleep 0.05; done; return 1; }
-($BIN train $CFG --set data.train=$T/big/train.tsv --set output.dir=$T/cut --set job.trainers=2 \
+($BIN train $CFG --set data.train=$T/big/train.tsv --set data.eval= --set output.dir=$T/cut --set job.trainers=2 \
     --set sync.algo=ma --set $DES --set checkpoint.dir=$T/ck --set checkpoint.interval_s=0.2 \
     > $T/cut.log 2>&1 &)
 wait_ckpt $T/ck; sleep 0.3
@@ -147,7 +147,7 @@ M=$T/cfg/metrics.json
 check "cluster: foreground BMUF, gap 1, checkpoints every 0.1 s: exits 0, every example once" \
     sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = 300000 ] && [ \"$(json checkpoints $M)\" -ge 2 ]"
 rm -rf $T/ck
-(des_job ccut 3 job.readers=1 data.train=$T/big/train.tsv checkpoint.dir=$T/ck checkpoint.interval_s=0.3 &)
+(des_job ccut 3 job.readers=1 data.train=$T/big/train.tsv data.eval= checkpoint.dir=$T/ck checkpoint.interval_s=0.3 &)
 wait_ckpt $T/ck; sleep 0.4
 pkill -9 -f "output.dir=$T/ccut "; sleep 0.5
 check "cluster: a job killed with kill -9 left a complete checkpoint" \

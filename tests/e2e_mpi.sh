@@ -141,7 +141,7 @@ rm -f shadowsync-*.sbatch
 $BIN gen --out $T/big --examples 2000000 --eval-examples 100 --seed 4 --config configs/tiny.ini > /dev/null 2>&1
 timeout -k 10 120 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
     --set job.sync_ps=1 --set sync.algo=ma --set job.bind=127.0.0.1 --set trainer.worker_threads=1 \
-    --set data.train=$T/big/train.tsv --set output.dir=$T/kill --set output.quiet=true > $T/kill.log 2>&1 &
+    --set data.train=$T/big/train.tsv --set data.eval= --set output.dir=$T/kill --set output.quiet=true > $T/kill.log 2>&1 &
 sleep 3
 victim=$(pgrep -f "^$BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2" | sed -n 3p)
 kill -9 $victim

@@ -112,6 +112,28 @@ check "unknown key: non-zero exit naming it" sh -c "[ $? != 0 ] && grep -q 'bogu
 train ro --set output.dir=/proc/nope
 check "unwritable run directory: reported before training" \
     sh -c "[ $? != 0 ] && grep -q '/proc/nope' $T/ro.log"
+mkdir -p $T/rodir/config.ini # the run directory's config.ini cannot be written
+train rodir
+check "run directory whose config.ini cannot be written: named once, with the cause" \
+    sh -c "[ $? != 0 ] && [ \"\$(grep -o 'is not writable' $T/rodir.log | wc -l)\" = 1 ] && grep -q 'rodir/config.ini: Is a directory' $T/rodir.log"
+
+# data that yields nothing, or an eval set that cannot serve, does not pass for a trained model
+train none --set data.train=/dev/null
+check "no training example read: status 1 naming data.train, no model saved" \
+    sh -c "[ $? != 0 ] && grep -q 'no training example was read from data.train = /dev/null' $T/none.log && ! [ -e $T/none/model ]"
+: > $T/empty.tsv
+train noeval --set data.eval=$T/empty.tsv --set data.max_examples=2000
+check "no eval example read: status 1 naming data.eval, the model and metrics kept" \
+    sh -c "[ $? != 0 ] && grep -q 'no eval example was read from data.eval = $T/empty.tsv' $T/noeval.log && [ -s $T/noeval/model/dense.bin ] && [ \"$(json examples $T/noeval/metrics.json)\" = 2000 ]"
+train noev --set data.eval=$T/nope.tsv
+check "a missing data.eval stops the run before training, naming it" \
+    sh -c "[ $? != 0 ] && grep -q 'data.eval = $T/nope.tsv: .*No such file' $T/noev.log && ! [ -e $T/noev/progress.csv ]"
+train leak --set data.train=$T/d
+check "an eval file among data.train's files is refused before training" \
+    sh -c "[ $? != 0 ] && grep -q \"data.eval's file $T/d/eval.tsv is also one of data.train\" $T/leak.log && ! [ -e $T/leak/progress.csv ]"
+train note --set job.embedding_ps=2 --set data.max_examples=1000 --set output.quiet=false
+check "cluster role counts without mpirun: the embedded default runs and says so" \
+    sh -c "[ $? = 0 ] && grep -q 'job.embedding_ps = 2, .* are the ranks of a cluster job' $T/note.log"
 
 # the BLAS kernel: one pinned by the environment is kept, and named as slower
 # when it holds an AVX-512 CPU to AVX2 (never when the kernel has AVX-512)

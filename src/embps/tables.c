@@ -411,7 +411,9 @@ static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct
     else if (h.dim != (uint32_t)t->o.dim || h.stride != (uint32_t)t->stride ||
              h.n_tables > SS_MAX_TABLES * 64)
         rc = ss_fail(e, SS_EFORMAT, "%s: rows of dim %u (stride %u) do not match the config's "
-                     "dim %d (stride %d)", path, h.dim, h.stride, t->o.dim, t->stride);
+                     "dim %d (stride %d): check model.dim, and optim.emb (rowwise_adagrad keeps "
+                     "one state float a row beside the dim, sgd none)", path, h.dim, h.stride,
+                     t->o.dim, t->stride);
     if (rc == 0) {
         held = ss_xcalloc(h.n_tables ? h.n_tables : 1, sizeof *held);
         if (fread(held, sizeof *held, h.n_tables, f) != h.n_tables)

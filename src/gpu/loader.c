@@ -58,8 +58,9 @@ static void load(void)
 #endif
     if (!h) {
         const char *err = dlerror();
-        snprintf(why_not, sizeof why_not, "cannot load %s (%s): %s", named ? env : SS_GPU_LIB,
-                 named ? "$SS_GPU_LIB" : "beside the executable", err ? err : "not found");
+        snprintf(why_not, sizeof why_not, "cannot load %s (%s): %s%s", named ? env : SS_GPU_LIB,
+                 named ? "$SS_GPU_LIB" : "beside the executable", err ? err : "not found",
+                 named ? "" : " (`make` builds it there)");
         return;
     }
     const struct gpu_api *(*get)(void) = (const struct gpu_api *(*)(void))dlsym(h, "shadowsync_gpu_api");

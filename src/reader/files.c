@@ -143,6 +143,36 @@ int reader_list_files(const char *path, int pick, char ***files, int *n, struct 
     return 0;
 }
 
+int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
+{
+    char **ev, **tr;
+    int n_ev, n_tr, rc;
+    if ((rc = reader_list_files(eval, PICK_ALL, &ev, &n_ev, e)) < 0) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return ss_fail(e, rc, "data.eval = %s: %s (checked before training)", eval, why);
+    }
+    struct ss_err ignored = {0};
+    if (reader_list_files(train, PICK_ALL, &tr, &n_tr, &ignored) == 0) {
+        for (int i = 0; i < n_ev && rc == 0; i++) {
+            char *a = realpath(ev[i], NULL);
+            for (int k = 0; a && k < n_tr && rc == 0; k++) {
+                char *b = realpath(tr[k], NULL);
+                if (b && !strcmp(a, b))
+                    rc = ss_fail(e, SS_EINVAL, "data.eval's file %s is also one of data.train = "
+                                 "%s: the model would be scored on examples it trained on (name "
+                                 "the training file itself, or move the eval file out)", ev[i],
+                                 train);
+                free(b);
+            }
+            free(a);
+        }
+        reader_free_files(tr, n_tr);
+    }
+    reader_free_files(ev, n_ev);
+    return rc;
+}
+
 void reader_free_files(char **files, int n)
 {
     for (int i = 0; i < n; i++)

@@ -313,6 +313,17 @@ int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m,
                    dir, why.msg);
 }
 
+int ckpt_refuse_earlier(const char *dir, struct ss_err *e)
+{
+    long seq[1024];
+    if (list_ckpts(dir, seq, 1024) == 0)
+        return 0;
+    return ss_fail(e, SS_EINVAL, "checkpoint.dir = %s holds an earlier run's checkpoints "
+                   "(ckpt-%06ld the newest): continue that run with --resume, or give another "
+                   "checkpoint.dir (a new run would number its own after them, and the newest 2 "
+                   "kept would soon be its own)", dir, seq[0]);
+}
+
 int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
 {
     return verify(ckdir, m, 0, e);

@@ -312,8 +312,11 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         return rc;
     char p[4096];
     snprintf(p, sizeof p, "%s/config.ini", dir);
-    if ((rc = ss_config_save(j->c, p, e)) < 0)
-        return ss_fail(e, SS_EIO, "output.dir = %s is not writable: %s", dir, e->msg);
+    if ((rc = ss_config_save(j->c, p, e)) < 0) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg); /* e->msg is written below */
+        return ss_fail(e, SS_EIO, "output.dir = %s is not writable: %s", dir, why);
+    }
     /* an earlier run's tables (another count of PSs or trainers) would be
      * loaded with this run's: the model directory starts without them */
     snprintf(p, sizeof p, "%s/model/tables*.bin", dir);
@@ -1515,6 +1518,9 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     } else if (!env && (rc = trainer_device(c, !c->output.quiet, 0, &j.gpu_dev, &j.gpu_count, e)) < 0) {
         goto out;
     }
+    if (j.is_master && c->data.eval && *c->data.eval &&
+        (rc = reader_check_eval(c->data.train, c->data.eval, e)) < 0)
+        goto out;
     if ((rc = setup_model(&j, e)) < 0)
         goto out;
     if ((rc = schema_from_config(&j.schema, c, c->data.train, e)) < 0 ||
@@ -1582,6 +1588,13 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
            "sync_gap %.2f  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
+    if (f.examples == 0) { /* a run that learned nothing does not pass for one that did */
+        rc = ss_fail(e, SS_EINVAL, "no training example was read from data.train = %s (%lld bad "
+                     "lines%s): nothing trained, no model saved; check data.format, "
+                     "data.separator and the columns (data.*_cols)", c->data.train,
+                     (long long)rs.bad_lines, rs.bad_lines ? ", the first ones named above" : "");
+        goto out;
+    }
     if (j.hot)
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
@@ -1598,6 +1611,9 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     rc = write_metrics(&j, &f, &ev, &rs, e);
     if (rc == 0 && !c->output.quiet)
         printf("# run directory: %s\n", c->output.dir);
+    if (rc == 0 && c->data.eval && *c->data.eval && ev.examples == 0) /* the model is kept */
+        rc = ss_fail(e, SS_EINVAL, "no eval example was read from data.eval = %s: the model "
+                     "is saved, but not scored; check its format and columns", c->data.eval);
 out:
     free(w);
     if (j.csv)
