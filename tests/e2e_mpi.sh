@@ -20,6 +20,13 @@ $BIN gen --out $T/d --examples $N --eval-examples 10000 --seed 3 --config config
 $MPIRUN -np 3 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv > $T/np.log 2>&1
 rc=$?
 check "wrong -np: clear error naming the counts" sh -c "[ $rc != 0 ] && grep -q \"started 3 ranks but the config's roles add up to 1 (job.trainers 1\" $T/np.log"
+# a service that cannot listen (job.bind: an address of no machine, RFC 5737): the trainer names
+# that rank instead of talking to port 0 (it read garbage there: "invalid message type 21938")
+timeout -k 10 120 $MPIRUN -np 2 $BIN train configs/tiny.ini --set job.embedding_ps=1 \
+    --set job.bind=192.0.2.1 --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+    --set output.dir=$T/bind > $T/bind.log 2>&1
+check "a service that cannot listen on job.bind: named by the trainer, no request sent" \
+    sh -c "[ $? != 0 ] && grep -q 'embedding_ps 0 (rank 1 on .*) could not start its service at 192.0.2.1' $T/bind.log && ! grep -q 'invalid message type' $T/bind.log"
 
 # one worker per trainer: Hogwild's interleaving would add noise to the NE comparison
 $BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=ma --set trainer.worker_threads=1 \

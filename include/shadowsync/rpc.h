@@ -50,7 +50,7 @@ void rpc_finalize(struct job_plan *p);
 void rpc_bind_address(const struct ss_config *c, char out[64]);
 struct endpoint {
     char host[64];
-    int port;                   /* 0: this rank serves nothing */
+    int port;                   /* 0: this rank serves nothing; -1: its service failed to start */
 };
 /* Every rank gives its endpoint and gets all of them, by rank. Collective. */
 void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine,

@@ -162,6 +162,8 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
         if (rc == 0)
             me.port = rpc_server_port(srv);
     }
+    if (rc < 0)
+        me.port = -1; /* the trainers name this rank rather than connect to it */
     rpc_exchange_endpoints(p, &me, all); /* every rank, even after a failure */
     double t0 = ss_now();
     rpc_wait_job_end(p);

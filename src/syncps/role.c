@@ -47,6 +47,8 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         if (rc == 0)
             me.port = rpc_server_port(srv);
     }
+    if (rc < 0)
+        me.port = -1; /* the trainers name this rank rather than connect to it */
     rpc_exchange_endpoints(p, &me, all);
     double t0 = ss_now();
     rpc_wait_job_end(p);
