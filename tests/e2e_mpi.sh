@@ -140,8 +140,10 @@ rc=$?
 check "mpiguard: a launcher hung after its ranks ended is stopped, with their status ($rc, $(( $(date +%s) - t0 )) s)" \
     sh -c "[ $rc = 3 ] && [ $(( $(date +%s) - t0 )) -le 10 ] && grep -q 'an Open MPI shutdown hang' $T/guard.log"
 check "tools/submit: the job trains" test "$(json examples $T/submit/metrics.json)" = 5000
+rm -f shadowsync-*.sbatch
 tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=4 > $T/slurm.log 2>&1
-check "tools/submit --slurm writes an sbatch script" grep -q 'SBATCH --ntasks=4' $T/slurm.log
+check "tools/submit --slurm --dry-run prints the sbatch script and writes no file" \
+    sh -c "grep -q 'SBATCH --ntasks=4' $T/slurm.log && ! ls shadowsync-*.sbatch > /dev/null 2>&1"
 rm -f shadowsync-*.sbatch
 
 # killing an embedding PS mid-run ends the job, naming it
