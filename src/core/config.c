@@ -413,17 +413,66 @@ static int apply_group(struct ss_config *c, GKeyFile *kf, const char *group, con
     return rc;
 }
 
+/* GKeyFile names neither the line of a syntax error nor a key given twice
+ * (it keeps the last, silently): one pass over the text names both by
+ * path:line. What it passes, GKeyFile reads as before. */
+static int check_lines(const char *text, const char *path, struct ss_err *e)
+{
+    char **lines = g_strsplit(text, "\n", -1);
+    GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    char group[256] = "";
+    int rc = 0;
+    for (int n = 0; !rc && lines[n]; n++) {
+        char *s = g_strstrip(lines[n]); /* trailing \r too */
+        if (!*s || *s == '#')
+            continue;
+        if (*s == '[') {
+            if (s[strlen(s) - 1] != ']')
+                rc = ss_fail(e, SS_EFORMAT, "config %s:%d: \"%s\" is not a [section] line", path,
+                             n + 1, s);
+            else
+                snprintf(group, sizeof group, "%.*s", (int)strlen(s) - 2, s + 1);
+            continue;
+        }
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            rc = ss_fail(e, SS_EFORMAT, "config %s:%d: \"%s\" is neither a [section], a key = "
+                         "value nor a # comment", path, n + 1, s);
+            continue;
+        }
+        if (!*group) {
+            rc = ss_fail(e, SS_EFORMAT, "config %s:%d: \"%s\" comes before any [section]", path,
+                         n + 1, s);
+            continue;
+        }
+        *eq = 0;
+        char *name = g_strdup_printf("%s.%s", group, g_strstrip(s));
+        int first = GPOINTER_TO_INT(g_hash_table_lookup(seen, name));
+        if (first)
+            rc = ss_fail(e, SS_EINVAL, "config %s:%d: %s is given twice (first at line %d)", path,
+                         n + 1, name, first);
+        g_hash_table_insert(seen, name, GINT_TO_POINTER(n + 1)); /* takes name */
+    }
+    g_hash_table_destroy(seen);
+    g_strfreev(lines);
+    return rc;
+}
+
 static int apply_file(struct ss_config *c, const char *path, struct ss_err *e)
 {
     char *where = g_strdup_printf("config %s", path);
     GKeyFile *kf = g_key_file_new();
     GError *err = NULL;
     int rc = 0;
-    if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &err)) {
+    char *text = NULL;
+    if (g_file_get_contents(path, &text, NULL, NULL)) /* unreadable: GKeyFile says why */
+        rc = check_lines(text, path, e);
+    g_free(text);
+    if (!rc && !g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &err)) {
         rc = ss_fail(e, err->domain == G_FILE_ERROR ? SS_EIO : SS_EFORMAT, "%s: %s", where,
                      err->message);
         g_error_free(err);
-    } else {
+    } else if (!rc) {
         char **groups = g_key_file_get_groups(kf, NULL);
         for (size_t i = 0; !rc && groups[i]; i++)
             rc = apply_group(c, kf, groups[i], where, e);
