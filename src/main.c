@@ -257,7 +257,8 @@ static int take_resume(int *argc, char **argv, const char **resume)
                 *resume = argv[i] + 9;
             else if (i + 1 < *argc && stat(argv[i + 1], &st) == 0 && S_ISDIR(st.st_mode))
                 *resume = argv[++i];
-            else if (i + 1 < *argc && argv[i + 1][0] != '-' && stat(argv[i + 1], &st) != 0) {
+            else if (i + 1 < *argc && argv[i + 1][0] != '-' && stat(argv[i + 1], &st) != 0 &&
+                     !g_str_has_suffix(argv[i + 1], ".ini")) { /* a CONFIG's typo: its own error */
                 fprintf(stderr, "shadowsync: --resume %s: no such checkpoint directory\n",
                         argv[i + 1]);
                 return 2;
