@@ -156,11 +156,12 @@ static int load_config(struct ss_config *c, struct args *a)
 
 /* `shadowsync train` under mpirun: every rank takes its role from the
  * plan (DESIGN §2) and runs it until the job ends. */
-/* Under --resume the master picks the newest complete checkpoint and every
- * rank learns it (collective); without it, checkpoint.dir must hold no
- * earlier run's. A failure fails every rank. */
-static int choose_checkpoint(struct job_plan *p, const char *resume, const char *dir,
-                             struct ss_err *e)
+/* The master's checks before a job starts, every rank learning the outcome
+ * (collective; a failure fails every rank): under --resume it picks the
+ * newest complete checkpoint, without it checkpoint.dir must hold no
+ * earlier run's; data.eval is readable (the master scores it). */
+static int master_checks(struct job_plan *p, const struct ss_config *c, const char *resume,
+                         struct ss_err *e)
 {
     struct ss_err shared = {0};
     int rc = 0;
@@ -168,9 +169,11 @@ static int choose_checkpoint(struct job_plan *p, const char *resume, const char 
         struct ckpt_meta_set m;
         int skipped;
         rc = ckpt_latest(resume, p->resume_from, sizeof p->resume_from, &m, &skipped, &shared);
-    } else if (p->rank == 0 && *dir) {
-        rc = ckpt_refuse_earlier(dir, &shared);
+    } else if (p->rank == 0 && *c->checkpoint.dir) {
+        rc = ckpt_refuse_earlier(c->checkpoint.dir, &shared);
     }
+    if (p->rank == 0 && rc == 0 && c->data.eval && *c->data.eval)
+        rc = reader_check_eval(c->data.train, c->data.eval, &shared);
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(p->resume_from, sizeof p->resume_from, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -207,7 +210,7 @@ static int cluster_train(struct ss_config *c, const char *resume)
     }
     if (rc == 0 && p.rank != 0)
         c->output.quiet = 1; /* the master prints the job's figures */
-    if (rc == 0 && (rc = choose_checkpoint(&p, resume, c->checkpoint.dir, &e)) < 0 && p.rank != 0)
+    if (rc == 0 && (rc = master_checks(&p, c, resume, &e)) < 0 && p.rank != 0)
         rc = 0, p.role = -1; /* the master names the failure; the others leave quietly */
     struct placement pl = {0};
     if (rc == 0 && p.role >= 0 && (rc = placement_for_job(c, &p, &pl, &e)) < 0 && p.rank != 0)
@@ -298,7 +301,10 @@ static int cmd_train(int argc, char **argv)
         ss_config_free(&c);
         return bad_usage("--resume needs a checkpoint DIR (or checkpoint.dir in the config)");
     }
-    if (resume && !*c.checkpoint.dir) { /* the resumed run goes on checkpointing there */
+    int dir_set = 0; /* "--set checkpoint.dir=" asks a resumed run to write none */
+    for (int i = 0; i < a.n_sets; i++)
+        dir_set |= g_str_has_prefix(a.sets[i], "checkpoint.dir=");
+    if (resume && !*c.checkpoint.dir && !dir_set) { /* the resumed run goes on checkpointing there */
         g_free(c.checkpoint.dir);
         c.checkpoint.dir = g_strdup(resume);
     }

@@ -47,7 +47,7 @@ check "metrics: rows fetched, refreshed and deltas pushed counted" \
 train small --set job.trainers=2 --set sync.algo=ma --set embedding_cache.rows=600
 M=$T/small/metrics.json
 check "a cache smaller than a batch's rows: the rest as without one (uncached $(json cache_uncached_share $M)), $(held_is $M $T/t2/metrics.json)" \
-    sh -c "$(json cache_uncached_share $M | awk '{ print ($1 > 0.1) ? "true" : "false" }')" && held $M $T/t2/metrics.json
+    eval "$(json cache_uncached_share $M | awk '{ print ($1 > 0.1) ? "true" : "false" }') && held $M $T/t2/metrics.json"
 
 # checkpoints: every worker flushes its cache before the snapshot
 CK=$T/ck
@@ -66,7 +66,7 @@ check "resumed: $(held_is $M $T/t2/metrics.json) of no cache" held $M $T/t2/metr
 train hot --set job.trainers=2 --set sync.algo=ma --set $CACHE --set hot_embeddings.memory_mb=0.05
 M=$T/hot/metrics.json
 check "with hot rows: the cache serves the cold ids ($(json hot_lookup_share $M) hot, $(json cache_hit_rate $M) hits), $(held_is $M $T/t2/metrics.json)" \
-    sh -c "$(json cache_hit_rate $M | awk '{ print ($1 > 0.3) ? "true" : "false" }')" && held $M $T/t2/metrics.json
+    eval "$(json cache_hit_rate $M | awk '{ print ($1 > 0.3) ? "true" : "false" }') && held $M $T/t2/metrics.json"
 
 SS_GPU_LIB=$SIM train gpu --set trainer.device=cuda --set trainer.worker_threads=1 --set $CACHE \
     --set embedding_cache.staleness=0

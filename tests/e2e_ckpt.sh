@@ -69,7 +69,14 @@ BEFORE=$(ls $T/ck | tr '\n' ' ')
 train fresh trainer.worker_threads=1 checkpoint.dir=$T/ck data.max_examples=1000 > $T/fresh.log 2>&1
 rc=$?
 check "a run without --resume on a checkpoint.dir of an earlier run's: refused, naming the newest, nothing touched" \
-    sh -c "[ $rc != 0 ] && grep -q \"checkpoint.dir = $T/ck holds an earlier run's checkpoints (ckpt-[0-9]* the newest): continue that run with --resume\" $T/fresh.log && [ \"$BEFORE\" = \"\$(ls $T/ck | tr '\\n' ' ')\" ] && ! [ -e $T/fresh ]"
+    sh -c "[ $rc != 0 ] && grep -q \"checkpoint.dir = $T/ck holds an earlier run's checkpoints ($T/ck/ckpt-[0-9]* the newest complete one): continue that run with --resume\" $T/fresh.log && [ \"$BEFORE\" = \"\$(ls $T/ck | tr '\\n' ' ')\" ] && ! [ -e $T/fresh ]"
+mkdir -p $T/ckhalf/ckpt-000005 # unfinished (no MANIFEST): nothing to lose, nothing to resume
+train half trainer.worker_threads=1 checkpoint.dir=$T/ckhalf data.max_examples=1000 > $T/half.log 2>&1
+check "a checkpoint.dir holding only an unfinished checkpoint is no earlier run's: the run goes on" test $? = 0
+EXTRA="--resume $T/ck" train again trainer.worker_threads=1 checkpoint.dir= > $T/again.log 2>&1
+rc=$?
+check "--resume DIR with checkpoint.dir set empty: resumes, writes no checkpoint" \
+    sh -c "[ $rc = 0 ] && grep -q 'resuming from $T/ck/' $T/again.log && ! grep -q '^# checkpoint ' $T/again.log"
 
 # an unwritable checkpoint.dir: reported, training goes on
 train ro checkpoint.dir=/proc/nope checkpoint.interval_s=0.2 data.max_examples=50000 > $T/ro.log 2>&1

@@ -109,7 +109,7 @@ SS_GPU_LIB=$SIM train gpu --set job.trainers=2 --set sync.algo=ma --set trainer.
 rc=$?
 M=$T/gpu/metrics.json
 check "trainer.device = cuda (simulated): every example once, $(held_is $M $T/des/metrics.json) of the CPU" \
-    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ]" && held $M $T/des/metrics.json
+    eval "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && held $M $T/des/metrics.json"
 
 train hot --set $DES --set hot_embeddings.memory_mb=0.1
 check "hot embeddings with DES: refused naming both keys" \

@@ -114,7 +114,7 @@ SS_GPU_LIB=$SIM train gpu3 --set trainer.device=cuda --set job.trainers=2 --set 
 rc=$?
 M=$T/gpu3/metrics.json
 check "GPU trainers resumed mid-run ($(basename "$OLDER")) with their hot rows: exits 0, every example once ($(json examples $M)), spread $(json replica_spread $M), $(held_is $M $T/gpu2/metrics.json) of the uninterrupted run" \
-    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && [ \"$(json replica_spread $M)\" = 0 ] && grep -q 'hot embeddings: [1-9][0-9]* rows .* as in the checkpoint' $T/gpu3.log" && held $M $T/gpu2/metrics.json
+    eval "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && [ \"$(json replica_spread $M)\" = 0 ] && grep -q 'hot embeddings: [1-9][0-9]* rows .* as in the checkpoint' $T/gpu3.log && held $M $T/gpu2/metrics.json"
 train none-hot --set $HOT --set hot_embeddings.min_lookups=100000000
 check "no row hot enough: said so, and it trains without" sh -c \
     "grep -q 'no row is looked up 100000000 times' $T/none-hot.log && test \"\$(sed -n 's/^ *\"hot_rows\": \([0-9]*\),/\1/p' $T/none-hot/metrics.json)\" = 0"
@@ -145,7 +145,7 @@ SS_GPU_LIB=$SIM cluster c-gpu sync.algo=ma trainer.device=cuda $HOT
 rc=$?
 M=$T/c-gpu/metrics.json
 check "cluster, GPU trainers (simulated) with hot rows: exits 0, every example once, $(held_is $M $T/c-hot/metrics.json) of the CPU trainers" \
-    sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && grep -q 'the dense layers on CUDA device' $T/c-gpu.log" && held $M $T/c-hot/metrics.json
+    eval "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && grep -q 'the dense layers on CUDA device' $T/c-gpu.log && held $M $T/c-hot/metrics.json"
 cluster c-easgd sync.algo=easgd $HOT
 rc=$?
 check "cluster easgd with hot rows: the sync PS's center holds them, exits 0" \

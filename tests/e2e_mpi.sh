@@ -27,6 +27,11 @@ timeout -k 10 120 $MPIRUN -np 2 $BIN train configs/tiny.ini --set job.embedding_
     --set output.dir=$T/bind > $T/bind.log 2>&1
 check "a service that cannot listen on job.bind: named by the trainer, no request sent" \
     sh -c "[ $? != 0 ] && grep -q 'embedding_ps 0 (rank 1 on .*) could not start its service at 192.0.2.1' $T/bind.log && ! grep -q 'invalid message type' $T/bind.log"
+# the master's checks before the job (data.eval here) end every rank, not the master alone
+timeout -k 10 120 $MPIRUN -np 3 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
+    --set data.train=$T/d/train.tsv --set data.eval=$T/nope.tsv --set output.dir=$T/noeval > $T/noeval.log 2>&1
+check "cluster: a missing data.eval ends the whole job before training, naming it" \
+    sh -c "[ $? != 0 ] && [ $? != 124 ] && grep -q 'data.eval: $T/nope.tsv: No such file' $T/noeval.log && ! [ -e $T/noeval/progress.csv ]"
 
 # one worker per trainer: Hogwild's interleaving would add noise to the NE comparison
 $BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=ma --set trainer.worker_threads=1 \
@@ -88,7 +93,7 @@ rc=$?
 check "plan: tables beyond the PSs' memory are refused with need and capacity" sh -c "[ $rc != 0 ] && grep -q 'need 2[0-9]* MiB but 2 embedding PSs hold 2000 MiB' $T/oom.log"
 timeout -k 10 120 $MPIRUN -np 3 $BIN train configs/criteo_kaggle.ini --set job.trainers=1 --set job.embedding_ps=2 \
     --set embedding_ps.memory_mb=1000 --set placement.profile_batches=0 --set data.train=$T/d/train.tsv \
-    --set output.dir=$T/oomjob > $T/oomjob.log 2>&1
+    --set data.eval= --set output.dir=$T/oomjob > $T/oomjob.log 2>&1
 rc=$?
 check "a cluster job beyond the PSs' memory stops before allocating, naming the need" sh -c "[ $rc != 0 ] && grep -q 'placement (on the master).*need' $T/oomjob.log"
 

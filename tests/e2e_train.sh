@@ -118,16 +118,18 @@ check "run directory whose config.ini cannot be written: named once, with the ca
     sh -c "[ $? != 0 ] && [ \"\$(grep -o 'is not writable' $T/rodir.log | wc -l)\" = 1 ] && grep -q 'rodir/config.ini: Is a directory' $T/rodir.log"
 
 # data that yields nothing, or an eval set that cannot serve, does not pass for a trained model
-train none --set data.train=/dev/null
+train none --set data.train=/dev/null --set checkpoint.dir=$T/ck0
 check "no training example read: status 1 naming data.train, no model saved" \
     sh -c "[ $? != 0 ] && grep -q 'no training example was read from data.train = /dev/null' $T/none.log && ! [ -e $T/none/model ]"
+train none2 --set checkpoint.dir=$T/ck0 --set data.max_examples=1000
+check "...and its checkpoint.dir takes the next run without --resume (nothing was trained there)" test $? = 0
 : > $T/empty.tsv
 train noeval --set data.eval=$T/empty.tsv --set data.max_examples=2000
 check "no eval example read: status 1 naming data.eval, the model and metrics kept" \
     sh -c "[ $? != 0 ] && grep -q 'no eval example was read from data.eval = $T/empty.tsv' $T/noeval.log && [ -s $T/noeval/model/dense.bin ] && [ \"$(json examples $T/noeval/metrics.json)\" = 2000 ]"
 train noev --set data.eval=$T/nope.tsv
 check "a missing data.eval stops the run before training, naming it" \
-    sh -c "[ $? != 0 ] && grep -q 'data.eval = $T/nope.tsv: .*No such file' $T/noev.log && ! [ -e $T/noev/progress.csv ]"
+    sh -c "[ $? != 0 ] && grep -q 'data.eval: $T/nope.tsv: No such file' $T/noev.log && ! [ -e $T/noev/progress.csv ]"
 train leak --set data.train=$T/d
 check "an eval file among data.train's files is refused before training" \
     sh -c "[ $? != 0 ] && grep -q \"data.eval's file $T/d/eval.tsv is also one of data.train\" $T/leak.log && ! [ -e $T/leak/progress.csv ]"

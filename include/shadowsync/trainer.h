@@ -275,8 +275,9 @@ void ckpt_free(struct ckpt *k);             /* removes an uncommitted one */
  * newer ones refused (each reported on stderr). */
 int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m, int *skipped,
                 struct ss_err *e);
-/* 0 when DIR holds no complete checkpoint; else fails naming the newest:
- * a run that does not resume must not follow an earlier run's checkpoints. */
+/* 0 when DIR holds no complete checkpoint of a run that trained something;
+ * else fails naming the newest: a run that does not resume must not follow
+ * an earlier run's checkpoints. */
 int ckpt_refuse_earlier(const char *dir, struct ss_err *e);
 double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt);
 /* The figures of a checkpoint already verified (its parts not read again). */

@@ -150,7 +150,7 @@ int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
     if ((rc = reader_list_files(eval, PICK_ALL, &ev, &n_ev, e)) < 0) {
         char why[sizeof e->msg];
         snprintf(why, sizeof why, "%s", e->msg);
-        return ss_fail(e, rc, "data.eval = %s: %s (checked before training)", eval, why);
+        return ss_fail(e, rc, "data.eval: %s (checked before training)", why);
     }
     struct ss_err ignored = {0};
     if (reader_list_files(train, PICK_ALL, &tr, &n_tr, &ignored) == 0) {

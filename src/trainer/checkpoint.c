@@ -316,12 +316,21 @@ int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m,
 int ckpt_refuse_earlier(const char *dir, struct ss_err *e)
 {
     long seq[1024];
-    if (list_ckpts(dir, seq, 1024) == 0)
-        return 0;
-    return ss_fail(e, SS_EINVAL, "checkpoint.dir = %s holds an earlier run's checkpoints "
-                   "(ckpt-%06ld the newest): continue that run with --resume, or give another "
-                   "checkpoint.dir (a new run would number its own after them, and the newest 2 "
-                   "kept would soon be its own)", dir, seq[0]);
+    int n = list_ckpts(dir, seq, 1024);
+    for (int i = 0; i < n; i++) {
+        char ck[4200];
+        struct ckpt_meta_set m;
+        struct ss_err ignored = {0};
+        snprintf(ck, sizeof ck, "%s/ckpt-%06ld", dir, seq[i]);
+        /* unfinished, or of a run that trained nothing: nothing to lose, nothing to resume */
+        if (verify(ck, &m, 0, &ignored) < 0 || ckpt_meta_get(&m, "examples", 0) <= 0)
+            continue;
+        return ss_fail(e, SS_EINVAL, "checkpoint.dir = %s holds an earlier run's checkpoints "
+                       "(%s the newest complete one): continue that run with --resume, or give "
+                       "another checkpoint.dir (a new run would number its own after them, and "
+                       "the newest 2 kept would soon be its own)", dir, ck);
+    }
+    return 0;
 }
 
 int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)

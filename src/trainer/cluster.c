@@ -266,8 +266,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     }
     for (int r = 0; rc == 0 && r < p->size; r++) /* every trainer alike: they see one table */
         if (all[r].port < 0)
-            rc = ss_fail(e, SS_EIO, "%s could not start its service at %s (the address job.bind "
-                         "gives; its own line says why)", w.names[r], all[r].host);
+            rc = ss_fail(e, SS_EIO, "%s could not start its service%s%s; its own line says why",
+                         w.names[r], *all[r].host ? " at " : "", all[r].host);
     for (int r = 0; p->rank == 0 && !c->output.quiet && r < p->size; r++)
         if (all[r].port > 0)
             printf("# %s listens on %s:%d\n", w.names[r], all[r].host, all[r].port);

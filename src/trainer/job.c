@@ -1518,7 +1518,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     } else if (!env && (rc = trainer_device(c, !c->output.quiet, 0, &j.gpu_dev, &j.gpu_count, e)) < 0) {
         goto out;
     }
-    if (j.is_master && c->data.eval && *c->data.eval &&
+    if (!env && c->data.eval && *c->data.eval && /* a cluster's master checked it for all */
         (rc = reader_check_eval(c->data.train, c->data.eval, e)) < 0)
         goto out;
     if ((rc = setup_model(&j, e)) < 0)
@@ -1561,7 +1561,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     client_figures(&j, &f);
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
         final_checkpoint_part(&j);
-    else if (c->checkpoint.dir[0] && (env || rc == 0))
+    else if (c->checkpoint.dir[0] && (env || (rc == 0 && f.examples > 0)))
         checkpoint_now(&j, 1); /* the reader at its end: a resume has nothing left to train */
     if (j.reader)
         reader_stats(j.reader, &rs);
@@ -1573,6 +1573,13 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     f.spread = replica_spread(&j); /* collective, even after a failure */
     if (rc < 0)
         goto out;
+    if (f.examples == 0) { /* the job's sum: every trainer stops here alike (DES serves no eval) */
+        rc = ss_fail(e, SS_EINVAL, "no training example was read from data.train = %s (%lld bad "
+                     "lines%s): nothing trained, no model saved; check data.format, "
+                     "data.separator and the columns (data.*_cols)", c->data.train,
+                     (long long)rs.bad_lines, rs.bad_lines ? ", the first ones named above" : "");
+        goto out;
+    }
     w = output_model(&j); /* collective for sync.output = average */
     if (j.des && c->output.save_model) { /* every trainer its shards */
         char dir[4200];
@@ -1588,13 +1595,6 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
            "sync_gap %.2f  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
-    if (f.examples == 0) { /* a run that learned nothing does not pass for one that did */
-        rc = ss_fail(e, SS_EINVAL, "no training example was read from data.train = %s (%lld bad "
-                     "lines%s): nothing trained, no model saved; check data.format, "
-                     "data.separator and the columns (data.*_cols)", c->data.train,
-                     (long long)rs.bad_lines, rs.bad_lines ? ", the first ones named above" : "");
-        goto out;
-    }
     if (j.hot)
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
