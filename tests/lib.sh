@@ -14,9 +14,9 @@ _log() { [ -n "$NEAR_LOG" ] && echo "$0|$_what|$*" >> "$NEAR_LOG"; return 0; }
 # held RUN REF: a run learned as well as a reference run (each a
 # metrics.json) where Hogwild workers or a shadow thread's timing make
 # them differ: eval NE within 0.02 and eval AUC at most 0.02 below.
-# Measured on tiny.ini's 60k examples (tests' data): repeated 2x2 runs
-# spread over 0.012 in eval NE (a pair of different jobs once 0.0118
-# apart) and 0.009 in AUC, while frozen embeddings cost +0.025 NE and
+# Measured on tiny.ini's 60k examples (tests' data): 12 repeated 2x2 runs
+# spread over 0.009 in eval NE and in AUC, two different jobs once came
+# 0.0118 apart in NE (a CI failure at 0.01), while frozen embeddings cost +0.025 NE and
 # -0.045 AUC and a frozen dense part +0.075 NE; so a run that stopped
 # learning still fails. held_is RUN REF: the figures, for a check's name.
 held() {
