@@ -156,10 +156,21 @@ static int load_config(struct ss_config *c, struct args *a)
 
 /* `shadowsync train` under mpirun: every rank takes its role from the
  * plan (DESIGN §2) and runs it until the job ends. */
+/* Before any training, embedded or cluster: a run that does not resume
+ * takes no earlier run's checkpoint.dir, and data.eval can be scored. */
+static int prerun_checks(const struct ss_config *c, const char *resume, struct ss_err *e)
+{
+    int rc = 0;
+    if (!resume && *c->checkpoint.dir)
+        rc = ckpt_refuse_earlier(c->checkpoint.dir, e);
+    if (rc == 0 && c->data.eval && *c->data.eval)
+        rc = reader_check_eval(c->data.train, c->data.eval, e);
+    return rc;
+}
+
 /* The master's checks before a job starts, every rank learning the outcome
  * (collective; a failure fails every rank): under --resume it picks the
- * newest complete checkpoint, without it checkpoint.dir must hold no
- * earlier run's; data.eval is readable (the master scores it). */
+ * newest complete checkpoint, then prerun_checks. */
 static int master_checks(struct job_plan *p, const struct ss_config *c, const char *resume,
                          struct ss_err *e)
 {
@@ -169,11 +180,9 @@ static int master_checks(struct job_plan *p, const struct ss_config *c, const ch
         struct ckpt_meta_set m;
         int skipped;
         rc = ckpt_latest(resume, p->resume_from, sizeof p->resume_from, &m, &skipped, &shared);
-    } else if (p->rank == 0 && *c->checkpoint.dir) {
-        rc = ckpt_refuse_earlier(c->checkpoint.dir, &shared);
     }
-    if (p->rank == 0 && rc == 0 && c->data.eval && *c->data.eval)
-        rc = reader_check_eval(c->data.train, c->data.eval, &shared);
+    if (p->rank == 0 && rc == 0)
+        rc = prerun_checks(c, resume, &shared);
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(p->resume_from, sizeof p->resume_from, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -314,7 +323,7 @@ static int cmd_train(int argc, char **argv)
         return rc;
     }
     struct ss_err e = {0};
-    if (!resume && *c.checkpoint.dir && (rc = ckpt_refuse_earlier(c.checkpoint.dir, &e)) < 0) {
+    if ((rc = prerun_checks(&c, resume, &e)) < 0) {
         ss_config_free(&c);
         return die(&e);
     }

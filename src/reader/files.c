@@ -152,23 +152,24 @@ int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
         snprintf(why, sizeof why, "%s", e->msg);
         return ss_fail(e, rc, "data.eval: %s (checked before training)", why);
     }
+    char **real = ss_xcalloc((size_t)n_ev, sizeof *real); /* each path resolved once */
+    for (int i = 0; i < n_ev; i++)
+        real[i] = realpath(ev[i], NULL);
     struct ss_err ignored = {0};
     if (reader_list_files(train, PICK_ALL, &tr, &n_tr, &ignored) == 0) {
-        for (int i = 0; i < n_ev && rc == 0; i++) {
-            char *a = realpath(ev[i], NULL);
-            for (int k = 0; a && k < n_tr && rc == 0; k++) {
-                char *b = realpath(tr[k], NULL);
-                if (b && !strcmp(a, b))
+        for (int k = 0; k < n_tr && rc == 0; k++) {
+            char *b = realpath(tr[k], NULL);
+            for (int i = 0; b && i < n_ev && rc == 0; i++)
+                if (real[i] && !strcmp(real[i], b))
                     rc = ss_fail(e, SS_EINVAL, "data.eval's file %s is also one of data.train = "
                                  "%s: the model would be scored on examples it trained on (name "
                                  "the training file itself, or move the eval file out)", ev[i],
                                  train);
-                free(b);
-            }
-            free(a);
+            free(b);
         }
         reader_free_files(tr, n_tr);
     }
+    reader_free_files(real, n_ev); /* frees each (NULL too) and the array */
     reader_free_files(ev, n_ev);
     return rc;
 }

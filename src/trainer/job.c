@@ -1518,9 +1518,6 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     } else if (!env && (rc = trainer_device(c, !c->output.quiet, 0, &j.gpu_dev, &j.gpu_count, e)) < 0) {
         goto out;
     }
-    if (!env && c->data.eval && *c->data.eval && /* a cluster's master checked it for all */
-        (rc = reader_check_eval(c->data.train, c->data.eval, e)) < 0)
-        goto out;
     if ((rc = setup_model(&j, e)) < 0)
         goto out;
     if ((rc = schema_from_config(&j.schema, c, c->data.train, e)) < 0 ||
