@@ -41,6 +41,12 @@ int gpu_dense_read(struct gpu_dense *g, float *w, float *state, struct ss_err *e
 /* Device w += delta[0..n_params), from the host. */
 int gpu_dense_add(struct gpu_dense *g, const float *delta, struct ss_err *e);
 
+/* Page-locks host memory the caller allocated, so copies to and from it
+ * run at the bus's speed (the staging copy): 0, or -1 when it stays
+ * pageable (no library, or a locked-memory limit). Undo before freeing it. */
+int gpu_host_register(void *p, size_t bytes);
+void gpu_host_unregister(void *p);
+
 struct gpu_worker;
 /* A worker of up to cap examples a batch, on g's device; call from any
  * thread. Free every worker of g before g. */

@@ -9,7 +9,7 @@
 
 #include "shadowsync/gpu.h"
 
-#define SS_GPU_API_VERSION 1
+#define SS_GPU_API_VERSION 2
 #define SS_GPU_LIB "libshadowsync_gpu.so"
 
 struct gpu_api {
@@ -31,6 +31,8 @@ struct gpu_api {
     int (*worker_grad)(struct gpu_worker *w, const struct batch *b, float *grad, double *loss,
                        struct ss_err *e);
     struct collective *(*nccl)(MPI_Comm comm, int dev, struct ss_err *e);
+    int (*host_register)(void *p, size_t bytes);
+    void (*host_unregister)(void *p);
 };
 
 #ifdef __cplusplus

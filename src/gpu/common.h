@@ -70,6 +70,9 @@ static int be_alloc(float **p, size_t bytes, struct ss_err *e);      /* device m
 static int be_alloc_host(float **p, size_t bytes, struct ss_err *e); /* pinned host memory */
 static void be_free(float *p);
 static void be_free_host(float *p);
+/* Pins memory the caller allocated (0), or leaves it pageable (-1). */
+static int be_host_register(void *p, size_t bytes);
+static void be_host_unregister(void *p);
 /* After a teardown: no error of it may fail a later call. */
 static void be_forget_errors(void);
 static int be_copy(float *dst, const float *src, size_t bytes, int kind, be_stream s,
@@ -458,6 +461,8 @@ static const struct gpu_api *api_table(const char *(*build_info)(void),
     a.worker_train = cm_worker_train;
     a.worker_grad = cm_worker_grad;
     a.nccl = nccl;
+    a.host_register = be_host_register;
+    a.host_unregister = be_host_unregister;
     return &a;
 }
 

@@ -157,6 +157,22 @@ static int be_alloc_host(float **p, size_t bytes, struct ss_err *e)
 
 static void be_free(float *p) { cudaFree(p); }
 static void be_free_host(float *p) { cudaFreeHost(p); }
+
+/* Portable: any thread's device may copy from it. A failure (a locked-memory
+ * limit) leaves the memory pageable and clears the error. */
+static int be_host_register(void *p, size_t bytes)
+{
+    if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess)
+        return 0;
+    (void)cudaGetLastError();
+    return -1;
+}
+
+static void be_host_unregister(void *p)
+{
+    cudaHostUnregister(p);
+    (void)cudaGetLastError();
+}
 static void be_forget_errors(void) { (void)cudaGetLastError(); }
 
 static int be_copy(float *dst, const float *src, size_t bytes, int kind, be_stream s,

@@ -162,6 +162,18 @@ int gpu_worker_grad(struct gpu_worker *w, const struct batch *b, float *grad, do
     CALL(worker_grad, w, b, grad, loss, e);
 }
 
+int gpu_host_register(void *p, size_t bytes)
+{
+    const struct gpu_api *a = get();
+    return a ? a->host_register(p, bytes) : -1;
+}
+
+void gpu_host_unregister(void *p)
+{
+    if (p && get())
+        get()->host_unregister(p);
+}
+
 struct collective *collective_nccl(MPI_Comm comm, int dev, struct ss_err *e)
 {
     const struct gpu_api *a = get();

@@ -88,6 +88,8 @@ static int be_alloc_host(float **p, size_t bytes, struct ss_err *e)
 
 static void be_free(float *p) { free(p); }
 static void be_free_host(float *p) { free(p); }
+static int be_host_register(void *p, size_t bytes) { return p && bytes ? 0 : -1; }
+static void be_host_unregister(void *p) { (void)p; }
 static void be_forget_errors(void) {}
 
 static int be_copy(float *dst, const float *src, size_t bytes, int kind, be_stream s,

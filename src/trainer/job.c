@@ -52,6 +52,7 @@ struct trainer {
     struct gpu_dense *gpu;      /* trainer.device = cuda: the live copy (w, state: read back
                                  * for checkpoints and the end) */
     float *stage, *snap;        /* ...and the shadow thread's staging copy, as pulled */
+    int pinned;                 /* stage and snap page-locked (gpu_host_register) */
     struct shadow *shadow;
     struct worker *workers;
     int workers_left;           /* under job->mu; the last one out ends the data */
@@ -650,6 +651,12 @@ static int start_trainers(struct job *j, struct ss_err *e)
             tr->stage = ss_aligned(n * sizeof(float));
             tr->snap = ss_aligned(n * sizeof(float));
             memcpy(tr->stage, tr->w, n * sizeof(float));
+            tr->pinned = gpu_host_register(tr->stage, n * sizeof(float)) == 0;
+            if (tr->pinned && gpu_host_register(tr->snap, n * sizeof(float)) < 0)
+                gpu_host_unregister(tr->stage), tr->pinned = 0;
+            if (!tr->pinned && j->is_master && !c->output.quiet)
+                printf("# trainer %d: its staging copy could not be page-locked (ulimit -l?): "
+                       "the shadow thread's copies go through pageable memory\n", j->env ? j->env->index : t);
         }
     }
     float *saved[4] = {NULL};   /* a resumed checkpoint's center or algorithm state */
@@ -834,6 +841,8 @@ static void free_trainers(struct job *j)
         free(j->tr[t].w);
         free(j->tr[t].state);
         gpu_dense_free(j->tr[t].gpu);
+        if (j->tr[t].pinned)
+            gpu_host_unregister(j->tr[t].stage), gpu_host_unregister(j->tr[t].snap);
         free(j->tr[t].stage);
         free(j->tr[t].snap);
     }
