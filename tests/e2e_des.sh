@@ -76,6 +76,33 @@ check "multi-hot: $(held_is $M $T/mhps/metrics.json) of the PS placement" \
 check "multi-hot: the wire $(json des_bytes_sent $M) B is under 0.75 of the rows' $(json des_bytes_rows $M) B" \
     awk "BEGIN { exit !($(json des_bytes_sent $M) < 0.75 * $(json des_bytes_rows $M)) }"
 
+# model.pooling = mean on the same bags: a bag pools to its sum over its
+# length whatever summed it (the tables in process, DES's partial sums),
+# and a model or checkpoint keeps its pooling
+MEAN="$MH --set model.pooling=mean"
+train mhsum1 $MH
+train mean1 $MEAN --set checkpoint.dir=$T/meanck
+train mean1_des $MEAN --set $DES
+M=$T/mean1_des/metrics.json
+check "mean pooling, 1 trainer x 1 worker: DES's eval NE $(json eval_ne $M) = the tables' in process $(json eval_ne $T/mean1/metrics.json)" \
+    near "$(json eval_ne $M)" "$(json eval_ne $T/mean1/metrics.json)" 0.000001
+check "mean pooling trains another model than sum's: eval NE $(json eval_ne $T/mean1/metrics.json) vs $(json eval_ne $T/mhsum1/metrics.json)" \
+    eval "! near $(json eval_ne $T/mean1/metrics.json) $(json eval_ne $T/mhsum1/metrics.json) 0.0001 && lt $(json eval_ne $T/mean1/metrics.json) 0.98"
+train meanps $MEAN --set job.trainers=2 --set sync.algo=ma
+train meandes $MEAN --set job.trainers=2 --set sync.algo=ma --set $DES
+check "mean pooling, 2 trainers: DES $(held_is $T/meandes/metrics.json $T/meanps/metrics.json) of the PS placement" \
+    held $T/meandes/metrics.json $T/meanps/metrics.json
+EVSETS="--set data.eval=$T/mh/eval.tsv --set data.multihot_cols=14-21"
+$BIN eval $CFG $EVSETS --set model.pooling=mean --model $T/mean1/model > $T/meaneval.log 2>&1
+check "shadowsync eval of a mean-pooled model: the training's eval NE" \
+    grep -q "\"eval_ne\": $(json eval_ne $T/mean1/metrics.json | cut -c1-7)" $T/meaneval.log
+$BIN eval $CFG $EVSETS --model $T/mean1/model > $T/sumeval.log 2>&1
+check "eval of a mean-pooled model with sum pooling: refused, naming both" \
+    sh -c "[ $? != 0 ] && grep -q 'dense.bin: trained with model.pooling = mean, the config has sum' $T/sumeval.log"
+train meanres $MH --set checkpoint.dir=$T/meanck --resume
+check "resuming a mean-pooled checkpoint with sum pooling: refused, naming both" \
+    sh -c "[ $? != 0 ] && grep -q 'trained with model.pooling = mean, the config has sum' $T/meanres.log"
+
 # foreground sync with checkpoints every 0.1 s: no group waits on a paused
 # trainer, no trainer on a group (3 trainers x 2 workers)
 $BIN gen --out $T/big --examples 300000 --eval-examples 2000 --seed 6 --config $CFG > /dev/null 2>&1

@@ -1,5 +1,7 @@
 /* The DLRM gradient against central finite differences: every dense
- * parameter of a small model and every pooled-embedding input. */
+ * parameter of a small model and every pooled-embedding input; with
+ * model.pooling = mean, the gradient of the bags' sums (what each row of a
+ * bag gets) through model_pool_scale. */
 #include "check.h"
 #include "shadowsync/core.h"
 
@@ -124,6 +126,88 @@ static void check_batch(uint64_t seed)
     batch_free(&b);
 }
 
+/* Mean pooling on bags of 0 to 3 ids: the model's input is each bag's sum
+ * over its length, and model_pool_scale on d_emb gives the loss's gradient
+ * in the sum (the gradient every row of the bag gets). */
+static void check_mean_pooling(void)
+{
+    struct model_layout M = L;
+    M.pooling = POOL_MEAN;
+    float *p = ss_aligned(M.n_params * sizeof(float));
+    model_init_params(&M, p, 7);
+    int n = 4, T = M.n_tables, d = M.dim;
+    struct batch b;
+    batch_init(&b, n, M.n_dense, T);
+    batch_reserve_ids(&b, (size_t)n * T * 3);
+    uint64_t r = 11;
+    b.off[0] = 0;
+    for (int k = 0; k < n * T; k++) {
+        int len = k % 4; /* 0, 1, 2, 3 ids */
+        for (int q = 0; q < len; q++)
+            b.ids[b.off[k] + q] = ss_splitmix(&r) % 50;
+        b.off[k + 1] = b.off[k] + len;
+    }
+    for (int i = 0; i < n; i++) {
+        b.label[i] = (float)(i & 1);
+        for (int k = 0; k < M.n_dense; k++)
+            b.dense[i * M.n_dense + k] = (float)(ss_uniform(&r) * 20 - 3);
+    }
+    b.n = n;
+    struct model_scratch s;
+    model_scratch_init(&s, &M, n);
+    size_t ne = (size_t)n * T * d;
+    float *sum = ss_aligned(ne * sizeof(float)), *g = ss_aligned(ne * sizeof(float));
+    for (size_t i = 0; i < ne; i++) /* an empty bag pools to zeros */
+        sum[i] = b.off[i / d + 1] == b.off[i / d] ? 0.0f : (float)(ss_normal(&r) * 0.5);
+    memcpy(s.emb, sum, ne * sizeof(float));
+    model_pool_scale(&M, &b, s.emb);
+    double off = 0;
+    for (size_t i = 0; i < ne; i++) {
+        int len = b.off[i / d + 1] - b.off[i / d];
+        off = fmax(off, fabs(s.emb[i] - (len ? sum[i] / len : 0.0f)));
+    }
+    CHECK(off < 1e-7, "mean pooling: each bag's vector is its sum over its length",
+          "max difference %g", off);
+    model_forward(&M, p, &b, &s);
+    model_backward(&M, p, &b, &s);
+    memcpy(g, s.d_emb, ne * sizeof(float));
+    model_pool_scale(&M, &b, g);
+    int bad = 0, kinks = 0;
+    double worst = 0;
+    const float h = 2e-3f;
+    for (size_t i = 0; i < ne; i++) {
+        double f[3];
+        for (int k = 0; k < 3; k++) { /* the loss at sum - h, sum, sum + h */
+            memcpy(s.emb, sum, ne * sizeof(float));
+            s.emb[i] += (k - 1) * h;
+            model_pool_scale(&M, &b, s.emb);
+            f[k] = model_forward(&M, p, &b, &s);
+        }
+        double right = (f[2] - f[1]) / h, left = (f[1] - f[0]) / h;
+        if (fabs(right - left) > 0.01 * (fabs(right) + fabs(left)) + 1e-4) {
+            kinks++;
+            continue;
+        }
+        double num = (f[2] - f[0]) / (2 * h);
+        double err = fabs(num - g[i]) / (fabs(num) + fabs(g[i]) + 1e-3);
+        worst = fmax(worst, err);
+        bad += err > 1e-2;
+    }
+    CHECK(bad == 0 && kinks * 10 < (int)ne,
+          "mean pooling: the scaled d_emb is the loss's gradient in each bag's sum",
+          "%d mismatches, %d kinks of %zu, worst %.2g", bad, kinks, ne, worst);
+    /* sum pooling leaves the vectors alone */
+    memcpy(s.emb, sum, ne * sizeof(float));
+    model_pool_scale(&L, &b, s.emb);
+    CHECK(memcmp(s.emb, sum, ne * sizeof(float)) == 0, "sum pooling: the vectors as pooled",
+          "changed");
+    free(sum);
+    free(g);
+    free(p);
+    model_scratch_free(&s);
+    batch_free(&b);
+}
+
 int main(void)
 {
     char *sets[] = {"model.bottom=4-8-6-3", "model.dim=3", "model.rows=50",
@@ -142,6 +226,7 @@ int main(void)
     static const uint64_t seeds[] = {4, 5, 9, 10};
     for (int k = 0; k < 4; k++)
         check_batch(seeds[k]);
+    check_mean_pooling();
 
     /* a bad top is refused with the expected width named */
     char *bad_top[] = {"model.top=100-1"};

@@ -76,6 +76,7 @@ enum sync_mode { SYNC_SHADOW, SYNC_FOREGROUND };
 enum sync_output { OUT_TRAINER0, OUT_AVERAGE };
 enum device_kind { DEV_CPU, DEV_CUDA, DEV_AUTO };
 enum emb_placement { EMB_ON_PS, EMB_ON_TRAINERS }; /* embedding.placement */
+enum pooling { POOL_SUM, POOL_MEAN };                /* model.pooling */
 
 struct ss_config {
     struct {
@@ -96,7 +97,7 @@ struct ss_config {
         int report_bad_lines;        /* first N bad lines printed as file:line: reason */
         int64_t max_examples;        /* 0 = all */
     } data;
-    struct { char *rows; int dim; char *bottom, *top; } model;
+    struct { char *rows; int dim; char *bottom, *top; int pooling; } model;
     struct {
         int dense, emb;              /* enum opt_kind */
         double dense_lr, emb_lr, eps, init_acc;
@@ -162,6 +163,7 @@ struct model_layout {
     size_t top_w[SS_MAX_LAYERS], top_b[SS_MAX_LAYERS];
     size_t n_params;
     int64_t *rows;                           /* [n_tables] */
+    int pooling;                             /* enum pooling */
 };
 
 /* From the config; checks bottom ends at dim, top starts at dim + (T+1)T/2. */
@@ -212,6 +214,12 @@ void model_backward(const struct model_layout *l, const float *params, const str
  * s->d_emb is filled as by model_backward. */
 void model_backward_sgd(const struct model_layout *l, float *params, const struct batch *b,
                         struct model_scratch *s, float lr);
+/* model.pooling = mean on one batch's [n*T*dim] vectors: each bag's divided by
+ * its length. The embedding clients pool sums, so the caller applies it to
+ * the pooled vectors before the forward and, as the chain rule asks, to
+ * their gradients before the push (each row of a bag then gets 1/len of the
+ * bag's gradient). Nothing for sum pooling. */
+void model_pool_scale(const struct model_layout *l, const struct batch *b, float *v);
 
 /* ---- optimizers (DESIGN §1) ------------------------------------------ */
 /* Dense step over the flat vector: w -= lr*g (SGD) or Adagrad with state. */

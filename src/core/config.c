@@ -69,6 +69,7 @@ static const struct choice sync_outputs[] = {
     {"trainer0", OUT_TRAINER0}, {"average", OUT_AVERAGE}, {NULL, 0}};
 static const struct choice emb_places[] = {
     {"ps", EMB_ON_PS}, {"trainers", EMB_ON_TRAINERS}, {NULL, 0}};
+static const struct choice poolings[] = {{"sum", POOL_SUM}, {"mean", POOL_MEAN}, {NULL, 0}};
 static const struct choice strategies[] = {
     {"profile", 0}, {"round_robin", 0}, {"hash", 0}, {NULL, 0}};
 
@@ -106,6 +107,9 @@ static const struct key_desc keys[] = {
     STR(model, bottom, "13-512-256-64-16", "bottom MLP widths, dense input first, last = model.dim"),
     STR(model, top, "367-512-256-1",
         "top MLP widths, interaction width first (\"auto\" = computed), last = 1"),
+    ENUM(model, pooling, "sum", poolings,
+         "how a bag of ids becomes one vector: the sum of its rows, or their mean (steadier "
+         "on long multi-hot bags)"),
 
     ENUM(optim, dense, "sgd", dense_opts, "optimizer of the dense (MLP) parameters"),
     ENUM(optim, emb, "sgd", emb_opts, "optimizer of the embedding rows"),

@@ -27,6 +27,7 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
     memcpy(l->bot, dims, nb * sizeof(int));
     l->n_dense = l->bot[0];
     l->dim = c->model.dim;
+    l->pooling = c->model.pooling;
     if (l->bot[l->n_bot] != l->dim)
         return ss_fail(e, SS_EINVAL, "config: model.bottom = %s must end at model.dim = %d",
                        c->model.bottom, l->dim);
@@ -405,4 +406,19 @@ void model_backward_sgd(const struct model_layout *l, float *p, const struct bat
                         struct model_scratch *s, float lr)
 {
     backward(l, p, b, s, p, -lr, 1.0f);
+}
+
+void model_pool_scale(const struct model_layout *l, const struct batch *b, float *v)
+{
+    if (l->pooling != POOL_MEAN)
+        return;
+    int T = l->n_tables, d = l->dim;
+    for (int k = 0; k < b->n * T; k++) {
+        int len = b->off[k + 1] - b->off[k];
+        if (len < 2)
+            continue; /* an empty bag pools to zeros either way */
+        float inv = 1.0f / (float)len, *x = v + (size_t)k * d;
+        for (int i = 0; i < d; i++)
+            x[i] *= inv;
+    }
 }

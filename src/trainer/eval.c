@@ -33,6 +33,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
             break;
         if ((rc = emb->ops->lookup(emb, &b, sc.emb, e)) < 0)
             break;
+        model_pool_scale(l, &b, sc.emb);
         model_forward(l, params, &b, &sc);
         ne_add(&acc, sc.prob, b.label, b.n);
         if (have + b.n > room) {

@@ -195,6 +195,7 @@ static void *worker_main(void *arg)
         if ((rc = wk->emb->ops->lookup(wk->emb, &b, emb, &wk->err)) < 0)
             break;
         t[2] = ss_now();
+        model_pool_scale(l, &b, emb); /* mean pooling: here and on the gradients below */
         struct ne_acc scored = {0}; /* scored before it is trained on */
         if (gw) { /* forward, backward and step on the device; prob from its forward */
             if ((rc = gpu_worker_train(gw, &b, c->optim.dense, lr, eps, &wk->err)) < 0)
@@ -210,6 +211,7 @@ static void *worker_main(void *arg)
                 optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
             }
         }
+        model_pool_scale(l, &b, d_emb);
         t[3] = ss_now();
         if ((rc = wk->emb->ops->push(wk->emb, &b, d_emb, &wk->err)) < 0)
             break;
@@ -522,7 +524,7 @@ static int load_saved(struct job *j, const char *name, float **out, int max, str
             break;
         if (!out[k])
             out[k] = ss_aligned(n * sizeof(float));
-        int rc = dense_load(out[k], n, p, e);
+        int rc = dense_load(out[k], n, j->l.pooling, p, e);
         if (rc < 0)
             return rc;
     }
@@ -635,10 +637,10 @@ static int start_trainers(struct job *j, struct ss_err *e)
             char p[4400];
             int rc, gi = ((j->env ? j->env->index : 0) + t) % j->resumed_trainers;
             snprintf(p, sizeof p, "%s/dense-%d.bin", j->resumed_from, gi);
-            if ((rc = dense_load(tr->w, n, p, e)) < 0)
+            if ((rc = dense_load(tr->w, n, j->l.pooling, p, e)) < 0)
                 return rc;
             snprintf(p, sizeof p, "%s/state-%d.bin", j->resumed_from, gi);
-            if ((rc = dense_load(tr->state, n, p, e)) < 0)
+            if ((rc = dense_load(tr->state, n, j->l.pooling, p, e)) < 0)
                 return rc;
         }
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
@@ -656,7 +658,8 @@ static int start_trainers(struct job *j, struct ss_err *e)
                 gpu_host_unregister(tr->stage), tr->pinned = 0;
             if (!tr->pinned && j->is_master && !c->output.quiet)
                 printf("# trainer %d: its staging copy could not be page-locked (ulimit -l?): "
-                       "the shadow thread's copies go through pageable memory\n", j->env ? j->env->index : t);
+                       "the shadow thread's copies go through pageable memory\n",
+                       j->env ? j->env->index : t);
         }
     }
     float *saved[4] = {NULL};   /* a resumed checkpoint's center or algorithm state */
@@ -1104,14 +1107,15 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
     if (rc < 0)
         return rc;
     snprintf(p, sizeof p, "%s/model/dense.bin", j->c->output.dir);
-    if ((rc = dense_save(w, j->l.n_params, p, e)) < 0)
+    if ((rc = dense_save(w, j->l.n_params, j->l.pooling, p, e)) < 0)
         return rc;
     if (j->hot) { /* which rows are hot, and their values (the tables' copies are stale) */
         snprintf(p, sizeof p, "%s/model/hot-rows.bin", j->c->output.dir);
         if ((rc = hot_save(j->hot, p, e)) < 0)
             return rc;
         snprintf(p, sizeof p, "%s/model/hot.bin", j->c->output.dir);
-        if ((rc = dense_save(w + j->l.n_params, j->n_sync - j->l.n_params, p, e)) < 0)
+        size_t np = j->l.n_params;
+        if ((rc = dense_save(w + np, j->n_sync - np, j->l.pooling, p, e)) < 0)
             return rc;
     }
     if (!j->tables) /* cluster job: each embedding PS saves its shards, tables-psK.bin; */
@@ -1192,22 +1196,22 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
     }
     for (int t = 0; rc == 0 && t < j->n_tr; t++) {
         snprintf(p, sizeof p, "%s/dense-%d.bin", dir, first + t);
-        rc = dense_save(j->tr[t].w, n, p, e);
+        rc = dense_save(j->tr[t].w, n, j->l.pooling, p, e);
         snprintf(p, sizeof p, "%s/state-%d.bin", dir, first + t);
         if (rc == 0)
-            rc = dense_save(j->tr[t].state, n, p, e);
+            rc = dense_save(j->tr[t].state, n, j->l.pooling, p, e);
         float *arrays[4];
         int m = rc == 0 && j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays) : 0;
         for (int i = 0; rc == 0 && i < m; i++) {
             snprintf(p, sizeof p, "%s/sync-%d-%d.bin", dir, first + t, i);
-            rc = dense_save(arrays[i], n, p, e);
+            rc = dense_save(arrays[i], n, j->l.pooling, p, e);
         }
     }
     if (rc == 0 && j->center && j->center->ops->get) {
         float *v = ss_aligned(n * sizeof(float));
         j->center->ops->get(j->center, v);
         snprintf(p, sizeof p, "%s/center.bin", dir);
-        rc = dense_save(v, n, p, e);
+        rc = dense_save(v, n, j->l.pooling, p, e);
         free(v);
     }
     if (rc == 0 && j->reader) {
@@ -1674,11 +1678,11 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
     w = ss_aligned(j.n_sync * sizeof(float));
     size_t np = j.l.n_params;
     snprintf(dense, sizeof dense, "%s/%s", src, is_ckpt ? "dense-0.bin" : "dense.bin");
-    if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, dense, e)) < 0 ||
+    if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, j.l.pooling, dense, e)) < 0 ||
         (rc = embps_load_dir(j.tables, src, e)) < 0)
         goto out;
     snprintf(dense, sizeof dense, "%s/hot.bin", src);
-    if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, dense, e)) < 0)
+    if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, j.l.pooling, dense, e)) < 0)
         goto out;
     if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
         goto out;
