@@ -15,7 +15,7 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    struct collective *c = collective_mpi(MPI_COMM_WORLD);
+    struct collective *c = collective_mpi(MPI_COMM_WORLD, NULL);
     struct ss_err e = {0};
     static float buf[LEN + 1], w[LEN];
     for (int i = 0; i < LEN; i++)

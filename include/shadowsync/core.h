@@ -111,6 +111,7 @@ struct ss_config {
         int bmuf_nesterov;
         int output;                  /* enum sync_output */
         double shadow_sleep_ms;
+        double timeout_s;            /* a cluster job's wait on the other trainers; 0: none */
     } sync;
     struct { char *strategy; int profile_batches; char *pin; } placement;
     struct { int placement; } embedding; /* enum emb_placement */

@@ -70,9 +70,11 @@ int gpu_worker_grad(struct gpu_worker *w, const struct batch *b, float *grad, do
 
 /* An all-reduce among GPU trainers over NCCL: the communicator is made from
  * a unique id broadcast over comm (collective over comm); the sum runs on
- * its own stream through a device staging buffer. NULL with e filled when
- * it cannot be made. */
-struct collective *collective_nccl(MPI_Comm comm, int dev, struct ss_err *e);
+ * its own stream through a device staging buffer; a round that waits past
+ * pw->timeout_s aborts the communicator and ends the job (peer_stalled).
+ * NULL with e filled when it cannot be made. */
+struct collective *collective_nccl(MPI_Comm comm, int dev, const struct peer_wait *pw,
+                                   struct ss_err *e);
 
 #ifdef __cplusplus
 }

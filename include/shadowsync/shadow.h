@@ -14,6 +14,7 @@
 #include "core.h"
 
 #include <mpi.h>
+#include <stdio.h>
 
 /* An all-reduce among the trainers: in-process now, MPI and NCCL later. */
 struct collective;
@@ -30,15 +31,47 @@ struct collective {
 };
 /* n members of one in-process group (one per trainer); free each. */
 void collective_local_group(struct collective **members, int n, size_t max_len);
-/* This rank's member of an all-reduce over comm (the trainers' communicator).
- * Waits by polling MPI_Test with a short sleep, so a waiting shadow thread
- * does not spin a worker's core (TOOLCHAIN.md). comm is borrowed. */
-struct collective *collective_mpi(MPI_Comm comm);
+
+/* How long a trainer of a cluster job waits on the other trainers
+ * (sync.timeout_s), and the names its message gives when one has stalled:
+ * stopped, hung or swapped out without exiting, so nothing tells Open MPI,
+ * and every later collective of the job would wait on it too. */
+struct peer_wait {
+    double timeout_s;           /* 0: for ever */
+    char me[128];               /* "trainer 0 (rank 0 on node7)" */
+    char other[128];            /* with 2 trainers the other's name, else "" */
+};
+/* The whole job ends (MPI_Abort) after "shadowsync: ME: WHAT has waited
+ * T s (sync.timeout_s) for WHO, which has stalled ...". */
+static inline void peer_stalled(const struct peer_wait *pw, const char *what, const char *who)
+{
+    fprintf(stderr, "shadowsync: %s: %s has waited %g s (sync.timeout_s) for %s, which has "
+            "stalled (it runs, but takes no part); ending the job\n", pw->me, what, pw->timeout_s,
+            who);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+/* Whom a member of size trainers waits on: the other's name, or how many. */
+static inline void peer_wait_who(const struct peer_wait *pw, int size, char *who, size_t cap)
+{
+    if (pw->other[0])
+        snprintf(who, cap, "%s", pw->other);
+    else
+        snprintf(who, cap, "one of the other %d trainers", size - 1);
+}
+/* Completes req by polling MPI_Test: spins tests first (a DES round is
+ * short), then sleeps 50 us between them; a blocked MPI_Wait spins at
+ * 100 % CPU in Open MPI 4.1 and would steal a worker's core (TOOLCHAIN.md).
+ * Past pw->timeout_s, peer_stalled(pw, what, who). */
+int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const char *what,
+                  const char *who, struct ss_err *e);
+/* This rank's member of an all-reduce over comm (the trainers' communicator),
+ * waiting as peer_wait_req does. comm is borrowed. */
+struct collective *collective_mpi(MPI_Comm comm, const struct peer_wait *pw);
 /* A member of a DES group's all-to-all over comm (the trainers'; its own
- * duplicate, so every trainer must make its groups in the same order),
- * polling as collective_mpi does after a short spin. */
+ * duplicate, so every trainer must make its groups in the same order). */
 struct exchange;
-struct exchange *exchange_mpi(MPI_Comm comm);
+struct exchange *exchange_mpi(MPI_Comm comm, const struct peer_wait *pw);
 
 /* The EASGD central copy w_PS: in-process now, the sync PS role later. */
 struct center;

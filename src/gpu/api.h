@@ -30,7 +30,8 @@ struct gpu_api {
                         struct ss_err *e);
     int (*worker_grad)(struct gpu_worker *w, const struct batch *b, float *grad, double *loss,
                        struct ss_err *e);
-    struct collective *(*nccl)(MPI_Comm comm, int dev, struct ss_err *e);
+    struct collective *(*nccl)(MPI_Comm comm, int dev, const struct peer_wait *pw,
+                               struct ss_err *e);
     int (*host_register)(void *p, size_t bytes);
     void (*host_unregister)(void *p);
 };

@@ -443,7 +443,8 @@ static int cm_worker_grad(struct gpu_worker *w, const struct batch *b, float *gr
  * (filled on each call: the loader makes the one call, under pthread_once). */
 static const struct gpu_api *api_table(const char *(*build_info)(void),
                                        int (*probe)(char *, size_t),
-                                       struct collective *(*nccl)(MPI_Comm, int, struct ss_err *))
+                                       struct collective *(*nccl)(MPI_Comm, int, const struct peer_wait *,
+                                                             struct ss_err *))
 {
     static struct gpu_api a;
     a.version = SS_GPU_API_VERSION;

@@ -104,19 +104,23 @@ static int be_stream_create(be_stream *s, struct ss_err *e)
 
 static void be_stream_destroy(be_stream s) { cudaStreamDestroy(s); }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 /* Polls for the first 200 us (a step's tail: a sleep's timer slack alone
  * is ~50 us), then with short sleeps, so a long wait costs no core. */
 static cudaError_t stream_wait(cudaStream_t s)
 {
     const struct timespec nap = {0, 20000};
-    struct timespec t0, t;
+    double t0 = now_s();
     cudaError_t err;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while ((err = cudaStreamQuery(s)) == cudaErrorNotReady) {
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > 200000L)
+    while ((err = cudaStreamQuery(s)) == cudaErrorNotReady)
+        if (now_s() - t0 > 200e-6)
             nanosleep(&nap, NULL);
-    }
     if (err == cudaSuccess) /* launches are checked where made: leave no NotReady behind */
         (void)cudaGetLastError();
     return err;
@@ -321,6 +325,8 @@ struct nccl_impl {
                                    sum is done, and a lost peer would hang it */
     size_t max;
     int dev;
+    struct peer_wait pw;        /* past pw.timeout_s a round ends the job (peer_stalled) */
+    char who[160];
 };
 
 static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e)
@@ -346,8 +352,14 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
     CU(cudaMemcpyAsync(x->hbuf, x->buf, n * sizeof(float), cudaMemcpyDeviceToHost, x->st));
     /* as stream_wait, but a peer lost mid-sum ends the wait with an error, not a hang */
     const struct timespec nap = {0, 20000};
+    double deadline = x->pw.timeout_s > 0 ? now_s() + x->pw.timeout_s : 0;
     cudaError_t err;
-    while ((err = cudaStreamQuery(x->st)) == cudaErrorNotReady) {
+    for (int i = 1; (err = cudaStreamQuery(x->st)) == cudaErrorNotReady; i++) {
+        if (deadline && (i & 255) == 0 && now_s() > deadline) { /* a peer that stalls, alive */
+            ncclCommAbort(x->comm);
+            x->comm = NULL;
+            peer_stalled(&x->pw, "the trainers' NCCL all-reduce (a sync round)", x->who);
+        }
         ncclResult_t async = ncclSuccess;
         if (ncclCommGetAsyncError(x->comm, &async) == ncclSuccess && async != ncclSuccess) {
             ncclCommAbort(x->comm);
@@ -415,13 +427,17 @@ static int nccl_init(struct nccl_impl *x, MPI_Comm comm, int rank, int size, str
     return 0;
 }
 
-static struct collective *cu_nccl(MPI_Comm comm, int dev, struct ss_err *e)
+static struct collective *cu_nccl(MPI_Comm comm, int dev, const struct peer_wait *pw,
+                                  struct ss_err *e)
 {
     int rank, size;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     struct nccl_impl *x = (struct nccl_impl *)xcalloc(1, sizeof *x);
     x->dev = dev;
+    if (pw)
+        x->pw = *pw;
+    peer_wait_who(&x->pw, size, x->who, sizeof x->who);
     if (nccl_init(x, comm, rank, size, e) < 0) {
         cudaFree(x->buf);
         if (x->st)

@@ -174,12 +174,13 @@ void gpu_host_unregister(void *p)
         get()->host_unregister(p);
 }
 
-struct collective *collective_nccl(MPI_Comm comm, int dev, struct ss_err *e)
+struct collective *collective_nccl(MPI_Comm comm, int dev, const struct peer_wait *pw,
+                                   struct ss_err *e)
 {
     const struct gpu_api *a = get();
     if (!a) {
         ss_fail(e, SS_EINVAL, "%s", why_not);
         return NULL;
     }
-    return a->nccl(comm, dev, e);
+    return a->nccl(comm, dev, pw, e);
 }

@@ -31,9 +31,10 @@ static int sim_probe(char *why, size_t cap)
     return 1;
 }
 
-static struct collective *sim_nccl(MPI_Comm comm, int dev, struct ss_err *e)
+static struct collective *sim_nccl(MPI_Comm comm, int dev, const struct peer_wait *pw,
+                                   struct ss_err *e)
 {
-    (void)comm, (void)dev;
+    (void)comm, (void)dev, (void)pw;
     fail(e, SS_EINVAL, "the CPU simulation of the device library has no NCCL");
     return NULL;
 }

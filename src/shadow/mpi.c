@@ -1,7 +1,9 @@
 /* The all-reduce among trainer ranks of a cluster job (DESIGN §2 "Wires"):
- * MPI_Iallreduce in place, completed by polling MPI_Test with a 50 us sleep.
- * A blocked MPI_Wait spins at 100 % CPU in Open MPI 4.1 and would steal a
- * worker's core; polling costs ~7 % of one core instead (TOOLCHAIN.md). */
+ * MPI_Iallreduce in place, completed by polling MPI_Test with a 50 us sleep
+ * (peer_wait_req): polling costs ~7 % of one core where a blocked MPI_Wait
+ * would spin one (TOOLCHAIN.md). A trainer that waits past sync.timeout_s
+ * on the others ends the job naming the wait: a trainer that stalls
+ * without exiting would otherwise hang every other one for good. */
 #include "shadowsync/shadow.h"
 #include "shadowsync/trainer.h"
 
@@ -10,32 +12,42 @@
 
 enum { spin_none = 0, spin_some = 64 };
 
-/* Polls req: spins tests first (a DES round is short), then sleeps 50 us
- * between them. */
-static int wait_req(MPI_Request *req, int spins, int rank, struct ss_err *e)
+int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const char *what,
+                  const char *who, struct ss_err *e)
 {
     const struct timespec pause = {0, 50000};
+    double deadline = pw && pw->timeout_s > 0 ? ss_now() + pw->timeout_s : 0;
     for (int done = 0, i = 0;; i++) {
         int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS)
-            return ss_fail(e, SS_EIO, "MPI_Test failed on rank %d (code %d)", rank, rc);
+            return ss_fail(e, SS_EIO, "%s: MPI_Test failed (code %d)", what, rc);
         if (done)
             return 0;
-        if (i >= spins)
+        if (i >= spins) {
             nanosleep(&pause, NULL);
+            if (deadline && (i & 255) == 0 && ss_now() > deadline)
+                peer_stalled(pw, what, who);
+        }
     }
 }
 
+struct mpi_coll {
+    MPI_Comm comm;              /* borrowed */
+    struct peer_wait pw;
+    char who[160];              /* the trainers waited on, for the message */
+};
+
 static int mpi_allreduce(struct collective *c, float *buf, size_t n, struct ss_err *e)
 {
-    MPI_Comm comm = *(MPI_Comm *)c->impl;
+    struct mpi_coll *m = c->impl;
     if (n > (size_t)INT32_MAX)
         return ss_fail(e, SS_EINVAL, "all-reduce of %zu floats exceeds MPI's count", n);
     MPI_Request req;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm, &req);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, m->comm, &req);
     if (rc != MPI_SUCCESS)
         return ss_fail(e, SS_EIO, "MPI_Iallreduce failed on rank %d (code %d)", c->rank, rc);
-    return wait_req(&req, spin_none, c->rank, e);
+    return peer_wait_req(&req, spin_none, &m->pw, "the trainers' all-reduce (a sync round)",
+                         m->who, e);
 }
 
 static void mpi_free(struct collective *c)
@@ -46,14 +58,17 @@ static void mpi_free(struct collective *c)
 
 static const struct collective_ops mpi_ops = {"mpi", mpi_allreduce, mpi_free};
 
-struct collective *collective_mpi(MPI_Comm comm)
+struct collective *collective_mpi(MPI_Comm comm, const struct peer_wait *pw)
 {
     struct collective *c = ss_xcalloc(1, sizeof *c);
-    MPI_Comm *keep = ss_xmalloc(sizeof *keep);
-    *keep = comm;
+    struct mpi_coll *m = ss_xcalloc(1, sizeof *m);
+    m->comm = comm;
+    if (pw)
+        m->pw = *pw;
     MPI_Comm_rank(comm, &c->rank);
     MPI_Comm_size(comm, &c->size);
-    *c = (struct collective){&mpi_ops, c->rank, c->size, keep};
+    peer_wait_who(&m->pw, c->size, m->who, sizeof m->who);
+    *c = (struct collective){&mpi_ops, c->rank, c->size, m};
     return c;
 }
 
@@ -62,6 +77,8 @@ struct collective *collective_mpi(MPI_Comm comm)
 struct mpi_x {
     struct exchange x;
     MPI_Comm comm;              /* its own: groups' rounds never mix */
+    struct peer_wait pw;
+    char who[160];
     int *sc, *sd, *rc, *rd;     /* [size] counts and displacements, bytes */
 };
 
@@ -89,7 +106,8 @@ static int mpi_alltoallv(struct exchange *x, const void *send, const size_t *sby
                             &req);
     if (rc != MPI_SUCCESS)
         return ss_fail(e, SS_EIO, "MPI_Ialltoallv failed on rank %d (code %d)", x->rank, rc);
-    return wait_req(&req, spin_some, x->rank, e);
+    return peer_wait_req(&req, spin_some, &m->pw, "a DES exchange (the tables' all-to-all)",
+                         m->who, e);
 }
 
 static void mpi_x_free(struct exchange *x)
@@ -105,12 +123,15 @@ static void mpi_x_free(struct exchange *x)
 
 static const struct exchange_ops mpi_x_ops = {mpi_alltoallv, mpi_x_free};
 
-struct exchange *exchange_mpi(MPI_Comm comm)
+struct exchange *exchange_mpi(MPI_Comm comm, const struct peer_wait *pw)
 {
     struct mpi_x *m = ss_xcalloc(1, sizeof *m);
     MPI_Comm_dup(comm, &m->comm);
     MPI_Comm_rank(m->comm, &m->x.rank);
     MPI_Comm_size(m->comm, &m->x.size);
+    if (pw)
+        m->pw = *pw;
+    peer_wait_who(&m->pw, m->x.size, m->who, sizeof m->who);
     m->x.ops = &mpi_x_ops;
     m->sc = ss_xcalloc(m->x.size, sizeof(int));
     m->sd = ss_xcalloc(m->x.size, sizeof(int));

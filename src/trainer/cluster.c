@@ -22,6 +22,7 @@ struct wiring {
     char (*names)[128];         /* [size]: every rank, by role, rank and host */
     struct endpoint *all;       /* [size]: where every rank serves */
     MPI_Comm ctrl;              /* the trainers' checkpoint messages (a dup of theirs) */
+    struct peer_wait pw;        /* sync.timeout_s, and this trainer's name */
     /* DES: the groups' exchanges (one per worker, one for the eval), made
      * before any thread of this rank calls MPI: Open MPI 4.1 crashed in
      * MPI_Comm_dup while a shadow thread's all-reduce was under way */
@@ -48,14 +49,20 @@ static int ckpt_wait(void *arg, double *fig)
 {
     struct wiring *w = arg;
     int T = w->p->count[ROLE_TRAINER], worst = 0;
-    for (int r = 1; r < T; r++) {
-        double v[9];
-        MPI_Recv(v, 9, MPI_DOUBLE, r, TAG_DONE, w->ctrl, MPI_STATUS_IGNORE);
+    double(*v)[9] = ss_xcalloc(T, sizeof *v);
+    MPI_Request *req = ss_xcalloc(T, sizeof *req);
+    for (int r = 1; r < T; r++)
+        MPI_Irecv(v[r], 9, MPI_DOUBLE, r, TAG_DONE, w->ctrl, &req[r]);
+    for (int r = 1; r < T; r++) { /* trainer r is rank r: the first one that stalled is named */
+        if (peer_wait_req(&req[r], 0, &w->pw, "the checkpoint", w->names[r], NULL) < 0)
+            v[r][8] = SS_EIO;
         for (int i = 0; i < 8; i++)
-            fig[i] += v[i];
-        if (v[8] < worst)
-            worst = (int)v[8];
+            fig[i] += v[r][i];
+        if (v[r][8] < worst)
+            worst = (int)v[r][8];
     }
+    free(v);
+    free(req);
     return worst;
 }
 
@@ -103,7 +110,10 @@ static void ckpt_done(void *arg, int rc, const double *fig)
     v[8] = rc;
     int one;
     MPI_Send(v, 9, MPI_DOUBLE, 0, TAG_DONE, w->ctrl);
-    MPI_Recv(&one, 1, MPI_INT, 0, TAG_RELEASE, w->ctrl, MPI_STATUS_IGNORE);
+    MPI_Request req;
+    MPI_Irecv(&one, 1, MPI_INT, 0, TAG_RELEASE, w->ctrl, &req);
+    if (peer_wait_req(&req, 0, &w->pw, "the checkpoint", w->names[0], NULL) < 0)
+        MPI_Abort(MPI_COMM_WORLD, 1); /* MPI itself failed: no orderly way on */
 }
 
 static int ckpt_final(void *arg, char *tmp, size_t cap, double *fig, int rc)
@@ -133,7 +143,8 @@ static void ckpt_final_done(void *arg)
 /* The all-reduce among the trainers (ma, bmuf, allreduce): NCCL when every trainer runs
  * on a GPU (DESIGN §6), else MPI, saying why on the master. Collective over
  * the trainers. */
-static struct collective *trainers_collective(struct job_plan *p, int gpu, int dev, int verbose)
+static struct collective *trainers_collective(struct job_plan *p, int gpu, int dev,
+                                              const struct peer_wait *pw, int verbose)
 {
     int all = gpu, any = gpu;
     MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, p->trainers);
@@ -142,10 +153,10 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
     if (!all) {
         if (any && verbose)
             printf("# some trainers run on GPUs, some on CPUs: the trainers' all-reduce over MPI\n");
-        return collective_mpi(p->trainers);
+        return collective_mpi(p->trainers, pw);
     }
     struct ss_err e = {0};
-    struct collective *c = collective_nccl(p->trainers, dev, &e);
+    struct collective *c = collective_nccl(p->trainers, dev, pw, &e);
     int ok = c != NULL;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
     if (!ok) { /* all or none: a trainer that could not join NCCL makes everyone use MPI */
@@ -155,7 +166,7 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
             fprintf(stderr, "shadowsync: trainer %d: NCCL: %s\n", p->role_index, e.msg);
         if (verbose)
             printf("# NCCL could not start on every trainer: the trainers' all-reduce over MPI\n");
-        return collective_mpi(p->trainers);
+        return collective_mpi(p->trainers, pw);
     }
     if (verbose)
         printf("# the trainers' all-reduce between the GPU trainers over NCCL\n");
@@ -254,8 +265,9 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     rpc_exchange_endpoints(p, &me, all);
     struct model_layout l;
     int rc = model_layout_init(&l, c, e);
-    struct wiring w = {p, 0, p->count[ROLE_EMBEDDING_PS], (int)(c->job.rpc_timeout_s * 1000),
-                       NULL, NULL, all, MPI_COMM_NULL, NULL, 0, 0};
+    struct wiring w = {.p = p, .n_ps = p->count[ROLE_EMBEDDING_PS],
+                       .timeout_ms = (int)(c->job.rpc_timeout_s * 1000), .all = all,
+                       .ctrl = MPI_COMM_NULL};
     MPI_Comm_dup(p->trainers, &w.ctrl);
     w.names = ss_xcalloc(p->size, sizeof *w.names);
     for (int r = 0; r < p->size; r++) {
@@ -264,6 +276,10 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         snprintf(w.names[r], sizeof w.names[r], "%s %d (rank %d on %s)", rpc_role_name(role), idx,
                  r, p->hosts[r]);
     }
+    w.pw.timeout_s = c->sync.timeout_s; /* trainer r is rank r */
+    snprintf(w.pw.me, sizeof w.pw.me, "%s", w.names[p->rank]);
+    if (p->count[ROLE_TRAINER] == 2)
+        snprintf(w.pw.other, sizeof w.pw.other, "%s", w.names[1 - p->rank]);
     for (int r = 0; rc == 0 && r < p->size; r++) /* every trainer alike: they see one table */
         if (all[r].port < 0)
             rc = ss_fail(e, SS_EIO, "%s could not start its service%s%s; its own line says why",
@@ -297,7 +313,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         rc = trainer_device(c, p->rank == 0 && !c->output.quiet, local, &dev, &count, e);
         env.gpu = dev >= 0, env.gpu_dev = dev;
         if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE)
-            env.coll = trainers_collective(p, env.gpu, dev, !c->output.quiet);
+            env.coll = trainers_collective(p, env.gpu, dev, &w.pw, !c->output.quiet);
         if (sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
             int S = p->count[ROLE_SYNC_PS], s0 = first + w.n_ps;
             sps = ss_xcalloc(S, sizeof *sps);
@@ -321,7 +337,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         w.n_xs = c->trainer.worker_threads + 1;
         w.xs = ss_xcalloc(w.n_xs, sizeof *w.xs);
         for (int x = 0; x < w.n_xs; x++)
-            w.xs[x] = exchange_mpi(p->trainers);
+            w.xs[x] = exchange_mpi(p->trainers, &w.pw);
     }
     if (rc == 0)
         rc = trainer_run_env(c, &env, e);
