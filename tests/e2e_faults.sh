@@ -9,7 +9,8 @@
 #   data with every example counted once;
 # - resuming reader services with another job.readers is refused;
 # - a trainer that stalls (SIGSTOP) ends the job within sync.timeout_s,
-#   named by the trainer that waited on it.
+#   named by a trainer that waited on it (in a collective, a checkpoint,
+#   or for its progress reports).
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -111,27 +112,34 @@ rc=$?
 check "resuming reader services with another job.readers is refused, saying why" sh -c "[ $rc != 0 ] && grep -q 'another number of readers than job.readers = 3' $T/readers3.log"
 
 # a trainer that stalls without exiting (SIGSTOP; nothing tells Open MPI): a
-# sync round's all-reduce, a DES exchange and the master's checkpoint wait
-# each end the job within sync.timeout_s, naming the wait and the trainer
-stall() { # NAME NP WHAT [section.key=value ...]
-    name=$1; np=$2; waited=$3; shift 3
+# sync round's all-reduce, a DES exchange, the master's checkpoint wait and
+# the trainers' progress reports (easgd or none, no checkpoints; the master
+# stalled too) each end the job within sync.timeout_s, naming the wait and
+# the trainer
+stall() { # NAME NP VICTIM WHAT [section.key=value ...]
+    name=$1; np=$2; victim_rank=$3; waited=$4; shift 4
+    other=$(( 1 - victim_rank ))
     (job $name $np job.trainers=2 trainer.batch_size=8 sync.timeout_s=3 "$@" &)
     for i in $(seq 1 300); do grep -q '^\[' $T/$name.log 2>/dev/null && break; sleep 0.05; done
-    victim=$(pid_of $name 1)
+    victim=$(pid_of $name $victim_rank)
     t0=$(date +%s)
     [ -n "$victim" ] && kill -STOP $victim
     for i in $(seq 1 300); do pgrep -f "output.dir=$T/$name " > /dev/null || break; sleep 0.1; done
     took=$(( $(date +%s) - t0 ))
     alive=$(pgrep -f "output.dir=$T/$name " | wc -l)
     [ $alive = 0 ] || pkill -9 -f "output.dir=$T/$name "
-    check "a stalled trainer, $waited: the job ends within sync.timeout_s ($took s)" \
+    check "a stalled trainer $victim_rank, $waited: the job ends within sync.timeout_s ($took s)" \
         sh -c "[ -n '$victim' ] && [ $took -le 10 ] && [ $alive = 0 ]"
-    check "a stalled trainer, $waited: trainer 0 names the wait and trainer 1" \
-        grep -q "^shadowsync: trainer 0 (rank 0 on [^)]*): $waited has waited 3 s (sync.timeout_s) for trainer 1 (rank 1 on [^)]*), which has stalled" $T/$name.log
+    check "a stalled trainer $victim_rank, $waited: trainer $other names the wait and trainer $victim_rank" \
+        grep -q "^shadowsync: trainer $other (rank $other on [^)]*): $waited has waited 3 s (sync.timeout_s) for trainer $victim_rank (rank $victim_rank on [^)]*), which has stalled" $T/$name.log
 }
-stall stall-ma 4 "the trainers' all-reduce (a sync round)" job.embedding_ps=2 sync.algo=ma
-stall stall-des 2 "a DES exchange (the tables' all-to-all)" job.embedding_ps=0 \
+stall stall-ma 4 1 "the trainers' all-reduce (a sync round)" job.embedding_ps=2 sync.algo=ma
+stall stall-des 2 1 "a DES exchange (the tables' all-to-all)" job.embedding_ps=0 \
     embedding.placement=trainers
-stall stall-ckpt 5 "the checkpoint" job.embedding_ps=2 job.sync_ps=1 sync.algo=easgd \
+stall stall-ckpt 5 1 "the checkpoint" job.embedding_ps=2 job.sync_ps=1 sync.algo=easgd \
     checkpoint.dir=$T/ck-stall checkpoint.interval_s=0.5
+stall stall-easgd 5 1 "the job's progress" job.embedding_ps=2 job.sync_ps=1 sync.algo=easgd \
+    output.log_interval_s=0.5
+stall stall-master 4 0 "the job's progress" job.embedding_ps=2 sync.algo=none \
+    output.log_interval_s=0.5
 [ $failed = 0 ] || dump

@@ -46,6 +46,11 @@ check "roles by rank, trainers first" sh -c "grep -q 'rank 1: trainer 1' $T/easg
 check "per-role figures: lookups served by each embedding PS" grep -q 'embedding_ps 1 (rank 3 on .*): lookups [1-9]' $T/easgd.log
 check "per-role figures: syncs served by the sync PS" grep -q 'sync_ps 0 (rank 4 on .*): syncs served [1-9]' $T/easgd.log
 check "per-role figures in the run directory (roles.json)" grep -q '"role": "embedding_ps", "index": 1.*"lookups_per_s"' $T/easgd/roles.json
+# the master's progress lines count every trainer's examples (their reports), not its own
+cluster progress sync.algo=easgd output.log_interval_s=0.2 trainer.batch_size=32
+LINES=$(grep -c '^\[' $T/progress.log); LAST=$(grep '^\[' $T/progress.log | tail -1 | awk '{print $4}')
+check "cluster progress lines: $LINES lines, the last counts both trainers' examples ($LAST of $N)" \
+    sh -c "[ $LINES -ge 3 ] && [ '$LAST' = $N ] && [ '$(json examples $T/progress/metrics.json)' = $N ]"
 for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=easgd sync.mode=foreground sync.gap=5" \
            "allreduce-fg sync.algo=allreduce sync.mode=foreground sync.gap=1"; do
     name=${run%% *}

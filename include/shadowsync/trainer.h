@@ -234,6 +234,13 @@ struct trainer_env {
      * makes the same groups in the same order). */
     const struct placement *des_plan;
     int (*make_exchange)(void *arg, struct exchange **out, struct ss_err *e);
+    /* The trainers' progress: v[6] = this trainer's examples, iterations,
+     * syncs and NE sums (loss, labels, count) in, the sums over every
+     * trainer's latest out (sent every output.log_interval_s; final: this
+     * trainer's data has ended, and it sends no more). Returns 1 once every
+     * other trainer's data has ended. One that stays silent past
+     * sync.timeout_s ends the job, naming it. NULL: one process. */
+    int (*beat)(void *arg, double *v, int final);
 };
 /* trainer.device resolved on this process: *dev = the first device its
  * trainers use (local: this process's index among the trainer processes

@@ -23,6 +23,7 @@ struct wiring {
     struct endpoint *all;       /* [size]: where every rank serves */
     MPI_Comm ctrl;              /* the trainers' checkpoint messages (a dup of theirs) */
     struct peer_wait pw;        /* sync.timeout_s, and this trainer's name */
+    struct beats *beats;        /* the trainers' progress (beat) */
     /* DES: the groups' exchanges (one per worker, one for the eval), made
      * before any thread of this rank calls MPI: Open MPI 4.1 crashed in
      * MPI_Comm_dup while a shadow thread's all-reduce was under way */
@@ -247,6 +248,112 @@ static int make_exchange(void *arg, struct exchange **out, struct ss_err *e)
     return 0;
 }
 
+/* ---- the trainers' progress (trainer_env.beat) ---------------------------
+ * Every log interval each trainer sends its figures to every other one on a
+ * communicator of their own (MPI_Isend; a peer whose last one is still in
+ * flight is skipped) and takes in theirs: the master prints the job's
+ * progress, and a trainer not heard from for sync.timeout_s (plus two
+ * intervals) while this one listened has stalled: the job ends naming it.
+ * Its last report says its data has ended; it sends nothing after that. */
+enum { BEAT_FIGS = 6, BEAT_N = BEAT_FIGS + 1 }; /* the figures, then 1 = final */
+
+struct beats {
+    MPI_Comm comm;
+    int T, me, sent_final;
+    double (*last)[BEAT_N];     /* [T] each trainer's latest */
+    double (*out)[BEAT_N];      /* [2T] the sends in flight: beats, then finals */
+    MPI_Request *req;           /* [2T] */
+    double *heard;              /* [T] when (ss_now) */
+    double every, stall_after, deaf_after, polled, next_send;
+};
+
+static struct beats *beats_new(MPI_Comm trainers, const struct ss_config *c)
+{
+    struct beats *b = ss_xcalloc(1, sizeof *b);
+    MPI_Comm_dup(trainers, &b->comm);
+    MPI_Comm_size(b->comm, &b->T);
+    MPI_Comm_rank(b->comm, &b->me);
+    b->last = ss_xcalloc(b->T, sizeof *b->last);
+    b->out = ss_xcalloc(2 * (size_t)b->T, sizeof *b->out);
+    b->req = ss_xcalloc(2 * (size_t)b->T, sizeof *b->req);
+    for (int r = 0; r < 2 * b->T; r++)
+        b->req[r] = MPI_REQUEST_NULL;
+    b->heard = ss_xcalloc(b->T, sizeof *b->heard);
+    b->every = c->output.log_interval_s;
+    b->stall_after = c->sync.timeout_s > 0 ? c->sync.timeout_s + 2 * b->every : 0;
+    b->deaf_after = 2 * b->every + 1;
+    return b;
+}
+
+static void beats_free(struct beats *b)
+{
+    if (!b)
+        return;
+    for (int r = 0; r < 2 * b->T; r++) /* a send still in flight completes on its own */
+        if (b->req[r] != MPI_REQUEST_NULL)
+            MPI_Request_free(&b->req[r]);
+    MPI_Comm_free(&b->comm);
+    free(b->last);
+    free(b->out);
+    free(b->req);
+    free(b->heard);
+    free(b);
+}
+
+static void beat_send(struct beats *b, const double *v, int final)
+{
+    for (int r = 0; r < b->T; r++) {
+        int k = final ? b->T + r : r, done = 1;
+        if (r == b->me)
+            continue;
+        if (b->req[k] != MPI_REQUEST_NULL)
+            MPI_Test(&b->req[k], &done, MPI_STATUS_IGNORE);
+        if (!done)
+            continue;
+        memcpy(b->out[k], v, BEAT_FIGS * sizeof(double));
+        b->out[k][BEAT_FIGS] = final;
+        MPI_Isend(b->out[k], BEAT_N, MPI_DOUBLE, r, 0, b->comm, &b->req[k]);
+    }
+}
+
+static int beat(void *arg, double *v, int final)
+{
+    struct wiring *w = arg;
+    struct beats *b = w->beats;
+    double now = ss_now();
+    if (!b->polled || now - b->polled > b->deaf_after) /* silence meanwhile says nothing */
+        for (int r = 0; r < b->T; r++)
+            b->heard[r] = now;
+    b->polled = now;
+    for (int flag = 1; flag;) {
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, 0, b->comm, &flag, &st);
+        if (flag) {
+            MPI_Recv(b->last[st.MPI_SOURCE], BEAT_N, MPI_DOUBLE, st.MPI_SOURCE, 0, b->comm,
+                     MPI_STATUS_IGNORE);
+            b->heard[st.MPI_SOURCE] = now;
+        }
+    }
+    if (!b->sent_final && (final || now >= b->next_send)) {
+        beat_send(b, v, final);
+        b->sent_final = final;
+        b->next_send = now + b->every;
+    }
+    int all_final = 1;
+    for (int r = 0; r < b->T; r++) {
+        if (r == b->me)
+            continue;
+        for (int i = 0; i < BEAT_FIGS; i++)
+            v[i] += b->last[r][i];
+        if (b->last[r][BEAT_FIGS] != 1) {
+            all_final = 0;
+            if (b->stall_after > 0 && now - b->heard[r] > b->stall_after)
+                peer_stalled(&w->pw, "the job's progress", w->names[r]);
+        }
+    }
+    return all_final;
+}
+
 static void sum(void *arg, double *v, int n)
 {
     struct wiring *w = arg;
@@ -269,6 +376,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                        .timeout_ms = (int)(c->job.rpc_timeout_s * 1000), .all = all,
                        .ctrl = MPI_COMM_NULL};
     MPI_Comm_dup(p->trainers, &w.ctrl);
+    w.beats = beats_new(p->trainers, c);
     w.names = ss_xcalloc(p->size, sizeof *w.names);
     for (int r = 0; r < p->size; r++) {
         int role, idx;
@@ -295,7 +403,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                               ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
                               ckpt_final, ckpt_final_done, 0, -1, p->hot, p->hot_from_ckpt,
                               c->embedding.placement == EMB_ON_TRAINERS ? p->placement : NULL,
-                              make_exchange};
+                              make_exchange, beat};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;
@@ -357,6 +465,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     free(w.names);
     free(all);
     MPI_Comm_free(&w.ctrl);
+    beats_free(w.beats);
     if (l.rows)
         model_layout_free(&l);
     return rc;

@@ -261,6 +261,17 @@ struct figures {
     struct ne_acc ne;
 };
 
+/* The rates and NE of f from its counts and ne (f->elapsed set). */
+static void derive(struct figures *f, const struct ne_acc *ne)
+{
+    f->eps = f->elapsed > 0 ? f->examples / f->elapsed : 0;
+    f->train_ne = ne_value(ne);
+    f->train_logloss = ne_logloss(ne);
+    f->syncs_per_s = f->elapsed > 0 ? f->syncs / f->elapsed : 0;
+    f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
+    f->ne = *ne;
+}
+
 static void collect(struct job *j, struct figures *f)
 {
     memset(f, 0, sizeof *f);
@@ -281,20 +292,32 @@ static void collect(struct job *j, struct figures *f)
         f->syncs += tr->shadow ? shadow_syncs(tr->shadow) : tr->syncs;
     }
     f->elapsed = ss_now() - j->t0;
-    f->eps = f->elapsed > 0 ? f->examples / f->elapsed : 0;
-    f->train_ne = ne_value(&ne);
-    f->train_logloss = ne_logloss(&ne);
-    f->syncs_per_s = f->elapsed > 0 ? f->syncs / f->elapsed : 0;
-    f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
-    f->ne = ne;
+    derive(f, &ne);
 }
 
-static void progress(struct job *j)
+/* A cluster job: the figures over every trainer's latest report (env->beat);
+ * returns 1 once every other trainer's data has ended. */
+static int beat_figures(struct job *j, struct figures *f, int final)
+{
+    double v[6] = {(double)f->examples, (double)f->iterations, (double)f->syncs,
+                   f->ne.loss_sum, f->ne.label_sum, (double)f->ne.n};
+    int all = j->env->beat(j->env->arg, v, final);
+    f->examples = (int64_t)v[0], f->iterations = (int64_t)v[1], f->syncs = (int64_t)v[2];
+    struct ne_acc ne = {v[3], v[4], (int64_t)v[5]};
+    derive(f, &ne);
+    return all;
+}
+
+/* The progress line of the job (in a cluster job, over every trainer: the
+ * others' reports are taken in here, so every trainer calls it); final: this
+ * trainer's data has ended. Returns 1 once every other trainer's has. */
+static int progress(struct job *j, int final, int print)
 {
     struct figures f;
     collect(j, &f);
-    if (!j->is_master)
-        return;
+    int all = j->env && j->env->beat ? beat_figures(j, &f, final) : 1;
+    if (!j->is_master || !print)
+        return all;
     if (!j->c->output.quiet)
         printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %.2f\n",
                f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s, f.sync_gap);
@@ -304,6 +327,7 @@ static void progress(struct job *j)
                 f.train_ne, f.syncs_per_s, f.sync_gap);
         fflush(j->csv);
     }
+    return all;
 }
 
 /* The run directory exists and is writable before any training starts. */
@@ -776,7 +800,7 @@ static void wait_workers(struct job *j)
         }
         if (now >= next) {
             pthread_mutex_unlock(&j->mu);
-            progress(j);
+            progress(j, 0, 1);
             next += interval * (1 + floor((ss_now() - next) / interval));
             pthread_mutex_lock(&j->mu);
             continue;
@@ -803,6 +827,25 @@ static void wait_workers(struct job *j)
     const struct timespec pause = {0, 5000000};
     while (serve && !ended && serve_checkpoints(j) != 2) /* the master's data may go on */
         nanosleep(&pause, NULL);
+}
+
+/* A cluster job, this trainer's data ended: until every other trainer's
+ * has, the master prints the job's progress, and one that stalls ends the
+ * job (env->beat) rather than hold the others in the collectives below. */
+static void wait_other_trainers(struct job *j)
+{
+    if (!j->env || !j->env->beat)
+        return;
+    double interval = j->c->output.log_interval_s, next = ss_now() + interval;
+    const struct timespec nap = {0, 10000000};
+    for (;;) {
+        int due = ss_now() >= next;
+        if (progress(j, 1, due))
+            return;
+        if (due)
+            next += interval * (1 + floor((ss_now() - next) / interval));
+        nanosleep(&nap, NULL);
+    }
 }
 
 /* Joins workers then shadow threads (the final sync); first error wins. */
@@ -1441,11 +1484,7 @@ static void sum_over_trainers(struct job *j, struct figures *f, struct reader_st
     f->syncs = (int64_t)v[2];
     ne = (struct ne_acc){v[3], v[4], (int64_t)v[5]};
     rs->bad_lines = (int64_t)v[6];
-    f->eps = f->elapsed > 0 ? f->examples / f->elapsed : 0;
-    f->train_ne = ne_value(&ne);
-    f->train_logloss = ne_logloss(&ne);
-    f->syncs_per_s = f->elapsed > 0 ? f->syncs / f->elapsed : 0;
-    f->sync_gap = f->syncs ? (double)f->iterations / f->syncs : NAN;
+    derive(f, &ne);
 }
 
 /* The larger of a and b, NaN if either is. */
@@ -1563,6 +1602,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if ((rc = start_trainers(&j, e)) < 0)
         goto out;
     wait_workers(&j);
+    wait_other_trainers(&j);
     rc = finish_trainers(&j, e);
     struct ss_err rbe = {0};
     if (read_back(&j, &rbe) < 0 && rc == 0) /* the model and final checkpoint read w */
@@ -1575,7 +1615,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         checkpoint_now(&j, 1); /* the reader at its end: a resume has nothing left to train */
     if (j.reader)
         reader_stats(j.reader, &rs);
-    progress(&j);
+    progress(&j, 1, 1); /* every other trainer's final report is in */
     if (env)
         sum_over_trainers(&j, &f, &rs);
     if (env && env->feed) /* the readers' counts, not a sum: every trainer saw them all */
