@@ -241,6 +241,9 @@ struct trainer_env {
      * other trainer's data has ended. One that stays silent past
      * sync.timeout_s ends the job, naming it. NULL: one process. */
     int (*beat)(void *arg, double *v, int final);
+    /* Prints "shadowsync: trainer K (rank R on HOST): e->msg" and ends the
+     * whole job (MPI_Abort); does not return. */
+    void (*fatal)(void *arg, const struct ss_err *e);
 };
 /* trainer.device resolved on this process: *dev = the first device its
  * trainers use (local: this process's index among the trainer processes

@@ -175,6 +175,8 @@ static int cm_dense_read(struct gpu_dense *g, float *w, float *state, struct ss_
 {
     pthread_mutex_lock(&g->mu);
     int rc = dense_read(g, w, state, e);
+    if (rc < 0) /* no copy left in flight on the caller's (pinned) buffers */
+        be_wait(g->st, NULL);
     pthread_mutex_unlock(&g->mu);
     return rc;
 }
@@ -191,6 +193,8 @@ static int cm_dense_add(struct gpu_dense *g, const float *delta, struct ss_err *
 {
     pthread_mutex_lock(&g->mu);
     int rc = dense_add(g, delta, e);
+    if (rc < 0)
+        be_wait(g->st, NULL);
     pthread_mutex_unlock(&g->mu);
     return rc;
 }

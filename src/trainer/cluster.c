@@ -56,7 +56,7 @@ static int ckpt_wait(void *arg, double *fig)
         MPI_Irecv(v[r], 9, MPI_DOUBLE, r, TAG_DONE, w->ctrl, &req[r]);
     for (int r = 1; r < T; r++) { /* trainer r is rank r: the first one that stalled is named */
         if (peer_wait_req(&req[r], 0, &w->pw, "the checkpoint", w->names[r], NULL) < 0)
-            v[r][8] = SS_EIO;
+            MPI_Abort(MPI_COMM_WORLD, 1); /* MPI itself failed; the others' receives are posted */
         for (int i = 0; i < 8; i++)
             fig[i] += v[r][i];
         if (v[r][8] < worst)
@@ -111,9 +111,12 @@ static void ckpt_done(void *arg, int rc, const double *fig)
     v[8] = rc;
     int one;
     MPI_Send(v, 9, MPI_DOUBLE, 0, TAG_DONE, w->ctrl);
-    MPI_Request req;
+    MPI_Request req; /* no deadline: the release waits on every PS's save too, and the master
+                      * names a trainer that stalls (ckpt_wait) */
+    struct peer_wait forever = w->pw;
+    forever.timeout_s = 0;
     MPI_Irecv(&one, 1, MPI_INT, 0, TAG_RELEASE, w->ctrl, &req);
-    if (peer_wait_req(&req, 0, &w->pw, "the checkpoint", w->names[0], NULL) < 0)
+    if (peer_wait_req(&req, 0, &forever, "the checkpoint", w->names[0], NULL) < 0)
         MPI_Abort(MPI_COMM_WORLD, 1); /* MPI itself failed: no orderly way on */
 }
 
@@ -289,12 +292,18 @@ static void beats_free(struct beats *b)
 {
     if (!b)
         return;
-    for (int r = 0; r < 2 * b->T; r++) /* a send still in flight completes on its own */
+    int in_flight = 0;
+    for (int r = 0; r < 2 * b->T; r++) { /* a send still in flight completes on its own... */
+        int done = 1;
         if (b->req[r] != MPI_REQUEST_NULL)
-            MPI_Request_free(&b->req[r]);
+            MPI_Test(&b->req[r], &done, MPI_STATUS_IGNORE);
+        if (!done)
+            MPI_Request_free(&b->req[r]), in_flight = 1;
+    }
     MPI_Comm_free(&b->comm);
     free(b->last);
-    free(b->out);
+    if (!in_flight) /* ...from its buffer, kept */
+        free(b->out);
     free(b->req);
     free(b->heard);
     free(b);
@@ -354,6 +363,14 @@ static int beat(void *arg, double *v, int final)
     return all_final;
 }
 
+static void fatal(void *arg, const struct ss_err *e)
+{
+    struct wiring *w = arg;
+    fprintf(stderr, "shadowsync: %s: %s\n", w->pw.me, e->msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 static void sum(void *arg, double *v, int n)
 {
     struct wiring *w = arg;
@@ -403,7 +420,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                               ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
                               ckpt_final, ckpt_final_done, 0, -1, p->hot, p->hot_from_ckpt,
                               c->embedding.placement == EMB_ON_TRAINERS ? p->placement : NULL,
-                              make_exchange, beat};
+                              make_exchange, beat, fatal};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;

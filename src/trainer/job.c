@@ -680,10 +680,10 @@ static int start_trainers(struct job *j, struct ss_err *e)
             tr->pinned = gpu_host_register(tr->stage, n * sizeof(float)) == 0;
             if (tr->pinned && gpu_host_register(tr->snap, n * sizeof(float)) < 0)
                 gpu_host_unregister(tr->stage), tr->pinned = 0;
-            if (!tr->pinned && j->is_master && !c->output.quiet)
-                printf("# trainer %d: its staging copy could not be page-locked (ulimit -l?): "
-                       "the shadow thread's copies go through pageable memory\n",
-                       j->env ? j->env->index : t);
+            if (!tr->pinned)
+                fprintf(stderr, "shadowsync: trainer %d: its staging copy could not be "
+                        "page-locked (ulimit -l?): the shadow thread's copies go through "
+                        "pageable memory\n", j->env ? j->env->index : t);
         }
     }
     float *saved[4] = {NULL};   /* a resumed checkpoint's center or algorithm state */
@@ -825,17 +825,25 @@ static void wait_workers(struct job *j)
     if (ck_on && j->env && j->is_master)
         j->env->ckpt_end(j->env->arg); /* no more snapshots until the final one */
     const struct timespec pause = {0, 5000000};
-    while (serve && !ended && serve_checkpoints(j) != 2) /* the master's data may go on */
+    while (serve && !ended && serve_checkpoints(j) != 2) { /* the master's data may go on */
+        if (j->env->beat) /* its data has ended: it says so, and hears the others */
+            progress(j, 1, 0);
         nanosleep(&pause, NULL);
+    }
 }
 
 /* A cluster job, this trainer's data ended: until every other trainer's
  * has, the master prints the job's progress, and one that stalls ends the
- * job (env->beat) rather than hold the others in the collectives below. */
+ * job (env->beat) rather than hold the others in the collectives below.
+ * A failed worker ends the job at once (env->fatal), naming its error: a
+ * DES group cannot go on without it, and the others need not train on. */
 static void wait_other_trainers(struct job *j)
 {
     if (!j->env || !j->env->beat)
         return;
+    for (int k = 0; k < j->n_wk; k++) /* the others would wait on it (DES) or for its end */
+        if (j->tr[0].workers[k].rc < 0)
+            j->env->fatal(j->env->arg, &j->tr[0].workers[k].err);
     double interval = j->c->output.log_interval_s, next = ss_now() + interval;
     const struct timespec nap = {0, 10000000};
     for (;;) {
