@@ -456,9 +456,14 @@ static int check_lines(const char *text, const char *path, struct ss_err *e)
         *eq = 0;
         char *name = g_strdup_printf("%s.%s", group, g_strstrip(s));
         int first = GPOINTER_TO_INT(g_hash_table_lookup(seen, name));
+        const char *hash = strstr(eq + 1, " #"), *tab = strstr(eq + 1, "\t#");
         if (first)
             rc = ss_fail(e, SS_EINVAL, "config %s:%d: %s is given twice (first at line %d)", path,
                          n + 1, name, first);
+        else if (hash || tab) /* GKeyFile would take it into the value, silently for a string */
+            rc = ss_fail(e, SS_EFORMAT, "config %s:%d: %s = \"%s\" ends in a comment: comments "
+                         "take whole lines, so it would be part of the value; put it on a line "
+                         "of its own", path, n + 1, name, g_strstrip(eq + 1));
         g_hash_table_insert(seen, name, GINT_TO_POINTER(n + 1)); /* takes name */
     }
     g_hash_table_destroy(seen);
