@@ -10,7 +10,8 @@
 # - resuming reader services with another job.readers is refused;
 # - a trainer that stalls (SIGSTOP) ends the job within sync.timeout_s,
 #   named by a trainer that waited on it (in a collective, a checkpoint,
-#   or for its progress reports).
+#   or for its progress reports); a stalled service within
+#   job.rpc_timeout_s, named by a trainer.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -111,27 +112,34 @@ EXTRA="--resume $T/ck-reader" job readers3 8 job.trainers=2 job.embedding_ps=2 j
 rc=$?
 check "resuming reader services with another job.readers is refused, saying why" sh -c "[ $rc != 0 ] && grep -q 'another number of readers than job.readers = 3' $T/readers3.log"
 
-# a trainer that stalls without exiting (SIGSTOP; nothing tells Open MPI): a
-# sync round's all-reduce, a DES exchange, the master's checkpoint wait and
-# the trainers' progress reports (easgd or none, no checkpoints; the master
-# stalled too) each end the job within sync.timeout_s, naming the wait and
-# the trainer
-stall() { # NAME NP VICTIM WHAT [section.key=value ...]
-    name=$1; np=$2; victim_rank=$3; waited=$4; shift 4
-    other=$(( 1 - victim_rank ))
-    (job $name $np job.trainers=2 trainer.batch_size=8 sync.timeout_s=3 "$@" &)
+# a rank that stalls without exiting (SIGSTOP; nothing tells Open MPI). A
+# trainer: a sync round's all-reduce, a DES exchange, the master's
+# checkpoint wait and the trainers' progress reports (easgd or none, no
+# checkpoints; the master stalled too) each end the job within
+# sync.timeout_s, naming the wait and the trainer. A service: the calls to
+# it time out (job.rpc_timeout_s) and the trainers name it, at once even
+# when only the shadow thread calls it (the sync PS)
+stalled() { # NAME NP VICTIM_RANK [section.key=value ...]: took, alive
+    name=$1; np=$2; vr=$3; shift 3
+    (job $name $np job.trainers=2 trainer.batch_size=8 sync.timeout_s=3 job.rpc_timeout_s=2 "$@" &)
     for i in $(seq 1 300); do grep -q '^\[' $T/$name.log 2>/dev/null && break; sleep 0.05; done
-    victim=$(pid_of $name $victim_rank)
+    victim=$(pid_of $name $vr)
     t0=$(date +%s)
     [ -n "$victim" ] && kill -STOP $victim
     for i in $(seq 1 300); do pgrep -f "output.dir=$T/$name " > /dev/null || break; sleep 0.1; done
     took=$(( $(date +%s) - t0 ))
     alive=$(pgrep -f "output.dir=$T/$name " | wc -l)
     [ $alive = 0 ] || pkill -9 -f "output.dir=$T/$name "
-    check "a stalled trainer $victim_rank, $waited: the job ends within sync.timeout_s ($took s)" \
-        sh -c "[ -n '$victim' ] && [ $took -le 10 ] && [ $alive = 0 ]"
-    check "a stalled trainer $victim_rank, $waited: trainer $other names the wait and trainer $victim_rank" \
-        grep -q "^shadowsync: trainer $other (rank $other on [^)]*): $waited has waited 3 s (sync.timeout_s) for trainer $victim_rank (rank $victim_rank on [^)]*), which has stalled" $T/$name.log
+    [ -n "$victim" ] && [ $alive = 0 ]
+}
+stall() { # NAME NP VICTIM WHAT [section.key=value ...]
+    name=$1; np=$2; vr=$3; waited=$4; shift 4
+    other=$(( 1 - vr ))
+    stalled $name $np $vr "$@"
+    check "a stalled trainer $vr, $waited: the job ends within sync.timeout_s ($took s)" \
+        sh -c "[ $? = 0 ] && [ $took -le 10 ]"
+    check "a stalled trainer $vr, $waited: trainer $other names the wait and trainer $vr" \
+        grep -q "^shadowsync: trainer $other (rank $other on [^)]*): $waited has waited 3 s (sync.timeout_s) for trainer $vr (rank $vr on [^)]*), which has stalled" $T/$name.log
 }
 stall stall-ma 4 1 "the trainers' all-reduce (a sync round)" job.embedding_ps=2 sync.algo=ma
 stall stall-des 2 1 "a DES exchange (the tables' all-to-all)" job.embedding_ps=0 \
@@ -142,4 +150,11 @@ stall stall-easgd 5 1 "the job's progress" job.embedding_ps=2 job.sync_ps=1 sync
     output.log_interval_s=0.5
 stall stall-master 4 0 "the job's progress" job.embedding_ps=2 sync.algo=none \
     output.log_interval_s=0.5
+for vr in 2:embedding_ps 4:sync_ps; do
+    rank=${vr%%:*}; role=${vr#*:}
+    stalled stall-$role 5 $rank job.embedding_ps=2 job.sync_ps=1 sync.algo=easgd
+    check "a stalled $role: the job ends within job.rpc_timeout_s ($took s)" sh -c "[ $? = 0 ] && [ $took -le 8 ]"
+    check "a stalled $role: a trainer names it and the timeout" \
+        grep -qE "^shadowsync: trainer [01] \(rank [01] on [^)]*\): $role 0 \(rank $rank on [^)]*\) at [^ ]*: [a-z ]* failed: no answer within job.rpc_timeout_s" $T/stall-$role.log
+done
 [ $failed = 0 ] || dump

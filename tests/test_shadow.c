@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #define N 3
 #define LEN 4
@@ -275,7 +276,7 @@ static void test_foreground(void)
     cfg.sync.algo = "easgd";
     float w[LEN] = {1, 1, 1, 1}, zero[LEN] = {0};
     struct center *c = center_local_create(zero, LEN);
-    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0, 0};
+    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);
@@ -299,6 +300,53 @@ static void test_foreground(void)
     cfg.sync.mode = SYNC_SHADOW;
 }
 
+/* A center whose third exchange fails, as a lost sync PS's would. */
+static int failing_elastic(struct center *c, const float *w, float *out, size_t n, float alpha,
+                           struct ss_err *e)
+{
+    (void)w, (void)out, (void)n, (void)alpha;
+    int *calls = c->impl;
+    return ++*calls >= 3 ? ss_fail(e, SS_EIO, "sync_ps 0 gone") : 0;
+}
+
+static void failing_free(struct center *c) { (void)c; }
+
+struct failed_seen { int calls; char msg[sizeof(struct ss_err)]; };
+
+static void on_failed(void *arg, const struct ss_err *e)
+{
+    struct failed_seen *f = arg;
+    snprintf(f->msg, sizeof f->msg, "%s", e->msg);
+    __atomic_fetch_add(&f->calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Shadow mode: a failed round is reported once, at once, through
+ * shadow_opts.failed (no worker waits on a round to learn of it), and the
+ * thread stops with that error. */
+static void test_failed(void)
+{
+    cfg.sync.algo = "easgd";
+    cfg.sync.shadow_sleep_ms = 1;
+    static const struct center_ops ops = {failing_elastic, failing_free, NULL, NULL};
+    int calls = 0;
+    struct center c = {&ops, &calls};
+    struct failed_seen seen = {0, ""};
+    float w[LEN] = {1, 1, 1, 1};
+    struct shadow_opts o = {&cfg, w, LEN, NULL, &c, NULL, 0, NULL, NULL, NULL, 0, 0,
+                            on_failed, &seen};
+    struct shadow *s;
+    struct ss_err e;
+    CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);
+    for (int i = 0; i < 2000 && !__atomic_load_n(&seen.calls, __ATOMIC_SEQ_CST); i++)
+        usleep(1000); /* the data has not ended: only the failure stops the rounds */
+    int rc = shadow_join(s, NULL, &e);
+    CHECK(seen.calls == 1 && !strcmp(seen.msg, "sync_ps 0 gone") && calls == 3,
+          "a failed round is reported once through shadow_opts.failed, before the data ends",
+          "%d reports (%s), %d exchanges", seen.calls, seen.msg, calls);
+    CHECK(rc == SS_EIO && strstr(e.msg, "sync_ps 0 gone"), "the thread ends with the round's error",
+          "rc %d: %s", rc, e.msg);
+}
+
 int main(void)
 {
     test_ma();
@@ -307,5 +355,6 @@ int main(void)
     test_summed_tail();
     test_easgd();
     test_foreground();
+    test_failed();
     CHECK_DONE();
 }

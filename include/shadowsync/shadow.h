@@ -160,6 +160,11 @@ struct shadow_opts {
     void *stage_arg;
     size_t n_sum;               /* sync_ctx's summed tail (0: none; collective algorithms) */
     int tail_resumed;           /* the tails come from a checkpoint: agree on them first */
+    /* Called once, on the shadow thread, when a round fails (NULL: none):
+     * in shadow mode no worker waits on a round, so the trainer learns of it
+     * here rather than at the end of its data. */
+    void (*failed)(void *arg, const struct ss_err *e);
+    void *failed_arg;
 };
 int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e);
 /* Foreground mode, from a worker: waits for a sync round that starts after

@@ -467,6 +467,9 @@ int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int po
     /* Thrift's words for a peer that closed the connection */
     if (!rerr && gerr && strstr(why, "failed to read") && strstr(why, "Success"))
         why = "the connection was closed (the service is gone)";
+    /* ...and for a socket timeout (SO_RCVTIMEO, SO_SNDTIMEO: EAGAIN) */
+    else if (!rerr && gerr && strstr(why, "Resource temporarily unavailable"))
+        why = "no answer within job.rpc_timeout_s (the service has stalled, or is overloaded)";
     int rc = ss_fail(e, SS_EIO, "%s at %s:%d: %s failed: %s", name, host, port, what, why);
     if (rerr)
         g_object_unref(rerr);

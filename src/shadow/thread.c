@@ -72,6 +72,8 @@ static void *shadow_main(void *arg)
             s->failed = 1, s->rc = rc;
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
+        if (rc < 0 && s->o.failed)
+            s->o.failed(s->o.failed_arg, &s->err);
         if (rc <= 0)
             break;
         if (!foreground)

@@ -630,6 +630,8 @@ static struct hot_replica replica_of(struct job *j, struct trainer *tr)
     return (struct hot_replica){j->hot, w + np, tr->state + np, eo.opt, eo.lr, eo.eps};
 }
 
+static void shadow_failed(void *arg, const struct ss_err *e);
+
 static int start_trainers(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
@@ -708,7 +710,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
                                  j->env ? j->env->center : j->center, saved, k,
                                  tr->gpu ? stage_pull : NULL, tr->gpu ? stage_push : NULL, tr,
                                  n - j->l.n_params, /* the hot rows: summed */
-                                 j->resumed_from[0] != 0};
+                                 j->resumed_from[0] != 0, shadow_failed, j};
         rc = shadow_start(&tr->shadow, &so, e); /* on failure: no thread of a later trainer yet */
     }
     for (int i = 0; i < 4; i++)
@@ -773,6 +775,21 @@ static int start_trainers(struct job *j, struct ss_err *e)
 
 static void checkpoint_now(struct job *j, int final);
 static int serve_checkpoints(struct job *j);
+
+/* A shadow thread's round failed (a lost sync PS, a collective's error):
+ * a cluster job ends at once naming it (env->fatal); in one process the
+ * workers stop, and the error ends the run (finish_trainers). Either way
+ * no worker trains on unsynced to the end of its data first. */
+static void shadow_failed(void *arg, const struct ss_err *e)
+{
+    struct job *j = arg;
+    if (j->env && j->env->fatal)
+        j->env->fatal(j->env->arg, e);
+    __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&j->mu);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
 
 /* Waits for every worker, printing progress lines and taking checkpoints
  * meanwhile. */
