@@ -250,7 +250,7 @@ static void test_round_trip(void)
 {
     char *ov[] = {
         "job.trainers=4", "job.seed=123456789012345", "job.bind= lead\\back#x;y=z [s]\tt ",
-        "data.train=/data/day_*.gz", "data.format=csv", "data.separator=;", "data.header=2",
+        "data.train=/data/day_*.gz", "data.format=csv", "data.separator=#", "data.multihot_sep=#", "data.header=2",
         "data.multihot_cols=20-22", "data.cat_encoding=hash", "data.max_examples=1000",
         "model.rows=5,6", "model.dim=8", "model.bottom=13-8", "model.top=auto-1",
         "optim.dense=adagrad", "optim.emb_lr=0.030000000000000002", "optim.eps=1e-10",
@@ -258,7 +258,7 @@ static void test_round_trip(void)
         "sync.gap=7", "sync.alpha=0.3", "sync.bmuf_nesterov=1", "sync.output=average",
         "sync.shadow_sleep_ms=2.5", "placement.strategy=profile", "placement.pin=0:1,3:0",
         "embedding_ps.memory_mb=1099511627776", "checkpoint.dir=ck", "checkpoint.interval_s=1e9",
-        "output.dir=runs/x y", "output.log_interval_s=0.25", "output.save_model=no",
+        "output.dir=runs/x #1 y  #2", "output.log_interval_s=0.25", "output.save_model=no",
         "output.quiet=yes", "data.eval=\nnewline",
     };
     int n = (int)(sizeof ov / sizeof ov[0]);

@@ -456,7 +456,8 @@ static int check_lines(const char *text, const char *path, struct ss_err *e)
         *eq = 0;
         char *name = g_strdup_printf("%s.%s", group, g_strstrip(s));
         int first = GPOINTER_TO_INT(g_hash_table_lookup(seen, name));
-        const char *hash = strstr(eq + 1, " #"), *tab = strstr(eq + 1, "\t#");
+        const char *val = eq + 1 + strspn(eq + 1, " \t"); /* "sep = #" is a value */
+        const char *hash = strstr(val, " #"), *tab = strstr(val, "\t#");
         if (first)
             rc = ss_fail(e, SS_EINVAL, "config %s:%d: %s is given twice (first at line %d)", path,
                          n + 1, name, first);
@@ -660,7 +661,17 @@ static char *value_text(const struct ss_config *c, const struct key_desc *d, GKe
     }
     const char *s = *(char *const *)p;
     g_key_file_set_string(kf, "escape", "value", s ? s : "");
-    return g_key_file_get_value(kf, "escape", "value", NULL);
+    char *v = g_key_file_get_value(kf, "escape", "value", NULL);
+    if (!strstr(v, " #")) /* a blank before '#' reads as a comment (check_lines): "\s#" */
+        return v;
+    GString *o = g_string_new(NULL);
+    for (const char *q = v; *q; q++)
+        if (q[0] == ' ' && q[1] == '#')
+            g_string_append(o, "\\s");
+        else
+            g_string_append_c(o, *q);
+    g_free(v);
+    return g_string_free(o, FALSE);
 }
 
 static void print_key(FILE *f, const char *key, const char *value)

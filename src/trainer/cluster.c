@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct wiring {
     struct job_plan *p;
@@ -365,7 +366,11 @@ static int beat(void *arg, double *v, int final)
 
 static void fatal(void *arg, const struct ss_err *e)
 {
+    static int once; /* the first caller's error names the end; a second waits for it */
     struct wiring *w = arg;
+    if (__atomic_exchange_n(&once, 1, __ATOMIC_SEQ_CST))
+        for (;;)
+            pause();
     fprintf(stderr, "shadowsync: %s: %s\n", w->pw.me, e->msg);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -873,7 +873,9 @@ static void wait_other_trainers(struct job *j)
     }
 }
 
-/* Joins workers then shadow threads (the final sync); first error wins. */
+/* Joins workers then shadow threads (the final sync). A shadow thread's
+ * error wins (the workers' then only say that they stopped, or that a
+ * foreground round failed), else the first worker's. */
 static int finish_trainers(struct job *j, struct ss_err *e)
 {
     int rc = 0;
@@ -887,12 +889,13 @@ static int finish_trainers(struct job *j, struct ss_err *e)
             }
         }
     }
+    int from_shadow = 0;
     for (int t = 0; t < j->n_tr; t++) {
         struct ss_err se = {0};
         int src = shadow_join(j->tr[t].shadow, &j->tr[t].syncs, &se);
         j->tr[t].shadow = NULL;
-        if (src < 0 && rc == 0) {
-            rc = src;
+        if (src < 0 && !from_shadow) {
+            rc = src, from_shadow = 1;
             *e = se;
         }
     }
@@ -1624,8 +1627,11 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                "%d tables\n", env ? env->count : j.n_tr, j.n_wk, c->sync.algo,
                c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow", j.l.n_params,
                j.l.n_tables);
-    if ((rc = start_trainers(&j, e)) < 0)
+    if ((rc = start_trainers(&j, e)) < 0) {
+        if (env && j.tr && j.tr[0].shadow) /* its thread runs on: the job ends here */
+            env->fatal(env->arg, e);
         goto out;
+    }
     wait_workers(&j);
     wait_other_trainers(&j);
     rc = finish_trainers(&j, e);
