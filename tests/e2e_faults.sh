@@ -11,7 +11,8 @@
 # - a trainer that stalls (SIGSTOP) ends the job within sync.timeout_s,
 #   named by a trainer that waited on it (in a collective, a checkpoint,
 #   or for its progress reports); a stalled service within
-#   job.rpc_timeout_s, named by a trainer.
+#   job.rpc_timeout_s (an embedding PS, the sync PS, a reader), named by a
+#   trainer.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -150,11 +151,11 @@ stall stall-easgd 5 1 "the job's progress" job.embedding_ps=2 job.sync_ps=1 sync
     output.log_interval_s=0.5
 stall stall-master 4 0 "the job's progress" job.embedding_ps=2 sync.algo=none \
     output.log_interval_s=0.5
-for vr in 2:embedding_ps 4:sync_ps; do
+for vr in 2:embedding_ps 4:sync_ps 5:reader; do
     rank=${vr%%:*}; role=${vr#*:}
-    stalled stall-$role 5 $rank job.embedding_ps=2 job.sync_ps=1 sync.algo=easgd
+    stalled stall-$role 6 $rank job.embedding_ps=2 job.sync_ps=1 job.readers=1 sync.algo=easgd
     check "a stalled $role: the job ends within job.rpc_timeout_s ($took s)" sh -c "[ $? = 0 ] && [ $took -le 8 ]"
     check "a stalled $role: a trainer names it and the timeout" \
-        grep -qE "^shadowsync: trainer [01] \(rank [01] on [^)]*\): $role 0 \(rank $rank on [^)]*\) at [^ ]*: [a-z ]* failed: no answer within job.rpc_timeout_s" $T/stall-$role.log
+        grep -qE "^shadowsync: trainer [01] \(rank [01] on [^)]*\): $role 0 \(rank $rank on [^)]*\) at [^ ]*: [a-z_ ]* failed: no answer within job.rpc_timeout_s" $T/stall-$role.log
 done
 [ $failed = 0 ] || dump
