@@ -55,6 +55,12 @@ struct endpoint {
 /* Every rank gives its endpoint and gets all of them, by rank. Collective. */
 void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine,
                             struct endpoint *all);
+struct rpc_server;
+/* A service rank's turn of it: mine->port = srv's port, or -1 when its
+ * service did not start (srv NULL), so the trainers name this rank rather
+ * than connect to it. */
+void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *srv,
+                  struct endpoint *all);
 /* Waits (polling, no spinning) until every rank of the job has called it. */
 void rpc_wait_job_end(struct job_plan *p);
 /* Collective, after the roles have run: rank 0 gathers every rank's

@@ -159,12 +159,8 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
         free(cost);
         rpc_bind_address(c, me.host);
         rc = rpc_server_start(&srv, me.host, 0, embps_service_processor(svc), e);
-        if (rc == 0)
-            me.port = rpc_server_port(srv);
     }
-    if (rc < 0)
-        me.port = -1; /* the trainers name this rank rather than connect to it */
-    rpc_exchange_endpoints(p, &me, all); /* every rank, even after a failure */
+    rpc_announce(p, &me, rc == 0 ? srv : NULL, all); /* every rank, even after a failure */
     double t0 = ss_now();
     rpc_wait_job_end(p);
     if (svc) {

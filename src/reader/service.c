@@ -185,12 +185,8 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         reader_service_save_root(svc, c->checkpoint.dir);
         rpc_bind_address(c, me.host);
         rc = rpc_server_start(&srv, me.host, 0, reader_service_processor(svc), e);
-        if (rc == 0)
-            me.port = rpc_server_port(srv);
     }
-    if (rc < 0)
-        me.port = -1; /* the trainers name this rank rather than connect to it */
-    rpc_exchange_endpoints(p, &me, all);
+    rpc_announce(p, &me, rc == 0 ? srv : NULL, all);
     double t0 = ss_now();
     rpc_wait_job_end(p);
     if (srv)

@@ -155,6 +155,13 @@ void rpc_wait_job_end(struct job_plan *p)
     }
 }
 
+void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *srv,
+                  struct endpoint *all)
+{
+    mine->port = srv ? rpc_server_port(srv) : -1;
+    rpc_exchange_endpoints(p, mine, all);
+}
+
 void rpc_report_roles(struct job_plan *p, const char *dir)
 {
     double *all = p->rank == 0 ? ss_xcalloc((size_t)p->size * ROLE_FIGURES, sizeof(double)) : NULL;

@@ -44,12 +44,8 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         rpc_bind_address(c, me.host);
         if (rc == 0)
             rc = rpc_server_start(&srv, me.host, 0, syncps_service_processor(svc), e);
-        if (rc == 0)
-            me.port = rpc_server_port(srv);
     }
-    if (rc < 0)
-        me.port = -1; /* the trainers name this rank rather than connect to it */
-    rpc_exchange_endpoints(p, &me, all);
+    rpc_announce(p, &me, rc == 0 ? srv : NULL, all);
     double t0 = ss_now();
     rpc_wait_job_end(p);
     if (svc) {
