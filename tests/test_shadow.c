@@ -347,6 +347,47 @@ static void test_failed(void)
           "rc %d: %s", rc, e.msg);
 }
 
+/* Member 0's staging pull fails at its third round (a GPU trainer's copy);
+ * its failed hook breaks the group, so member 1's waiting round fails too
+ * instead of waiting for ever, and both threads end. */
+static int pull_third_fails(void *arg, struct ss_err *e)
+{
+    int *calls = arg;
+    return ++*calls >= 3 ? ss_fail(e, SS_EIO, "device copy lost") : 0;
+}
+
+static void break_group(void *arg, const struct ss_err *e)
+{
+    (void)e;
+    collective_local_break(arg);
+}
+
+static void test_group_break(void)
+{
+    cfg.sync.algo = "ma";
+    cfg.sync.alpha = 0.5;
+    cfg.sync.shadow_sleep_ms = 1;
+    struct collective *m[2];
+    collective_local_group(m, 2, LEN + 1);
+    float w0[LEN] = {1, 1, 1, 1}, w1[LEN] = {3, 3, 3, 3};
+    int pulls = 0;
+    struct shadow_opts o0 = {&cfg, w0, LEN, m[0], NULL, NULL, 0, pull_third_fails, NULL, &pulls,
+                             0, 0, break_group, m[0]};
+    struct shadow_opts o1 = {&cfg, w1, LEN, m[1], NULL, NULL, 0, NULL, NULL, NULL, 0, 0,
+                             break_group, m[1]};
+    struct shadow *s0, *s1;
+    struct ss_err e0 = {0}, e1 = {0};
+    CHECK(shadow_start(&s0, &o0, &e0) == 0 && shadow_start(&s1, &o1, &e1) == 0,
+          "two in-process shadow threads start", "%s %s", e0.msg, e1.msg);
+    int rc0 = shadow_join(s0, NULL, &e0), rc1 = shadow_join(s1, NULL, &e1); /* no data_done */
+    CHECK(rc0 == SS_EIO && strstr(e0.msg, "device copy lost") && rc1 < 0 &&
+              strstr(e1.msg, "another trainer's sync failed"),
+          "a member's failed round breaks the in-process group: the other's round fails too",
+          "rc %d (%s), %d (%s)", rc0, e0.msg, rc1, e1.msg);
+    m[0]->ops->free(m[0]);
+    m[1]->ops->free(m[1]);
+}
+
 int main(void)
 {
     test_ma();
@@ -356,5 +397,6 @@ int main(void)
     test_easgd();
     test_foreground();
     test_failed();
+    test_group_break();
     CHECK_DONE();
 }

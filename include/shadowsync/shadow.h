@@ -31,6 +31,9 @@ struct collective {
 };
 /* n members of one in-process group (one per trainer); free each. */
 void collective_local_group(struct collective **members, int n, size_t max_len);
+/* A member's sync failed: every round of the group, waiting or to come,
+ * fails too, so no other trainer waits for ever on the one that stopped. */
+void collective_local_break(struct collective *member);
 
 /* How long a trainer of a cluster job waits on the other trainers
  * (sync.timeout_s), and the names its message gives when one has stalled:

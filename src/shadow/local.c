@@ -15,6 +15,7 @@ struct group {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int size, arrived, members_left;
+    int broken;                 /* a member's sync failed: no round completes any more */
     int64_t round;              /* rounds completed */
     float *acc[2];
     size_t max_len;
@@ -27,6 +28,10 @@ static int local_allreduce(struct collective *c, float *buf, size_t n, struct ss
         return ss_fail(e, SS_EINVAL, "in-process all-reduce of %zu floats exceeds %zu", n,
                        g->max_len);
     pthread_mutex_lock(&g->mu);
+    if (g->broken) {
+        pthread_mutex_unlock(&g->mu);
+        return ss_fail(e, SS_ESTATE, "in-process all-reduce: another trainer's sync failed");
+    }
     int64_t my = g->round;
     float *acc = g->acc[my % 2];
     if (g->arrived == 0)
@@ -39,12 +44,24 @@ static int local_allreduce(struct collective *c, float *buf, size_t n, struct ss
         g->round++;
         pthread_cond_broadcast(&g->cv);
     } else {
-        while (g->round == my)
+        while (g->round == my && !g->broken)
             pthread_cond_wait(&g->cv, &g->mu);
     }
+    int done = g->round != my;
     pthread_mutex_unlock(&g->mu);
+    if (!done)
+        return ss_fail(e, SS_ESTATE, "in-process all-reduce: another trainer's sync failed");
     memcpy(buf, acc, n * sizeof(float));
     return 0;
+}
+
+void collective_local_break(struct collective *c)
+{
+    struct group *g = c->impl;
+    pthread_mutex_lock(&g->mu);
+    g->broken = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
 }
 
 static void local_free(struct collective *c)

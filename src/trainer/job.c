@@ -82,6 +82,7 @@ struct job {
     struct collective **coll;
     struct center *center;
     int stop;                   /* a worker failed: the others leave their loops (atomic) */
+    struct ss_err sync_err;     /* the first failed sync round's (under mu; code 0: none) */
     pthread_mutex_t mu;
     pthread_cond_t cv, resume_cv;
     int workers_left;
@@ -778,8 +779,9 @@ static int serve_checkpoints(struct job *j);
 
 /* A shadow thread's round failed (a lost sync PS, a collective's error):
  * a cluster job ends at once naming it (env->fatal); in one process the
- * workers stop, and the error ends the run (finish_trainers). Either way
- * no worker trains on unsynced to the end of its data first. */
+ * workers stop, the other trainers' rounds fail rather than wait on it,
+ * and the first error ends the run (finish_trainers). Either way no
+ * worker trains on unsynced to the end of its data first. */
 static void shadow_failed(void *arg, const struct ss_err *e)
 {
     struct job *j = arg;
@@ -787,8 +789,12 @@ static void shadow_failed(void *arg, const struct ss_err *e)
         j->env->fatal(j->env->arg, e);
     __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&j->mu);
+    if (!j->sync_err.code) /* the first: the others' then only say a peer's failed */
+        j->sync_err = *e;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
+    if (j->coll) /* the other trainers' rounds wait on this one */
+        collective_local_break(j->coll[0]);
 }
 
 /* Waits for every worker, printing progress lines and taking checkpoints
@@ -899,6 +905,8 @@ static int finish_trainers(struct job *j, struct ss_err *e)
             *e = se;
         }
     }
+    if (from_shadow && j->sync_err.code) /* the round that failed first */
+        *e = j->sync_err, rc = j->sync_err.code;
     return rc;
 }
 
