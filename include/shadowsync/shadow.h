@@ -42,7 +42,8 @@ void collective_local_break(struct collective *member);
 struct peer_wait {
     double timeout_s;           /* 0: for ever */
     char me[128];               /* "trainer 0 (rank 0 on node7)" */
-    char other[128];            /* with 2 trainers the other's name, else "" */
+    char others[160];           /* whom a collective waits on: with 2 trainers the other's
+                                 * name, else "one of the other N trainers" */
 };
 /* The whole job ends (MPI_Abort) after "shadowsync: ME: WHAT has waited
  * T s (sync.timeout_s) for WHO, which has stalled ...". */
@@ -53,14 +54,6 @@ static inline void peer_stalled(const struct peer_wait *pw, const char *what, co
             who);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
-}
-/* Whom a member of size trainers waits on: the other's name, or how many. */
-static inline void peer_wait_who(const struct peer_wait *pw, int size, char *who, size_t cap)
-{
-    if (pw->other[0])
-        snprintf(who, cap, "%s", pw->other);
-    else
-        snprintf(who, cap, "one of the other %d trainers", size - 1);
 }
 /* Completes req by polling MPI_Test: spins tests first (a DES round is
  * short), then sleeps 50 us between them; a blocked MPI_Wait spins at

@@ -662,16 +662,12 @@ static char *value_text(const struct ss_config *c, const struct key_desc *d, GKe
     const char *s = *(char *const *)p;
     g_key_file_set_string(kf, "escape", "value", s ? s : "");
     char *v = g_key_file_get_value(kf, "escape", "value", NULL);
-    if (!strstr(v, " #")) /* a blank before '#' reads as a comment (check_lines): "\s#" */
-        return v;
-    GString *o = g_string_new(NULL);
-    for (const char *q = v; *q; q++)
-        if (q[0] == ' ' && q[1] == '#')
-            g_string_append(o, "\\s");
-        else
-            g_string_append_c(o, *q);
+    char **parts = g_strsplit(v, " #", -1); /* a blank before '#' reads as a comment
+                                             * (check_lines): written "\s#" */
     g_free(v);
-    return g_string_free(o, FALSE);
+    v = g_strjoinv("\\s#", parts);
+    g_strfreev(parts);
+    return v;
 }
 
 static void print_key(FILE *f, const char *key, const char *value)

@@ -326,7 +326,6 @@ struct nccl_impl {
     size_t max;
     int dev;
     struct peer_wait pw;        /* past pw.timeout_s a round ends the job (peer_stalled) */
-    char who[160];
 };
 
 static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e)
@@ -358,7 +357,7 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
         if (deadline && (i & 255) == 0 && now_s() > deadline) { /* a peer that stalls, alive */
             ncclCommAbort(x->comm);
             x->comm = NULL;
-            peer_stalled(&x->pw, "the trainers' NCCL all-reduce (a sync round)", x->who);
+            peer_stalled(&x->pw, "the trainers' NCCL all-reduce (a sync round)", x->pw.others);
         }
         ncclResult_t async = ncclSuccess;
         if (ncclCommGetAsyncError(x->comm, &async) == ncclSuccess && async != ncclSuccess) {
@@ -437,7 +436,6 @@ static struct collective *cu_nccl(MPI_Comm comm, int dev, const struct peer_wait
     x->dev = dev;
     if (pw)
         x->pw = *pw;
-    peer_wait_who(&x->pw, size, x->who, sizeof x->who);
     if (nccl_init(x, comm, rank, size, e) < 0) {
         cudaFree(x->buf);
         if (x->st)

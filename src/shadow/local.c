@@ -28,25 +28,22 @@ static int local_allreduce(struct collective *c, float *buf, size_t n, struct ss
         return ss_fail(e, SS_EINVAL, "in-process all-reduce of %zu floats exceeds %zu", n,
                        g->max_len);
     pthread_mutex_lock(&g->mu);
-    if (g->broken) {
-        pthread_mutex_unlock(&g->mu);
-        return ss_fail(e, SS_ESTATE, "in-process all-reduce: another trainer's sync failed");
-    }
     int64_t my = g->round;
     float *acc = g->acc[my % 2];
-    if (g->arrived == 0)
-        memcpy(acc, buf, n * sizeof(float));
-    else
-        for (size_t i = 0; i < n; i++)
-            acc[i] += buf[i];
-    if (++g->arrived == g->size) {
-        g->arrived = 0;
-        g->round++;
-        pthread_cond_broadcast(&g->cv);
-    } else {
-        while (g->round == my && !g->broken)
-            pthread_cond_wait(&g->cv, &g->mu);
+    if (!g->broken) {
+        if (g->arrived == 0)
+            memcpy(acc, buf, n * sizeof(float));
+        else
+            for (size_t i = 0; i < n; i++)
+                acc[i] += buf[i];
+        if (++g->arrived == g->size) {
+            g->arrived = 0;
+            g->round++;
+            pthread_cond_broadcast(&g->cv);
+        }
     }
+    while (g->round == my && !g->broken)
+        pthread_cond_wait(&g->cv, &g->mu);
     int done = g->round != my;
     pthread_mutex_unlock(&g->mu);
     if (!done)

@@ -34,7 +34,6 @@ int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const
 struct mpi_coll {
     MPI_Comm comm;              /* borrowed */
     struct peer_wait pw;
-    char who[160];              /* the trainers waited on, for the message */
 };
 
 static int mpi_allreduce(struct collective *c, float *buf, size_t n, struct ss_err *e)
@@ -47,7 +46,7 @@ static int mpi_allreduce(struct collective *c, float *buf, size_t n, struct ss_e
     if (rc != MPI_SUCCESS)
         return ss_fail(e, SS_EIO, "MPI_Iallreduce failed on rank %d (code %d)", c->rank, rc);
     return peer_wait_req(&req, spin_none, &m->pw, "the trainers' all-reduce (a sync round)",
-                         m->who, e);
+                         m->pw.others, e);
 }
 
 static void mpi_free(struct collective *c)
@@ -67,7 +66,6 @@ struct collective *collective_mpi(MPI_Comm comm, const struct peer_wait *pw)
         m->pw = *pw;
     MPI_Comm_rank(comm, &c->rank);
     MPI_Comm_size(comm, &c->size);
-    peer_wait_who(&m->pw, c->size, m->who, sizeof m->who);
     *c = (struct collective){&mpi_ops, c->rank, c->size, m};
     return c;
 }
@@ -78,7 +76,6 @@ struct mpi_x {
     struct exchange x;
     MPI_Comm comm;              /* its own: groups' rounds never mix */
     struct peer_wait pw;
-    char who[160];
     int *sc, *sd, *rc, *rd;     /* [size] counts and displacements, bytes */
 };
 
@@ -107,7 +104,7 @@ static int mpi_alltoallv(struct exchange *x, const void *send, const size_t *sby
     if (rc != MPI_SUCCESS)
         return ss_fail(e, SS_EIO, "MPI_Ialltoallv failed on rank %d (code %d)", x->rank, rc);
     return peer_wait_req(&req, spin_some, &m->pw, "a DES exchange (the tables' all-to-all)",
-                         m->who, e);
+                         m->pw.others, e);
 }
 
 static void mpi_x_free(struct exchange *x)
@@ -131,7 +128,6 @@ struct exchange *exchange_mpi(MPI_Comm comm, const struct peer_wait *pw)
     MPI_Comm_size(m->comm, &m->x.size);
     if (pw)
         m->pw = *pw;
-    peer_wait_who(&m->pw, m->x.size, m->who, sizeof m->who);
     m->x.ops = &mpi_x_ops;
     m->sc = ss_xcalloc(m->x.size, sizeof(int));
     m->sd = ss_xcalloc(m->x.size, sizeof(int));

@@ -409,7 +409,10 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     w.pw.timeout_s = c->sync.timeout_s; /* trainer r is rank r */
     snprintf(w.pw.me, sizeof w.pw.me, "%s", w.names[p->rank]);
     if (p->count[ROLE_TRAINER] == 2)
-        snprintf(w.pw.other, sizeof w.pw.other, "%s", w.names[1 - p->rank]);
+        snprintf(w.pw.others, sizeof w.pw.others, "%s", w.names[1 - p->rank]);
+    else
+        snprintf(w.pw.others, sizeof w.pw.others, "one of the other %d trainers",
+                 p->count[ROLE_TRAINER] - 1);
     for (int r = 0; rc == 0 && r < p->size; r++) /* every trainer alike: they see one table */
         if (all[r].port < 0)
             rc = ss_fail(e, SS_EIO, "%s could not start its service%s%s; its own line says why",
