@@ -241,8 +241,7 @@ static int cluster_train(struct ss_config *c, const char *resume)
              * inside a collective that now never completes. */
             fprintf(stderr, "shadowsync: rank %d (%s %d on %s): %s\n", p.rank,
                     rpc_role_name(p.role), p.role_index, p.hosts[p.rank], e.msg);
-            fflush(stderr);
-            MPI_Abort(MPI_COMM_WORLD, 1);
+            job_abort();
         }
         rpc_report_roles(&p, c->output.dir); /* every role ran to the job's end */
     } else if (p.rank == 0) {

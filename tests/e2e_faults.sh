@@ -20,6 +20,7 @@ trap '[ -n "$KEEP" ] && echo "kept $T" || rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="/usr/bin/python3 tools/mpiguard.py mpirun --oversubscribe --bind-to none --mca btl self,vader"
 export OMPI_MCA_btl=self,vader   # tools/submit's mpirun too
+export MPIGUARD_GRACE_S=3         # an mpirun stuck in an abort is ended within the checks' bounds
 N=200000
 $BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 9 --config configs/tiny.ini > /dev/null 2>&1
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
@@ -130,7 +131,11 @@ stalled() { # NAME NP VICTIM_RANK [section.key=value ...]: took, alive
     for i in $(seq 1 300); do pgrep -f "output.dir=$T/$name " > /dev/null || break; sleep 0.1; done
     took=$(( $(date +%s) - t0 ))
     alive=$(pgrep -f "output.dir=$T/$name " | wc -l)
-    [ $alive = 0 ] || pkill -9 -f "output.dir=$T/$name "
+    if [ $alive != 0 ]; then # what each process waits in, for the failure's report
+        echo "# $name: $alive process(es) still there after $took s (victim ${victim:-not found}):"
+        ps -o pid,stat,wchan:28,args -p "$(pgrep -d, -f "output.dir=$T/$name ")" | cut -c1-150
+        pkill -9 -f "output.dir=$T/$name "
+    fi
     [ -n "$victim" ] && [ $alive = 0 ]
 }
 stall() { # NAME NP VICTIM WHAT [section.key=value ...]

@@ -149,6 +149,15 @@ MPIGUARD_GRACE_S=1 /usr/bin/python3 tools/mpiguard.py /usr/bin/python3 -c "$HANG
 rc=$?
 check "mpiguard: a launcher hung after its ranks ended is stopped, with their status ($rc, $(( $(date +%s) - t0 )) s)" \
     sh -c "[ $rc = 3 ] && [ $(( $(date +%s) - t0 )) -le 10 ] && grep -q 'an Open MPI shutdown hang' $T/guard.log"
+# ...and one stuck with a rank left running, stopped (SIGSTOP), after
+# another aborted (exit 3, never reaped): the guard ends that rank too
+HANG2="import os,time,signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); a=os.fork(); a or os._exit(3); b=os.fork(); b or os.kill(os.getpid(), signal.SIGSTOP); print(b, flush=True); time.sleep(1000)"
+t0=$(date +%s)
+MPIGUARD_GRACE_S=1 /usr/bin/python3 tools/mpiguard.py /usr/bin/python3 -c "$HANG2" > $T/guard2.log 2>&1
+rc=$?
+stopped=$(head -1 $T/guard2.log)
+check "mpiguard: a launcher stuck after one rank aborted, another stopped, is stopped with both ($rc, $(( $(date +%s) - t0 )) s)" \
+    sh -c "[ $rc = 3 ] && [ $(( $(date +%s) - t0 )) -le 10 ] && grep -q 'unreaped.*and its 1 rank(s) still running' $T/guard2.log && ! grep -q '^State:.*[RSTD]' /proc/$stopped/status 2> /dev/null"
 check "tools/submit: the job trains" test "$(json examples $T/submit/metrics.json)" = 5000
 rm -f shadowsync-*.sbatch
 tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=4 > $T/slurm.log 2>&1

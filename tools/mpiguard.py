@@ -8,10 +8,13 @@ shutdown (PMIx_server_finalize, seen about once in 100 jobs here, after a
 rank called MPI_Abort or was killed): every rank has exited, mpirun never
 reaps them, and it ignores SIGTERM, so a job that has ended never returns.
 This watches mpirun's child processes (the ranks it started on this node,
-or the launchers of other nodes); GRACE_S seconds after all of them have
-ended with mpirun still there, it kills mpirun, says so, and exits with the
-ranks' status (the first failure, as a shell reports it: the code, or
-128 + the signal). A SIGTERM or SIGINT it gets goes to mpirun; if mpirun
+or the launchers of other nodes). A healthy mpirun reaps a child that has
+ended at once; one left unreaped (a zombie) for GRACE_S seconds means
+mpirun is stuck. The others may then still run: one that a rank's abort
+should have ended but mpirun never signalled (a rank stopped with SIGSTOP
+waits for ever). The guard kills those ranks and mpirun, says so, and exits
+with the ranks' status (the first failure, as a shell reports it: the
+code, or 128 + the signal). A SIGTERM or SIGINT it gets goes to mpirun; if mpirun
 is still there GRACE_S seconds later, it is killed. tools/submit runs
 mpirun through this; so do the tests. MPIGUARD_GRACE_S sets the grace.
 """
@@ -72,29 +75,38 @@ def run(cmd, on_line=None):
             pass
         stop_at[0] = stop_at[0] or time.time() + GRACE_S
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
-    seen, ended_at, rc = {}, None, None
+    seen, unreaped, rc = {}, {}, None  # unreaped: child -> when first seen a zombie
     try:
         while p.poll() is None:
             kids = children(p.pid)
+            now = time.time()
             for k in kids:
                 st = proc_state(k)
                 if st:
                     seen[k] = st
+                    if st[0] in "ZX":
+                        unreaped.setdefault(k, now)
             live = [k for k in kids if seen.get(k, ("R", 0))[0] not in "ZX"]
-            ended_at = (ended_at or time.time()) if seen and not live else None
-            now = time.time()
-            hung = ended_at is not None and now - ended_at > GRACE_S
-            if hung or (stop_at[0] and now > stop_at[0]):
-                codes = [seen[k][1] for k in kids if k in seen]
+            stuck = [k for k in kids if k in unreaped and now - unreaped[k] > GRACE_S]
+            if stuck or (stop_at[0] and now > stop_at[0]):
+                for k in live:  # ranks mpirun should have ended (SIGKILL ends a stopped one too)
+                    try:
+                        os.kill(k, signal.SIGKILL)
+                    except OSError:
+                        pass
+                codes = [seen[k][1] for k in kids if k in seen and k not in live]
                 p.kill()
                 p.wait()
                 bad = [c for c in codes if c != 0]
-                rc = shell_status(bad[0]) if bad else 0 if hung else 143
+                rc = shell_status(bad[0]) if bad else 143 if not stuck else 137 if live else 0
+                if stuck:
+                    what = "left a rank unreaped for %.0f s (an Open MPI shutdown hang)" % GRACE_S
+                else:
+                    what = "did not stop %.0f s after it was asked" % GRACE_S
                 sys.stderr.write(
-                    "mpiguard: mpirun %s %.0f s later: killed it (an Open MPI shutdown hang); "
-                    "its %d rank(s) here had ended with status %s\n" % (
-                        "was still there" if hung else "did not stop when asked, and",
-                        GRACE_S, len(codes), ", ".join(str(shell_status(c)) for c in codes) or "-"))
+                    "mpiguard: mpirun %s: killed it%s; %d rank(s) here had ended, with status %s\n" % (
+                        what, " and its %d rank(s) still running" % len(live) if live else "",
+                        len(codes), ", ".join(str(shell_status(c)) for c in codes) or "-"))
                 break
             try:
                 p.wait(timeout=0.2)

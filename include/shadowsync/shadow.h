@@ -15,6 +15,7 @@
 
 #include <mpi.h>
 #include <stdio.h>
+#include <time.h>
 
 /* An all-reduce among the trainers: in-process now, MPI and NCCL later. */
 struct collective;
@@ -45,15 +46,25 @@ struct peer_wait {
     char others[160];           /* whom a collective waits on: with 2 trainers the other's
                                  * name, else "one of the other N trainers" */
 };
-/* The whole job ends (MPI_Abort) after "shadowsync: ME: WHAT has waited
+/* Ends the whole job (MPI_Abort) after this rank's message on stderr, with
+ * a moment first for mpirun to forward that line: an abort that overtakes
+ * it can lose it (Open MPI 4.1.4 now and then hangs in an abort's
+ * shutdown, tools/mpiguard.py). */
+static inline void job_abort(void)
+{
+    fflush(stderr);
+    const struct timespec moment = {0, 300000000};
+    nanosleep(&moment, NULL);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+/* The whole job ends (job_abort) after "shadowsync: ME: WHAT has waited
  * T s (sync.timeout_s) for WHO, which has stalled ...". */
 static inline void peer_stalled(const struct peer_wait *pw, const char *what, const char *who)
 {
     fprintf(stderr, "shadowsync: %s: %s has waited %g s (sync.timeout_s) for %s, which has "
             "stalled (it runs, but takes no part); ending the job\n", pw->me, what, pw->timeout_s,
             who);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    job_abort();
 }
 /* Completes req by polling MPI_Test: spins tests first (a DES round is
  * short), then sleeps 50 us between them; a blocked MPI_Wait spins at

@@ -372,8 +372,7 @@ static void fatal(void *arg, const struct ss_err *e)
         for (;;)
             pause();
     fprintf(stderr, "shadowsync: %s: %s\n", w->pw.me, e->msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    job_abort();
 }
 
 static void sum(void *arg, double *v, int n)
