@@ -10,7 +10,9 @@
 # - resuming reader services with another job.readers is refused;
 # - a trainer that stalls (SIGSTOP) ends the job within sync.timeout_s,
 #   named by a trainer that waited on it (in a collective, a checkpoint,
-#   or for its progress reports); a stalled service within
+#   or for its progress reports), or within twice that where nothing
+#   else waits with a deadline (the final eval: the trainers' heartbeat);
+#   a stalled service within
 #   job.rpc_timeout_s (an embedding PS, the sync PS, a reader), named by a
 #   trainer.
 BUILD=${BUILD:-build}
@@ -121,10 +123,10 @@ check "resuming reader services with another job.readers is refused, saying why"
 # sync.timeout_s, naming the wait and the trainer. A service: the calls to
 # it time out (job.rpc_timeout_s) and the trainers name it, at once even
 # when only the shadow thread calls it (the sync PS)
-stalled() { # NAME NP VICTIM_RANK [section.key=value ...]: took, alive
+stalled() { # NAME NP VICTIM_RANK [section.key=value ...]: took, alive; AT: the log line it stops at
     name=$1; np=$2; vr=$3; shift 3
     (job $name $np job.trainers=2 trainer.batch_size=8 sync.timeout_s=3 job.rpc_timeout_s=2 "$@" &)
-    for i in $(seq 1 300); do grep -q '^\[' $T/$name.log 2>/dev/null && break; sleep 0.05; done
+    for i in $(seq 1 300); do grep -q "${AT:-^\[}" $T/$name.log 2>/dev/null && break; sleep 0.05; done
     victim=$(pid_of $name $vr)
     t0=$(date +%s)
     [ -n "$victim" ] && kill -STOP $victim
@@ -156,6 +158,17 @@ stall stall-easgd 5 1 "the job's progress" job.embedding_ps=2 job.sync_ps=1 sync
     output.log_interval_s=0.5
 stall stall-master 4 0 "the job's progress" job.embedding_ps=2 sync.algo=none \
     output.log_interval_s=0.5
+# the master stalled in its final eval, where the others wait at the job's
+# end with no deadline of their own: their heartbeat threads find it
+cp $T/d/train.tsv $T/eval-big.tsv
+AT='^train:'
+stalled stall-final 4 0 job.embedding_ps=2 sync.algo=none data.max_examples=20000 \
+    data.eval=$T/eval-big.tsv
+ok=$?; AT=
+check "a trainer stalled in the final eval: the job ends within twice sync.timeout_s ($took s)" \
+    sh -c "[ $ok = 0 ] && [ $took -le 12 ]"
+check "a trainer stalled in the final eval: trainer 1 names it" \
+    grep -q "^shadowsync: trainer 1 (rank 1 on [^)]*): trainer 0 (rank 0 on [^)]*) has not been heard from for 6 s (twice sync.timeout_s)" $T/stall-final.log
 for vr in 2:embedding_ps 4:sync_ps 5:reader; do
     rank=${vr%%:*}; role=${vr#*:}
     stalled stall-$role 6 $rank job.embedding_ps=2 job.sync_ps=1 job.readers=1 sync.algo=easgd
