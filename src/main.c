@@ -548,6 +548,11 @@ static int cmd_plan(int argc, char **argv)
 int main(int argc, char **argv)
 {
     pick_blas_kernel(argv);
+    /* a GPU trainer's worker streams, its shadow thread's and NCCL's each on
+     * a hardware queue of its own where the device has them: with CUDA's 8 a
+     * worker's copies could queue behind an all-reduce waiting on a peer
+     * (read when CUDA starts; a user's own setting stays) */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     signal(SIGPIPE, SIG_IGN);
     rpc_types_init();
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* TOOLCHAIN.md pitfall 8 */

@@ -125,6 +125,15 @@ timeout -k 10 300 $MPIRUN -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set tra
     -np 2 $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed > $T/mixed.log 2>&1
 check "${on}a trainer set with one rank on the CPU falls back to MPI, saying so" \
     sh -c "[ $? = 0 ] && grep -q 'some trainers run on GPUs, some on CPUs: the trainers. all-reduce over MPI' $T/mixed.log"
+# one trainer rank without a device under cuda: the job ends at once, naming it (the
+# other trainer waited for ever in the start's collective)
+t0=$(date +%s)
+timeout -k 10 120 $MPIRUN -np 1 $BIN train $C --set trainer.device=cuda --set output.dir=$T/devfail : \
+    -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set trainer.device=cuda --set output.dir=$T/devfail : \
+    -np 1 $BIN train $C --set trainer.device=cuda --set output.dir=$T/devfail > $T/devfail.log 2>&1
+rc=$?
+check "${on}a trainer rank whose device fails at start ends the job at once, naming why ($rc, $(( $(date +%s) - t0 )) s)" \
+    sh -c "[ $rc != 0 ] && [ $rc != 124 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): trainer.device = cuda: no usable CUDA device' $T/devfail.log"
 }
 
 # the CPU simulation of the device library, on every machine

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int ss_fail(struct ss_err *e, int code, const char *fmt, ...)
 {
@@ -40,16 +41,26 @@ void *ss_xcalloc(size_t n, size_t sz)
     return p;
 }
 
-void *ss_aligned(size_t n)
+static void *aligned_to(size_t align, size_t n)
 {
-    size_t sz = (n + 63) / 64 * 64;
-    void *p = aligned_alloc(64, sz ? sz : 64);
+    size_t sz = n ? (n + align - 1) / align * align : align;
+    void *p = aligned_alloc(align, sz);
     if (!p) {
         fprintf(stderr, "shadowsync: out of memory allocating %zu bytes\n", n);
         abort();
     }
-    memset(p, 0, sz ? sz : 64);
+    memset(p, 0, sz);
     return p;
+}
+
+void *ss_aligned(size_t n)
+{
+    return aligned_to(64, n);
+}
+
+void *ss_pages(size_t n)
+{
+    return aligned_to((size_t)sysconf(_SC_PAGESIZE), n);
 }
 
 /* Memory read at random (embedding tables): from 2 MiB up it is 2 MiB

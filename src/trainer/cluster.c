@@ -554,7 +554,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         env.gpu = dev >= 0, env.gpu_dev = dev;
         if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE)
             env.coll = trainers_collective(p, env.gpu, dev, &w.pw, !c->output.quiet);
-        if (sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
+        if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
             int S = p->count[ROLE_SYNC_PS], s0 = first + w.n_ps;
             sps = ss_xcalloc(S, sizeof *sps);
             for (int s = 0; s < S; s++)
@@ -573,6 +573,9 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                             4 * c->trainer.worker_threads, w.timeout_ms, e);
         }
     }
+    if (rc < 0) /* one trainer's own (its device, a service it cannot reach): the
+                 * others may wait on it in a collective of the start */
+        fatal(&w, e);
     if (rc == 0 && env.des_plan) { /* every trainer alike, in one order */
         w.n_xs = c->trainer.worker_threads + 1;
         w.xs = ss_xcalloc(w.n_xs, sizeof *w.xs);

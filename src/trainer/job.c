@@ -677,16 +677,19 @@ static int start_trainers(struct job *j, struct ss_err *e)
             int rc = gpu_dense_create(&tr->gpu, &j->l, dev, tr->w, tr->state, e);
             if (rc < 0)
                 return rc;
-            tr->stage = ss_aligned(n * sizeof(float));
-            tr->snap = ss_aligned(n * sizeof(float));
+            /* pages of their own: CUDA refuses to lock a page twice, and
+             * another buffer may share a heap page */
+            tr->stage = ss_pages(n * sizeof(float));
+            tr->snap = ss_pages(n * sizeof(float));
             memcpy(tr->stage, tr->w, n * sizeof(float));
             tr->pinned = gpu_host_register(tr->stage, n * sizeof(float)) == 0;
             if (tr->pinned && gpu_host_register(tr->snap, n * sizeof(float)) < 0)
                 gpu_host_unregister(tr->stage), tr->pinned = 0;
             if (!tr->pinned)
                 fprintf(stderr, "shadowsync: trainer %d: its staging copy could not be "
-                        "page-locked (ulimit -l?): the shadow thread's copies go through "
-                        "pageable memory\n", j->env ? j->env->index : t);
+                        "page-locked (the locked-memory limit, ulimit -l?): the shadow "
+                        "thread's copies go through pageable memory\n",
+                        j->env ? j->env->index : t);
         }
     }
     float *saved[4] = {NULL};   /* a resumed checkpoint's center or algorithm state */
