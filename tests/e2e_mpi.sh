@@ -157,7 +157,7 @@ MPIGUARD_GRACE_S=1 /usr/bin/python3 tools/mpiguard.py /usr/bin/python3 -c "$HANG
 rc=$?
 stopped=$(head -1 $T/guard2.log)
 check "mpiguard: a launcher stuck after one rank aborted, another stopped, is stopped with both ($rc, $(( $(date +%s) - t0 )) s)" \
-    sh -c "[ $rc = 3 ] && [ $(( $(date +%s) - t0 )) -le 10 ] && grep -q 'unreaped.*and its 1 rank(s) still running' $T/guard2.log && ! grep -q '^State:.*[RSTD]' /proc/$stopped/status 2> /dev/null"
+    sh -c "[ $rc = 3 ] && [ $(( $(date +%s) - t0 )) -le 10 ] && grep -q 'unreaped.*and its 1 rank(s) still running' $T/guard2.log && [ -n '$stopped' ] && ! grep -q '^State:.*[RSTD]' /proc/$stopped/status 2> /dev/null"
 check "tools/submit: the job trains" test "$(json examples $T/submit/metrics.json)" = 5000
 rm -f shadowsync-*.sbatch
 tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=4 > $T/slurm.log 2>&1

@@ -10,7 +10,9 @@ reaps them, and it ignores SIGTERM, so a job that has ended never returns.
 This watches mpirun's child processes (the ranks it started on this node,
 or the launchers of other nodes). A healthy mpirun reaps a child that has
 ended at once; one left unreaped (a zombie) for GRACE_S seconds means
-mpirun is stuck. The others may then still run: one that a rank's abort
+mpirun is stuck (a healthy one's abort leaves its ranks unreaped for its
+kill sequence, about 2 s by default: keep GRACE_S well above Open MPI's
+odls_base_sigkill_timeout). The others may then still run: one that a rank's abort
 should have ended but mpirun never signalled (a rank stopped with SIGSTOP
 waits for ever). The guard kills those ranks and mpirun, says so, and exits
 with the ranks' status (the first failure, as a shell reports it: the
@@ -80,6 +82,7 @@ def run(cmd, on_line=None):
         while p.poll() is None:
             kids = children(p.pid)
             now = time.time()
+            unreaped = {k: t for k, t in unreaped.items() if k in kids}  # a pid may be reused
             for k in kids:
                 st = proc_state(k)
                 if st:

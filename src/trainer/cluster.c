@@ -417,9 +417,9 @@ static void *pulse_run(void *arg)
     const struct timespec nap = {0, (long)(h->every / 4 * 1e9)};
     while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
         double now = ss_now();
-        if (!polled || now - polled > 2 * h->every + 1) /* its own silence says nothing */
+        if (polled && now - polled > 2 * h->every + 1) /* its own silence says nothing */
             for (int r = 0; r < h->T; r++)
-                h->heard[r] = now;
+                h->heard[r] = h->heard[r] > 0 ? now : 0;
         polled = now;
         for (int flag = 1; flag;) {
             MPI_Status st;
@@ -439,8 +439,8 @@ static void *pulse_run(void *arg)
         }
         if (now >= next)
             next = now + h->every;
-        for (int r = 0; r < h->T; r++)
-            if (r != h->me && now - h->heard[r] > h->after) {
+        for (int r = 0; r < h->T; r++) /* one not heard from yet may still be starting */
+            if (r != h->me && h->heard[r] > 0 && now - h->heard[r] > h->after) {
                 fprintf(stderr, "shadowsync: %s: %s has not been heard from for %g s (twice "
                         "sync.timeout_s): its process has stalled (stopped, or swapped out); "
                         "ending the job\n", h->w->pw.me, h->w->names[r], h->after);
@@ -520,10 +520,14 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     else
         snprintf(w.pw.others, sizeof w.pw.others, "one of the other %d trainers",
                  p->count[ROLE_TRAINER] - 1);
-    for (int r = 0; rc == 0 && r < p->size; r++) /* every trainer alike: they see one table */
-        if (all[r].port < 0)
+    int alike = 0; /* a service that could not start: every trainer sees one table, and
+                    * the job ends at its barrier, where that service says why */
+    for (int r = 0; rc == 0 && r < p->size; r++)
+        if (all[r].port < 0) {
+            alike = 1;
             rc = ss_fail(e, SS_EIO, "%s could not start its service%s%s; its own line says why",
                          w.names[r], *all[r].host ? " at " : "", all[r].host);
+        }
     for (int r = 0; p->rank == 0 && !c->output.quiet && r < p->size; r++)
         if (all[r].port > 0)
             printf("# %s listens on %s:%d\n", w.names[r], all[r].host, all[r].port);
@@ -573,8 +577,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                             4 * c->trainer.worker_threads, w.timeout_ms, e);
         }
     }
-    if (rc < 0) /* one trainer's own (its device, a service it cannot reach): the
-                 * others may wait on it in a collective of the start */
+    if (rc < 0 && !alike) /* this trainer's own (its device, a service it cannot reach):
+                           * the others may wait on it in a collective of the start */
         fatal(&w, e);
     if (rc == 0 && env.des_plan) { /* every trainer alike, in one order */
         w.n_xs = c->trainer.worker_threads + 1;
