@@ -169,6 +169,18 @@ check "a trainer stalled in the final eval: the job ends within twice sync.timeo
     sh -c "[ $ok = 0 ] && [ $took -le 14 ] && ! grep -q '^eval:' $T/stall-final.log"
 check "a trainer stalled in the final eval: trainer 1 names it" \
     grep -q "^shadowsync: trainer 1 (rank 1 on [^)]*): trainer 0 (rank 0 on [^)]*) has not been heard from for 6 s (twice sync.timeout_s)" $T/stall-final.log
+# one trainer fails in its own start (here its data file is missing; a
+# device that cannot be used, a bad checkpoint file): the job ends at
+# once, naming it, rather than leave the others waiting on it
+step "job startfail"
+t0=$(date +%s)
+SF="configs/tiny.ini --set job.bind=127.0.0.1 --set trainer.worker_threads=1 --set data.eval=$T/d/eval.tsv --set output.dir=$T/startfail --set job.trainers=2 --set job.embedding_ps=1 --set job.sync_ps=1 --set sync.algo=easgd"
+timeout -k 10 60 $MPIRUN -np 1 $BIN train $SF --set data.train=$T/d/train.tsv : \
+    -np 1 $BIN train $SF --set data.train=$T/missing.tsv : \
+    -np 2 $BIN train $SF --set data.train=$T/d/train.tsv > $T/startfail.log 2>&1
+rc=$?; took=$(( $(date +%s) - t0 ))
+check "a trainer that fails in its own start ends the job at once, naming its error ($rc, $took s)" \
+    sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): $T/missing.tsv: No such file' $T/startfail.log"
 for vr in 2:embedding_ps 4:sync_ps 5:reader; do
     rank=${vr%%:*}; role=${vr#*:}
     stalled stall-$role 6 $rank job.embedding_ps=2 job.sync_ps=1 job.readers=1 sync.algo=easgd

@@ -589,6 +589,9 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     if (rc == 0) {
         pulse_start(pulse); /* every communicator of this rank made */
         rc = trainer_run_env(c, &env, e);
+        if (rc < 0) /* the others may wait on it where nothing has a deadline, and its
+                     * heartbeat would keep it looking alive */
+            fatal(&w, e);
     }
     for (int x = 0; x < w.n_xs; x++) /* those not taken (no eval) */
         if (w.xs[x])
