@@ -389,7 +389,7 @@ struct pulse {
     pthread_t th;
     MPI_Request *req;           /* [T] */
     char *out;                  /* [T] the byte sent */
-    double *heard, every, after;
+    double *heard, every, after, deaf;
     struct wiring *w;
 };
 
@@ -406,6 +406,7 @@ static struct pulse *pulse_new(MPI_Comm trainers, const struct ss_config *c, str
     h->heard = ss_xcalloc(h->T, sizeof *h->heard);
     h->after = 2 * c->sync.timeout_s;
     h->every = h->after / 8 < 1 ? h->after / 8 : 1;
+    h->deaf = 2 * h->every + 1 < h->after / 2 ? 2 * h->every + 1 : h->after / 2;
     h->w = w;
     return h;
 }
@@ -417,7 +418,7 @@ static void *pulse_run(void *arg)
     const struct timespec nap = {0, (long)(h->every / 4 * 1e9)};
     while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
         double now = ss_now();
-        if (polled && now - polled > 2 * h->every + 1) /* its own silence says nothing */
+        if (polled && now - polled > h->deaf) /* its own silence says nothing */
             for (int r = 0; r < h->T; r++)
                 h->heard[r] = h->heard[r] > 0 ? now : 0;
         polled = now;
