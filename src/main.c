@@ -196,6 +196,9 @@ static int cluster_train(struct ss_config *c, const char *resume)
     struct job_plan p;
     struct ss_err e = {0};
     int rc = rpc_bootstrap(&p, c, &e);
+    if (rc == 0) /* every rank alike, before any thread calls MPI */
+        p.pulse = rpc_pulse_new(&p, c->sync.timeout_s);
+    p.end_wait_s = 2 * c->sync.timeout_s;
     int des = c->embedding.placement == EMB_ON_TRAINERS;
     if (rc == 0 && !des && c->job.embedding_ps < 1)
         rc = ss_fail(&e, SS_EINVAL, "a cluster job needs job.embedding_ps >= 1 (the tables "

@@ -11,7 +11,8 @@
 # - a trainer that stalls (SIGSTOP) ends the job within sync.timeout_s,
 #   named by a trainer that waited on it (in a collective, a checkpoint,
 #   or for its progress reports), or within twice that where nothing
-#   else waits with a deadline (the final eval: the trainers' heartbeat);
+#   else waits with a deadline (the final eval: every rank's heartbeat);
+#   a service stalled once the trainers no longer call it the same way;
 #   a stalled service within
 #   job.rpc_timeout_s (an embedding PS, the sync PS, a reader), named by a
 #   trainer.
@@ -169,6 +170,20 @@ check "a trainer stalled in the final eval: the job ends within twice sync.timeo
     sh -c "[ $ok = 0 ] && [ $took -le 14 ] && ! grep -q '^eval:' $T/stall-final.log"
 check "a trainer stalled in the final eval: trainer 1 names it" \
     grep -q "^shadowsync: trainer 1 (rank 1 on [^)]*): trainer 0 (rank 0 on [^)]*) has not been heard from for 6 s (twice sync.timeout_s)" $T/stall-final.log
+# ...and a service stalled once the trainers no longer call it (the sync
+# PS, after the final sync round): nothing waits on it but the job's end,
+# where the next rank's heartbeat (in a ring: rank 0 after the last) or,
+# past the last barrier, the master's wait for every rank's figures
+# finds it
+AT='^train:'
+stalled stall-syncps-end 5 4 job.embedding_ps=2 job.sync_ps=1 sync.algo=easgd \
+    data.max_examples=20000 data.eval=$T/eval-big.tsv
+ok=$?; AT=
+check "a sync PS stalled after the last sync round: the job ends within twice sync.timeout_s ($took s)" \
+    sh -c "[ $ok = 0 ] && [ $took -le 14 ]"
+check "a sync PS stalled after the last sync round: the master names it" \
+    grep -qE "^shadowsync: trainer 0 \(rank 0 on [^)]*\): (sync_ps 0 \(rank 4 on [^)]*\) has not been heard from for 6 s|the job's end has waited 6 s \(twice sync.timeout_s\) for sync_ps 0 \(rank 4 )" $T/stall-syncps-end.log
+
 # one trainer fails in its own start (here its data file is missing; a
 # device that cannot be used, a bad checkpoint file): the job ends at
 # once, naming it, rather than leave the others waiting on it

@@ -31,6 +31,9 @@ struct job_plan {
     char resume_from[4300];     /* the checkpoint every rank resumes from ("": none) */
     struct hot_set *hot;        /* the hot embedding rows, the same on every rank (NULL: none) */
     int hot_from_ckpt;          /* ...as listed in resume_from */
+    struct rpc_pulse *pulse;    /* this rank's heartbeat (NULL: none) */
+    double end_wait_s;          /* how long the job's end waits on a rank (twice
+                                 * sync.timeout_s; 0: for ever) */
 };
 
 const char *rpc_role_name(int role);
@@ -63,6 +66,18 @@ void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *
                   struct endpoint *all);
 /* Waits (polling, no spinning) until every rank of the job has called it. */
 void rpc_wait_job_end(struct job_plan *p);
+
+/* "ROLE K (rank R on HOST)". */
+void rpc_rank_name(const struct job_plan *p, int rank, char *out, size_t cap);
+/* Every rank's heartbeat (src/rpc/pulse.c): made collectively over
+ * MPI_COMM_WORLD before any thread of the rank calls MPI; started by each
+ * role once it makes no more communicators (rpc_wait_job_end starts it
+ * where the role did not), stopped past the job's last barrier, freed by
+ * rpc_finalize. timeout_s: sync.timeout_s (0: none). */
+struct rpc_pulse *rpc_pulse_new(const struct job_plan *p, double timeout_s);
+void rpc_pulse_start(struct rpc_pulse *h);
+void rpc_pulse_stop(struct rpc_pulse *h);
+void rpc_pulse_free(struct rpc_pulse *h);
 /* Collective, after the roles have run: rank 0 gathers every rank's
  * p->figures, prints a line per service and writes DIR/roles.json.
  *   embedding_ps: lookups, pushes, refused, bytes in, bytes out, seconds,

@@ -137,7 +137,7 @@ static const struct key_desc keys[] = {
     DBL(sync, timeout_s, "600", 0, 1e6, 0,
         "cluster job: seconds a trainer waits on the others (a sync round's all-reduce, a DES "
         "exchange, a checkpoint, their progress reports) before it ends the job naming the one "
-        "that stalled, and twice that for one whose process went silent (its heartbeat); keep "
+        "that stalled, and twice that for any rank whose process went silent (its heartbeat); keep "
         "it above a trainer's longest checkpoint write (0: for ever)"),
 
     ONE_OF(placement, strategy, "profile", strategies,

@@ -4,6 +4,7 @@
  * the job token (16 random bytes) and broadcasts it; every rank's host name
  * is gathered so a lost service can later be named by role, rank and host. */
 #include "shadowsync/rpc.h"
+#include "shadowsync/shadow.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -108,6 +109,8 @@ int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *
 
 void rpc_finalize(struct job_plan *p)
 {
+    rpc_pulse_free(p->pulse);
+    p->pulse = NULL;
     if (p->trainers != MPI_COMM_NULL)
         MPI_Comm_free(&p->trainers);
     free(p->hosts);
@@ -144,8 +147,8 @@ void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine, str
 
 void rpc_wait_job_end(struct job_plan *p)
 {
-    (void)p;
     MPI_Request req;
+    rpc_pulse_start(p->pulse); /* a service's role: from here */
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
     const struct timespec pause = {0, 1000000};
     for (int done = 0; !done;) {
@@ -153,6 +156,7 @@ void rpc_wait_job_end(struct job_plan *p)
         if (!done)
             nanosleep(&pause, NULL);
     }
+    rpc_pulse_stop(p->pulse); /* every rank is past its last wait on the others */
 }
 
 void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *srv,
@@ -162,11 +166,50 @@ void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *
     rpc_exchange_endpoints(p, mine, all);
 }
 
+/* Every rank's figures to rank 0, after the heartbeat has stopped: a rank
+ * that stalls before it sends them is named past p->end_wait_s. */
+static void gather_figures(struct job_plan *p, double *all)
+{
+    enum { TAG_FIGURES = 7001 };
+    if (p->rank != 0) {
+        MPI_Send(p->figures, ROLE_FIGURES, MPI_DOUBLE, 0, TAG_FIGURES, MPI_COMM_WORLD);
+        return;
+    }
+    memcpy(all, p->figures, sizeof p->figures);
+    MPI_Request *req = ss_xcalloc(p->size, sizeof *req);
+    req[0] = MPI_REQUEST_NULL;
+    for (int r = 1; r < p->size; r++)
+        MPI_Irecv(all + (size_t)r * ROLE_FIGURES, ROLE_FIGURES, MPI_DOUBLE, r, TAG_FIGURES,
+                  MPI_COMM_WORLD, &req[r]);
+    double deadline = p->end_wait_s > 0 ? ss_now() + p->end_wait_s : 0;
+    const struct timespec pause = {0, 1000000};
+    for (int waiting = 1; waiting;) {
+        waiting = 0;
+        for (int r = 1; r < p->size; r++) {
+            int done = 1;
+            if (req[r] != MPI_REQUEST_NULL)
+                MPI_Test(&req[r], &done, MPI_STATUS_IGNORE);
+            if (!done && deadline && ss_now() > deadline) {
+                char me[128], who[128];
+                rpc_rank_name(p, 0, me, sizeof me);
+                rpc_rank_name(p, r, who, sizeof who);
+                fprintf(stderr, "shadowsync: %s: the job's end has waited %g s (twice "
+                        "sync.timeout_s) for %s, which has stalled (it runs, but takes no "
+                        "part); ending the job\n", me, p->end_wait_s, who);
+                job_abort();
+            }
+            waiting |= !done;
+        }
+        if (waiting)
+            nanosleep(&pause, NULL);
+    }
+    free(req);
+}
+
 void rpc_report_roles(struct job_plan *p, const char *dir)
 {
     double *all = p->rank == 0 ? ss_xcalloc((size_t)p->size * ROLE_FIGURES, sizeof(double)) : NULL;
-    MPI_Gather(p->figures, ROLE_FIGURES, MPI_DOUBLE, all, ROLE_FIGURES, MPI_DOUBLE, 0,
-               MPI_COMM_WORLD);
+    gather_figures(p, all);
     if (p->rank != 0)
         return;
     char path[4096];

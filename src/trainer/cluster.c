@@ -12,10 +12,8 @@
 #include "shadowsync/shadow.h"
 #include "shadowsync/trainer.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 struct wiring {
@@ -373,105 +371,6 @@ static int beat(void *arg, double *v, int final)
     return all_final;
 }
 
-/* ---- the trainers' heartbeat ---------------------------------------------
- * A thread of every trainer sends a byte to every other one each `every`
- * seconds on a communicator of its own and takes theirs in, from before the
- * training to past the job's last barrier, whatever its main thread does
- * meanwhile. So a trainer whose process stops (SIGSTOP, a paused VM, a node
- * swapping) is found where the others' waits have no deadline of their
- * own: the master's checkpoint release, the final checkpoint, the final
- * eval, the job's end. Silent for twice sync.timeout_s while this one
- * listened, it ends the job naming it; the waits that have a deadline
- * name themselves first. Off with sync.timeout_s = 0. */
-struct pulse {
-    MPI_Comm comm;
-    int T, me, stop, running;
-    pthread_t th;
-    MPI_Request *req;           /* [T] */
-    char *out;                  /* [T] the byte sent */
-    double *heard, every, after, deaf;
-    struct wiring *w;
-};
-
-static struct pulse *pulse_new(MPI_Comm trainers, const struct ss_config *c, struct wiring *w)
-{
-    struct pulse *h = ss_xcalloc(1, sizeof *h);
-    MPI_Comm_dup(trainers, &h->comm); /* before any thread of this rank calls MPI */
-    MPI_Comm_size(h->comm, &h->T);
-    MPI_Comm_rank(h->comm, &h->me);
-    h->req = ss_xcalloc(h->T, sizeof *h->req);
-    for (int r = 0; r < h->T; r++)
-        h->req[r] = MPI_REQUEST_NULL;
-    h->out = ss_xcalloc(h->T, 1);
-    h->heard = ss_xcalloc(h->T, sizeof *h->heard);
-    h->after = 2 * c->sync.timeout_s;
-    h->every = h->after / 8 < 1 ? h->after / 8 : 1;
-    h->deaf = 2 * h->every + 1 < h->after / 2 ? 2 * h->every + 1 : h->after / 2;
-    h->w = w;
-    return h;
-}
-
-static void *pulse_run(void *arg)
-{
-    struct pulse *h = arg;
-    double polled = 0, next = 0;
-    const struct timespec nap = {0, (long)(h->every / 4 * 1e9)};
-    while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
-        double now = ss_now();
-        if (polled && now - polled > h->deaf) /* its own silence says nothing */
-            for (int r = 0; r < h->T; r++)
-                h->heard[r] = h->heard[r] > 0 ? now : 0;
-        polled = now;
-        for (int flag = 1; flag;) {
-            MPI_Status st;
-            char in;
-            MPI_Iprobe(MPI_ANY_SOURCE, 0, h->comm, &flag, &st);
-            if (flag) {
-                MPI_Recv(&in, 1, MPI_CHAR, st.MPI_SOURCE, 0, h->comm, MPI_STATUS_IGNORE);
-                h->heard[st.MPI_SOURCE] = now;
-            }
-        }
-        for (int r = 0; now >= next && r < h->T; r++) {
-            int done = 1;
-            if (r != h->me && h->req[r] != MPI_REQUEST_NULL)
-                MPI_Test(&h->req[r], &done, MPI_STATUS_IGNORE);
-            if (r != h->me && done)
-                MPI_Isend(&h->out[r], 1, MPI_CHAR, r, 0, h->comm, &h->req[r]);
-        }
-        if (now >= next)
-            next = now + h->every;
-        for (int r = 0; r < h->T; r++) /* one not heard from yet may still be starting */
-            if (r != h->me && h->heard[r] > 0 && now - h->heard[r] > h->after) {
-                fprintf(stderr, "shadowsync: %s: %s has not been heard from for %g s (twice "
-                        "sync.timeout_s): its process has stalled (stopped, or swapped out); "
-                        "ending the job\n", h->w->pw.me, h->w->names[r], h->after);
-                job_abort();
-            }
-        nanosleep(&nap, NULL);
-    }
-    return NULL;
-}
-
-static void pulse_start(struct pulse *h)
-{
-    if (h->after > 0)
-        h->running = pthread_create(&h->th, NULL, pulse_run, h) == 0;
-}
-
-static void pulse_free(struct pulse *h)
-{
-    if (h->running) {
-        __atomic_store_n(&h->stop, 1, __ATOMIC_RELAXED);
-        pthread_join(h->th, NULL);
-    }
-    if (!sends_release(h->req, h->T))
-        free(h->out);
-    MPI_Comm_free(&h->comm);
-    free(h->req);
-    free(h->heard);
-    free(h);
-}
-
 static void fatal(void *arg, const struct ss_err *e)
 {
     static int once; /* the first caller's error names the end; a second waits for it */
@@ -506,14 +405,9 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                        .ctrl = MPI_COMM_NULL};
     MPI_Comm_dup(p->trainers, &w.ctrl);
     w.beats = beats_new(p->trainers, c);
-    struct pulse *pulse = pulse_new(p->trainers, c, &w);
     w.names = ss_xcalloc(p->size, sizeof *w.names);
-    for (int r = 0; r < p->size; r++) {
-        int role, idx;
-        rpc_assign_role(p->count, r, &role, &idx);
-        snprintf(w.names[r], sizeof w.names[r], "%s %d (rank %d on %s)", rpc_role_name(role), idx,
-                 r, p->hosts[r]);
-    }
+    for (int r = 0; r < p->size; r++)
+        rpc_rank_name(p, r, w.names[r], sizeof w.names[r]);
     w.pw.timeout_s = c->sync.timeout_s; /* trainer r is rank r */
     snprintf(w.pw.me, sizeof w.pw.me, "%s", w.names[p->rank]);
     if (p->count[ROLE_TRAINER] == 2)
@@ -588,7 +482,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             w.xs[x] = exchange_mpi(p->trainers, &w.pw);
     }
     if (rc == 0) {
-        pulse_start(pulse); /* every communicator of this rank made */
+        rpc_pulse_start(p->pulse); /* every communicator of this rank made */
         rc = trainer_run_env(c, &env, e);
         if (rc < 0) /* the others may wait on it where nothing has a deadline, and its
                      * heartbeat would keep it looking alive */
@@ -599,7 +493,6 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             w.xs[x]->ops->free(w.xs[x]);
     free(w.xs);
     rpc_wait_job_end(p);
-    pulse_free(pulse); /* every trainer is past its last wait on the others */
     if (env.coll)
         env.coll->ops->free(env.coll);
     if (env.center)

@@ -1,0 +1,121 @@
+/* Every rank's heartbeat (DESIGN §8 "Reliability"): a thread of each rank
+ * of a cluster job sends the next rank (in a ring over MPI_COMM_WORLD, on a
+ * communicator of its own) a byte every `every` seconds and takes in the
+ * previous rank's, from the start of its role to past the job's last
+ * barrier, whatever its main thread does meanwhile. So a rank whose
+ * process stops (SIGSTOP, a paused VM, a node swapping) is found where no
+ * wait on it has a deadline of its own: a checkpoint's release, the final
+ * checkpoint, the master's final eval, a service the trainers no longer
+ * call, the job's last barrier. Silent for twice sync.timeout_s while this
+ * rank listened (and once heard from: one may still be starting), it ends
+ * the job naming it; the waits that have a deadline (sync.timeout_s,
+ * job.rpc_timeout_s) name themselves first. Off with sync.timeout_s = 0.
+ * A ring: each rank sends one byte a period, however many ranks. */
+#include "shadowsync/rpc.h"
+#include "shadowsync/shadow.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct rpc_pulse {
+    MPI_Comm comm;
+    int prev, next, alone, stop, running;
+    pthread_t th;
+    MPI_Request req;
+    char *out;                  /* the byte sent (kept when a send outlives the pulse) */
+    double heard, every, after, deaf;
+    char me[128], prev_name[128];
+};
+
+void rpc_rank_name(const struct job_plan *p, int rank, char *out, size_t cap)
+{
+    int role, idx;
+    rpc_assign_role(p->count, rank, &role, &idx);
+    snprintf(out, cap, "%s %d (rank %d on %s)", rpc_role_name(role), idx, rank, p->hosts[rank]);
+}
+
+struct rpc_pulse *rpc_pulse_new(const struct job_plan *p, double timeout_s)
+{
+    struct rpc_pulse *h = ss_xcalloc(1, sizeof *h);
+    MPI_Comm_dup(MPI_COMM_WORLD, &h->comm); /* before any thread of this rank calls MPI */
+    h->next = (p->rank + 1) % p->size;
+    h->prev = (p->rank + p->size - 1) % p->size;
+    h->alone = p->size < 2;
+    h->req = MPI_REQUEST_NULL;
+    h->out = ss_xcalloc(1, 1);
+    h->after = 2 * timeout_s;
+    h->every = h->after / 8 < 1 ? h->after / 8 : 1;
+    h->deaf = 2 * h->every + 1 < h->after / 2 ? 2 * h->every + 1 : h->after / 2;
+    rpc_rank_name(p, p->rank, h->me, sizeof h->me);
+    rpc_rank_name(p, h->prev, h->prev_name, sizeof h->prev_name);
+    return h;
+}
+
+static void *pulse_run(void *arg)
+{
+    struct rpc_pulse *h = arg;
+    double polled = 0, next_send = 0;
+    const struct timespec nap = {0, (long)(h->every / 4 * 1e9)};
+    while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
+        double now = ss_now();
+        if (polled && now - polled > h->deaf && h->heard > 0) /* its own silence says nothing */
+            h->heard = now;
+        polled = now;
+        for (int flag = 1; flag;) {
+            char in;
+            MPI_Iprobe(h->prev, 0, h->comm, &flag, MPI_STATUS_IGNORE);
+            if (flag) {
+                MPI_Recv(&in, 1, MPI_CHAR, h->prev, 0, h->comm, MPI_STATUS_IGNORE);
+                h->heard = now;
+            }
+        }
+        if (now >= next_send) {
+            int done = 1;
+            if (h->req != MPI_REQUEST_NULL)
+                MPI_Test(&h->req, &done, MPI_STATUS_IGNORE);
+            if (done)
+                MPI_Isend(h->out, 1, MPI_CHAR, h->next, 0, h->comm, &h->req);
+            next_send = now + h->every;
+        }
+        if (h->heard > 0 && now - h->heard > h->after) {
+            fprintf(stderr, "shadowsync: %s: %s has not been heard from for %g s (twice "
+                    "sync.timeout_s): its process has stalled (stopped, or swapped out); "
+                    "ending the job\n", h->me, h->prev_name, h->after);
+            job_abort();
+        }
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+void rpc_pulse_start(struct rpc_pulse *h)
+{
+    if (h && !h->running && h->after > 0 && !h->alone)
+        h->running = pthread_create(&h->th, NULL, pulse_run, h) == 0;
+}
+
+void rpc_pulse_stop(struct rpc_pulse *h)
+{
+    if (!h || !h->running)
+        return;
+    __atomic_store_n(&h->stop, 1, __ATOMIC_RELAXED);
+    pthread_join(h->th, NULL);
+    h->running = 0;
+}
+
+void rpc_pulse_free(struct rpc_pulse *h)
+{
+    if (!h)
+        return;
+    rpc_pulse_stop(h);
+    int done = 1;
+    if (h->req != MPI_REQUEST_NULL)
+        MPI_Test(&h->req, &done, MPI_STATUS_IGNORE);
+    if (!done) /* it completes on its own, from its byte, kept */
+        MPI_Request_free(&h->req);
+    else
+        free(h->out);
+    MPI_Comm_free(&h->comm);
+    free(h);
+}
