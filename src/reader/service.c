@@ -17,6 +17,7 @@ struct reader_service {
     pthread_mutex_t mu;         /* one batch buffer, filled under the lock */
     struct reader *r;
     struct batch b;
+    int cap;                    /* b's room, read without the lock (b.cap moves under it) */
     char token[64];
     char save_root[4096];       /* saves go only below it: the job's checkpoint.dir */
     ThriftProcessor *proc;
@@ -47,9 +48,9 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     struct reader_service *s = ((RdHandler *)iface)->svc;
     if (!rpc_token_ok(token, s->token))
         return rpc_refuse(&s->refused, err, SS_EINVAL, "request refused: missing or wrong job token");
-    if (max < 1 || max > s->b.cap)
+    if (max < 1 || max > s->cap)
         return rpc_refuse(&s->refused, err, SS_EINVAL, "bad request: max = %d (1..%d)", max,
-                          s->b.cap);
+                          s->cap);
     struct ss_err e = {0};
     pthread_mutex_lock(&s->mu);
     struct batch *b = &s->b;
@@ -120,6 +121,7 @@ struct reader_service *reader_service_create(struct reader *r, int n_dense, int 
     s->r = r;
     snprintf(s->token, sizeof s->token, "%s", token);
     batch_init(&s->b, 4096, n_dense, n_cat);
+    s->cap = s->b.cap;
     RdHandler *h = g_object_new(rd_handler_get_type(), NULL);
     h->svc = s;
     s->proc = rpc_processor_new(SS_TYPE_READER_PROCESSOR, h);
