@@ -67,6 +67,9 @@ void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *
 /* Waits (polling, no spinning) until every rank of the job has called it. */
 void rpc_wait_job_end(struct job_plan *p);
 
+/* Lets go of n send requests: one still in flight completes on its own,
+ * from its buffer, which the caller then keeps. Returns 1 when one was. */
+int rpc_sends_release(MPI_Request *req, int n);
 /* "ROLE K (rank R on HOST)". */
 void rpc_rank_name(const struct job_plan *p, int rank, char *out, size_t cap);
 /* Every rank's heartbeat (src/rpc/pulse.c): made collectively over

@@ -28,6 +28,19 @@ struct rpc_pulse {
     char me[128], prev_name[128];
 };
 
+int rpc_sends_release(MPI_Request *req, int n)
+{
+    int in_flight = 0;
+    for (int r = 0; r < n; r++) {
+        int done = 1;
+        if (req[r] != MPI_REQUEST_NULL)
+            MPI_Test(&req[r], &done, MPI_STATUS_IGNORE);
+        if (!done)
+            MPI_Request_free(&req[r]), in_flight = 1;
+    }
+    return in_flight;
+}
+
 void rpc_rank_name(const struct job_plan *p, int rank, char *out, size_t cap)
 {
     int role, idx;
@@ -109,12 +122,7 @@ void rpc_pulse_free(struct rpc_pulse *h)
     if (!h)
         return;
     rpc_pulse_stop(h);
-    int done = 1;
-    if (h->req != MPI_REQUEST_NULL)
-        MPI_Test(&h->req, &done, MPI_STATUS_IGNORE);
-    if (!done) /* it completes on its own, from its byte, kept */
-        MPI_Request_free(&h->req);
-    else
+    if (!rpc_sends_release(&h->req, 1))
         free(h->out);
     MPI_Comm_free(&h->comm);
     free(h);

@@ -289,26 +289,11 @@ static struct beats *beats_new(MPI_Comm trainers, const struct ss_config *c)
     return b;
 }
 
-/* Lets go of n send requests: one still in flight completes on its own,
- * from its buffer, which the caller then keeps. Returns 1 when one was. */
-static int sends_release(MPI_Request *req, int n)
-{
-    int in_flight = 0;
-    for (int r = 0; r < n; r++) {
-        int done = 1;
-        if (req[r] != MPI_REQUEST_NULL)
-            MPI_Test(&req[r], &done, MPI_STATUS_IGNORE);
-        if (!done)
-            MPI_Request_free(&req[r]), in_flight = 1;
-    }
-    return in_flight;
-}
-
 static void beats_free(struct beats *b)
 {
     if (!b)
         return;
-    if (!sends_release(b->req, 2 * b->T))
+    if (!rpc_sends_release(b->req, 2 * b->T))
         free(b->out);
     MPI_Comm_free(&b->comm);
     free(b->last);
@@ -472,9 +457,6 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                             4 * c->trainer.worker_threads, w.timeout_ms, e);
         }
     }
-    if (rc < 0 && !alike) /* this trainer's own (its device, a service it cannot reach):
-                           * the others may wait on it in a collective of the start */
-        fatal(&w, e);
     if (rc == 0 && env.des_plan) { /* every trainer alike, in one order */
         w.n_xs = c->trainer.worker_threads + 1;
         w.xs = ss_xcalloc(w.n_xs, sizeof *w.xs);
@@ -484,10 +466,11 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     if (rc == 0) {
         rpc_pulse_start(p->pulse); /* every communicator of this rank made */
         rc = trainer_run_env(c, &env, e);
-        if (rc < 0) /* the others may wait on it where nothing has a deadline, and its
-                     * heartbeat would keep it looking alive */
-            fatal(&w, e);
     }
+    if (rc < 0 && !alike) /* this trainer's own failure (its device, its data, a service it
+                           * cannot reach): the others may wait on it in a collective, or
+                           * where nothing has a deadline while its heartbeat goes on */
+        fatal(&w, e);
     for (int x = 0; x < w.n_xs; x++) /* those not taken (no eval) */
         if (w.xs[x])
             w.xs[x]->ops->free(w.xs[x]);

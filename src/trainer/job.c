@@ -1639,7 +1639,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow", j.l.n_params,
                j.l.n_tables);
     if ((rc = start_trainers(&j, e)) < 0) {
-        if (env && j.tr && j.tr[0].shadow) /* its thread runs on: the job ends here */
+        if (env) /* a cluster job ends here, before a shadow thread's buffers are freed */
             env->fatal(env->arg, e);
         goto out;
     }
