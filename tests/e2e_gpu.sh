@@ -12,7 +12,8 @@
 #   set with one rank on the CPU falls back to MPI, saying so;
 # - on every machine, the same runs and test_gpu's parity checks on the CPU
 #   simulation of the device library (SS_GPU_LIB=libshadowsync_gpusim.so,
-#   src/gpu/sim.c), which has no NCCL: there MPI carries MA, saying so.
+#   src/gpu/sim.c), which has no NCCL: there MPI carries MA, saying so, and
+#   a start of NCCL held up past sync.timeout_s ends the job, naming it.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -120,6 +121,14 @@ if [ -z "$on" ]; then
 else
     check "${on}MA of one trainer rank on the device: no NCCL, MPI carries it, saying so" \
         sh -c "[ $rc = 0 ] && grep -q 'NCCL could not start on every trainer' $T/nccl1.log && [ \"$(json examples $T/nccl1/metrics.json)\" = 60000 ]"
+fi
+if [ -n "$on" ]; then # NCCL's start, which has no deadline of its own, held up (the simulation's knob)
+    t0=$(date +%s)
+    timeout -k 10 120 $MPIRUN -np 3 -x SS_SIM_NCCL_START_S=60 $BIN train $C --set trainer.device=cuda \
+        --set sync.timeout_s=2 --set output.dir=$T/ncclhang > $T/ncclhang.log 2>&1
+    rc=$?; took=$(( $(date +%s) - t0 ))
+    check "${on}a start of NCCL that does not finish ends the job past sync.timeout_s, naming it ($rc, $took s)" \
+        sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer [01] (rank [01] on [^)]*): NCCL.s start (ncclCommInitRank) has not finished in 2 s' $T/ncclhang.log"
 fi
 timeout -k 10 300 $MPIRUN -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed : \
     -np 2 $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed > $T/mixed.log 2>&1

@@ -8,7 +8,7 @@
 # split table, the cluster model saved and evaluated, `plan`; a wrong token
 # sent to a live job's PS is refused while the job goes on; killing an
 # embedding PS ends the job with a message naming it; the MPI all-reduce
-# (mpi_collective.c).
+# (mpi_collective.c); a rank stalled before MPI_Finalize (mpi_finalize.c).
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -180,4 +180,14 @@ check "a killed embedding PS ends the job within the RPC timeout ($took s)" test
 check "the error names the lost embedding PS by role, rank and host" grep -q 'embedding_ps [01] (rank [23] on' $T/kill.log
 
 $MPIRUN -np 3 $BUILD/tests/mpi_collective 2>&1 | grep -E '^(PASS|FAIL)'
+
+# the job's end with a rank stalled before MPI_Finalize, which waits for
+# every rank: past twice end_wait_s (here 2 s) the others end the job
+timeout -k 5 60 $MPIRUN -np 3 $BUILD/tests/mpi_finalize > $T/fin.log 2>&1
+check "every rank finalizes at the job's end" sh -c "[ $? = 0 ] && grep -q '^finalized' $T/fin.log"
+start=$(date +%s)
+timeout -k 5 60 $MPIRUN -np 3 $BUILD/tests/mpi_finalize stall > $T/fin-stall.log 2>&1
+rc=$?; took=$(( $(date +%s) - start ))
+check "a rank stalled before MPI_Finalize: the job ends past twice end_wait_s, naming the wait ($rc, $took s)" \
+    sh -c "[ $rc != 0 ] && [ $took -le 15 ] && grep -q '^shadowsync: trainer [02] (rank [02] on node[02]): MPI_Finalize has not finished in 2 s' $T/fin-stall.log && ! ps -eo stat=,args= | grep -v '^Z' | grep -q '[m]pi_finalize'"
 exit 0

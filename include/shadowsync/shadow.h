@@ -72,6 +72,13 @@ static inline void peer_stalled(const struct peer_wait *pw, const char *what, co
  * Past pw->timeout_s, peer_stalled(pw, what, who). */
 int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const char *what,
                   const char *who, struct ss_err *e);
+/* A deadline on a blocking call that has none of its own (NCCL's start,
+ * MPI_Finalize): past timeout_s a thread of its own prints "shadowsync:
+ * MSG" and ends the job (job_abort). timeout_s <= 0: no guard (NULL).
+ * Disarm it when the call returns (NULL is fine). */
+struct stall_guard;
+struct stall_guard *stall_guard_arm(double timeout_s, const char *msg);
+void stall_guard_disarm(struct stall_guard *g);
 /* This rank's member of an all-reduce over comm (the trainers' communicator),
  * waiting as peer_wait_req does. comm is borrowed. */
 struct collective *collective_mpi(MPI_Comm comm, const struct peer_wait *pw);

@@ -31,10 +31,18 @@ static int sim_probe(char *why, size_t cap)
     return 1;
 }
 
+/* No NCCL; SS_SIM_NCCL_START_S=T makes its start take T s first, as one
+ * that cannot connect the trainers would (tests of the deadline on it). */
 static struct collective *sim_nccl(MPI_Comm comm, int dev, const struct peer_wait *pw,
                                    struct ss_err *e)
 {
     (void)comm, (void)dev, (void)pw;
+    const char *start = getenv("SS_SIM_NCCL_START_S");
+    double t = start ? atof(start) : 0;
+    if (t > 0) {
+        const struct timespec hang = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+        nanosleep(&hang, NULL);
+    }
     fail(e, SS_EINVAL, "the CPU simulation of the device library has no NCCL");
     return NULL;
 }

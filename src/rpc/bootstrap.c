@@ -107,19 +107,33 @@ int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *
     return 0;
 }
 
+/* MPI_Finalize waits for every rank (Open MPI's PMIx fence), so a rank
+ * stalled at the job's end would hang the job for good: past twice
+ * p->end_wait_s (the master's wait for the figures and its last writes
+ * fit in it) a stall guard ends it. */
 void rpc_finalize(struct job_plan *p)
 {
     rpc_pulse_free(p->pulse);
     p->pulse = NULL;
     if (p->trainers != MPI_COMM_NULL)
         MPI_Comm_free(&p->trainers);
+    char msg[512] = "", me[128];
+    if (p->hosts) {
+        rpc_rank_name(p, p->rank, me, sizeof me);
+        snprintf(msg, sizeof msg, "%s: MPI_Finalize has not finished in %g s (4 x "
+                 "sync.timeout_s): another rank has stalled at the job's end (the master's "
+                 "lines above say what was written); ending the job", me, 2 * p->end_wait_s);
+    }
     free(p->hosts);
     p->hosts = NULL;
     int inited = 0, fin = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&fin);
-    if (inited && !fin)
+    if (inited && !fin) {
+        struct stall_guard *g = *msg ? stall_guard_arm(2 * p->end_wait_s, msg) : NULL;
         MPI_Finalize();
+        stall_guard_disarm(g);
+    }
 }
 
 void rpc_bind_address(const struct ss_config *c, char out[64])

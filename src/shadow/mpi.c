@@ -7,6 +7,8 @@
 #include "shadowsync/shadow.h"
 #include "shadowsync/trainer.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -29,6 +31,70 @@ int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const
                 peer_stalled(pw, what, who);
         }
     }
+}
+
+struct stall_guard {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    struct timespec deadline;   /* CLOCK_MONOTONIC */
+    int done;
+    char msg[512];
+};
+
+static void *guard_run(void *arg)
+{
+    struct stall_guard *g = arg;
+    pthread_mutex_lock(&g->mu);
+    int late = 0;
+    while (!g->done && !late)
+        late = pthread_cond_timedwait(&g->cv, &g->mu, &g->deadline) == ETIMEDOUT;
+    int fire = !g->done;
+    pthread_mutex_unlock(&g->mu);
+    if (fire) {
+        fprintf(stderr, "shadowsync: %s\n", g->msg);
+        job_abort();
+    }
+    return NULL;
+}
+
+struct stall_guard *stall_guard_arm(double timeout_s, const char *msg)
+{
+    if (timeout_s <= 0)
+        return NULL;
+    struct stall_guard *g = ss_xcalloc(1, sizeof *g);
+    snprintf(g->msg, sizeof g->msg, "%s", msg);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&g->mu, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &g->deadline);
+    double at = (double)g->deadline.tv_sec + g->deadline.tv_nsec * 1e-9 + timeout_s;
+    g->deadline.tv_sec = (time_t)at;
+    g->deadline.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+    if (pthread_create(&g->th, NULL, guard_run, g) != 0) { /* no guard rather than no run */
+        pthread_cond_destroy(&g->cv);
+        pthread_mutex_destroy(&g->mu);
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void stall_guard_disarm(struct stall_guard *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->done = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->th, NULL);
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
 }
 
 struct mpi_coll {

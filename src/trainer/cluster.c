@@ -161,9 +161,16 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
         return collective_mpi(p->trainers, pw);
     }
     struct ss_err e = {0};
+    char msg[512]; /* ncclCommInitRank has no deadline, and cannot be left */
+    snprintf(msg, sizeof msg, "%s: NCCL's start (ncclCommInitRank) has not finished in %g s "
+             "(sync.timeout_s): another trainer has stalled, or NCCL cannot connect the "
+             "trainers (NCCL_DEBUG=INFO says why; NCCL_SOCKET_IFNAME picks the network); "
+             "ending the job", pw->me, pw->timeout_s);
+    struct stall_guard *g = stall_guard_arm(pw->timeout_s, msg);
     struct collective *c = collective_nccl(p->trainers, dev, pw, &e);
     int ok = c != NULL;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
+    stall_guard_disarm(g);
     if (!ok) { /* all or none: a trainer that could not join NCCL makes everyone use MPI */
         if (c)
             c->ops->free(c);
