@@ -3,7 +3,9 @@
  * (peer_wait_req): polling costs ~7 % of one core where a blocked MPI_Wait
  * would spin one (TOOLCHAIN.md). A trainer that waits past sync.timeout_s
  * on the others ends the job naming the wait: a trainer that stalls
- * without exiting would otherwise hang every other one for good. */
+ * without exiting would otherwise hang every other one for good. Stall
+ * guards put the same kind of deadline on calls that take none (NCCL's
+ * start, MPI_Finalize): a thread of their own ends the job past it. */
 #include "shadowsync/shadow.h"
 #include "shadowsync/trainer.h"
 
