@@ -110,6 +110,18 @@ else
     check "${on}MA between 2 trainer ranks on the one device: NCCL refuses, MPI carries it, saying so" \
         sh -c "[ $rc = 0 ] && grep -q 'NCCL could not start on every trainer: the trainers. all-reduce over MPI' $T/nccl.log"
 fi
+# ...and on one GPU, the 2 ranks as 2 hosts to NCCL (a NCCL_HOSTID each: its duplicate-GPU check
+# compares hosts), so its all-reduce between 2 processes runs there too, over sockets on loopback
+if [ -z "$on" ] && [ "${NDEV:-1}" = 1 ]; then
+    NX="-x NCCL_SOCKET_IFNAME=lo -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1"
+    timeout -k 10 300 $MPIRUN -np 1 $NX -x NCCL_HOSTID=ss-a $BIN train $C --set trainer.device=cuda --set output.dir=$T/nccl2 : \
+        -np 1 $NX -x NCCL_HOSTID=ss-b $BIN train $C --set trainer.device=cuda --set output.dir=$T/nccl2 : \
+        -np 1 $BIN train $C --set trainer.device=cuda --set output.dir=$T/nccl2 > $T/nccl2.log 2>&1
+    rc=$?
+    check "MA between 2 GPU trainer ranks on one GPU, as 2 hosts to NCCL, runs over NCCL to the end" \
+        sh -c "[ $rc = 0 ] && grep -q 'over NCCL' $T/nccl2.log && [ \"$(json examples $T/nccl2/metrics.json)\" = 60000 ]"
+    grep -q 'over NCCL' $T/nccl2.log || grep 'NCCL' $T/nccl2.log | head -5
+fi
 # one trainer rank: a communicator of one, so ncclAllReduce, its wait and its teardown run
 # on a machine of one GPU too (the simulation has no NCCL: MPI carries it)
 timeout -k 10 300 $MPIRUN -np 2 $BIN train $C --set job.trainers=1 --set trainer.device=cuda \
@@ -128,7 +140,7 @@ if [ -n "$on" ]; then # NCCL's start, which has no deadline of its own, held up 
         --set sync.timeout_s=2 --set output.dir=$T/ncclhang > $T/ncclhang.log 2>&1
     rc=$?; took=$(( $(date +%s) - t0 ))
     check "${on}a start of NCCL that does not finish ends the job past sync.timeout_s, naming it ($rc, $took s)" \
-        sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer [01] (rank [01] on [^)]*): NCCL.s start (ncclCommInitRank) has not finished in 2 s' $T/ncclhang.log"
+        sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer [01] (rank [01] on [^)]*): NCCL.s start (ncclCommInitRank, a first all-reduce) has not finished in 2 s' $T/ncclhang.log"
 fi
 timeout -k 10 300 $MPIRUN -np 1 -x CUDA_VISIBLE_DEVICES= $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed : \
     -np 2 $BIN train $C --set trainer.device=auto --set output.dir=$T/mixed > $T/mixed.log 2>&1

@@ -30,9 +30,11 @@ typedef cublasHandle_t be_blas;
 #define CB(call)                                                                                   \
     do {                                                                                           \
         cublasStatus_t st_ = (call);                                                               \
-        if (st_ != CUBLAS_STATUS_SUCCESS)                                                          \
+        if (st_ != CUBLAS_STATUS_SUCCESS) { /* a launch it failed in: not blamed on the next */  \
+            (void)cudaGetLastError();                                                              \
             return fail(e, SS_EIO, "cuBLAS: %s (%s:%d)", cublasGetStatusString(st_), __FILE__,  \
                            __LINE__);                                                              \
+        }                                                                                          \
     } while (0)
 
 static const char *cu_build_info(void)
@@ -318,7 +320,7 @@ static int be_interact_bwd(be_stream s, const float *g, const float *bot, const 
 
 /* ---- NCCL all-reduce ------------------------------------------------------ */
 struct nccl_impl {
-    ncclComm_t comm;
+    ncclComm_t comm;            /* NULL once a round failed: aborted */
     cudaStream_t st;
     float *buf;                 /* the sum on the device */
     float *hbuf;                /* pinned: a copy into pageable memory would block until the
@@ -326,13 +328,40 @@ struct nccl_impl {
     size_t max;
     int dev;
     struct peer_wait pw;        /* past pw.timeout_s a round ends the job (peer_stalled) */
+    char broken[320];           /* the failed round's error, which every later one repeats */
 };
+
+/* A round failed: the communicator is aborted at once (its kernel stopped,
+ * so neither a later round nor the teardown's cudaFree waits on a peer that
+ * will not come), and the first error stays the one every later round gives. */
+static int nccl_broke(struct collective *c, struct ss_err *e, const char *what, const char *why)
+{
+    struct nccl_impl *x = (struct nccl_impl *)c->impl;
+    if (x->comm) {
+        ncclCommAbort(x->comm);
+        x->comm = NULL;
+        snprintf(x->broken, sizeof x->broken, "%s on trainer %d of %d: %s", what, c->rank,
+                 c->size, why);
+    }
+    (void)cudaGetLastError();
+    return fail(e, SS_EIO, "%s", x->broken);
+}
+
+#define NCU(call)                                                                                  \
+    do {                                                                                           \
+        cudaError_t err_ = (call);                                                                 \
+        if (err_ != cudaSuccess)                                                                   \
+            return nccl_broke(c, e, "CUDA in an NCCL round (" #call ")",                          \
+                              cudaGetErrorString(err_));                                           \
+    } while (0)
 
 static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e)
 {
     struct nccl_impl *x = (struct nccl_impl *)c->impl;
+    if (!x->comm)
+        return fail(e, SS_EIO, "%s (an earlier round)", x->broken);
     CU(cudaSetDevice(x->dev));
-    if (n > x->max) { /* the first round sizes it */
+    if (n > x->max) { /* the first round sizes it; nothing of NCCL's is in flight */
         x->max = 0;
         CU(cudaFree(x->buf));
         x->buf = NULL;
@@ -343,12 +372,11 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
         x->max = n;
     }
     memcpy(x->hbuf, buf, n * sizeof(float));
-    CU(cudaMemcpyAsync(x->buf, x->hbuf, n * sizeof(float), cudaMemcpyHostToDevice, x->st));
+    NCU(cudaMemcpyAsync(x->buf, x->hbuf, n * sizeof(float), cudaMemcpyHostToDevice, x->st));
     ncclResult_t r = ncclAllReduce(x->buf, x->buf, n, ncclFloat, ncclSum, x->comm, x->st);
     if (r != ncclSuccess)
-        return fail(e, SS_EIO, "ncclAllReduce on trainer %d of %d: %s", c->rank, c->size,
-                       ncclGetErrorString(r));
-    CU(cudaMemcpyAsync(x->hbuf, x->buf, n * sizeof(float), cudaMemcpyDeviceToHost, x->st));
+        return nccl_broke(c, e, "ncclAllReduce", ncclGetErrorString(r));
+    NCU(cudaMemcpyAsync(x->hbuf, x->buf, n * sizeof(float), cudaMemcpyDeviceToHost, x->st));
     /* as stream_wait, but a peer lost mid-sum ends the wait with an error, not a hang */
     const struct timespec nap = {0, 20000};
     double deadline = x->pw.timeout_s > 0 ? now_s() + x->pw.timeout_s : 0;
@@ -360,19 +388,16 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
             peer_stalled(&x->pw, "the trainers' NCCL all-reduce (a sync round)", x->pw.others);
         }
         ncclResult_t async = ncclSuccess;
-        if (ncclCommGetAsyncError(x->comm, &async) == ncclSuccess && async != ncclSuccess) {
-            ncclCommAbort(x->comm);
-            x->comm = NULL;
-            return fail(e, SS_EIO, "NCCL all-reduce on trainer %d of %d: %s", c->rank, c->size,
-                        ncclGetErrorString(async));
-        }
+        if (ncclCommGetAsyncError(x->comm, &async) == ncclSuccess && async != ncclSuccess)
+            return nccl_broke(c, e, "NCCL all-reduce", ncclGetErrorString(async));
         nanosleep(&nap, NULL);
     }
-    CU(err);
-    (void)cudaGetLastError();
+    NCU(err);
+    (void)cudaGetLastError(); /* the polls' cudaErrorNotReady */
     memcpy(buf, x->hbuf, n * sizeof(float));
     return 0;
 }
+#undef NCU
 
 static void nccl_free(struct collective *c)
 {

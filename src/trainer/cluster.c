@@ -162,19 +162,29 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
     }
     struct ss_err e = {0};
     char msg[512]; /* ncclCommInitRank has no deadline, and cannot be left */
-    snprintf(msg, sizeof msg, "%s: NCCL's start (ncclCommInitRank) has not finished in %g s "
-             "(sync.timeout_s): another trainer has stalled, or NCCL cannot connect the "
-             "trainers (NCCL_DEBUG=INFO says why; NCCL_SOCKET_IFNAME picks the network); "
-             "ending the job", pw->me, pw->timeout_s);
+    snprintf(msg, sizeof msg, "%s: NCCL's start (ncclCommInitRank, a first all-reduce) has "
+             "not finished in %g s (sync.timeout_s): another trainer has stalled, or NCCL "
+             "cannot connect the trainers (NCCL_DEBUG=INFO says why; NCCL_SOCKET_IFNAME picks "
+             "the network); ending the job", pw->me, pw->timeout_s);
     struct stall_guard *g = stall_guard_arm(pw->timeout_s, msg);
     struct collective *c = collective_nccl(p->trainers, dev, pw, &e);
     int ok = c != NULL;
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
+    if (ok) { /* a first round of one float, still guarded: NCCL (2.22 on) connects the
+               * trainers in a communicator's first collective, on the host, where no
+               * deadline of ours reaches; and a sum checked here is one to train on */
+        float one = 1;
+        if (c->ops->allreduce_sum(c, &one, 1, &e) == 0 && one != (float)c->size)
+            ss_fail(&e, SS_EIO, "NCCL's first all-reduce summed 1 over %d trainers to %g",
+                    c->size, one);
+        ok = one == (float)c->size;
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
+    }
     stall_guard_disarm(g);
     if (!ok) { /* all or none: a trainer that could not join NCCL makes everyone use MPI */
         if (c)
             c->ops->free(c);
-        else
+        if (*e.msg) /* this trainer's own reason (none where only another failed) */
             fprintf(stderr, "shadowsync: trainer %d: NCCL: %s\n", p->role_index, e.msg);
         if (verbose)
             printf("# NCCL could not start on every trainer: the trainers' all-reduce over MPI\n");
