@@ -126,7 +126,7 @@ static void test_file_and_override(void)
           c.job.trainers);
     ss_config_free(&c);
 
-    char *ov[] = {"trainer.worker_threads=3", "sync.algo=bmuf", "job.bind=10.0.0.1:90",
+    char *ov[] = {"trainer.worker_threads =3", "sync.algo = bmuf", "job.bind=10.0.0.1:90",
                   "output.quiet= no ", "data.separator=\\t"};
     rc = load_text(&c, job_ini, ov, 5, &e);
     CHECK(rc == 0, "file + overrides load", "rc %d: %s", rc, e.msg);
@@ -134,7 +134,7 @@ static void test_file_and_override(void)
         return;
     CHECK(c.trainer.worker_threads == 3 && !strcmp(c.sync.algo, "bmuf") &&
           !strcmp(c.job.bind, "10.0.0.1:90") && c.output.quiet == 0,
-          "override wins over file", "threads %d algo %s", c.trainer.worker_threads, c.sync.algo);
+          "override wins over file (INI's blanks around = too)", "threads %d algo %s", c.trainer.worker_threads, c.sync.algo);
     CHECK(!strcmp(c.data.separator, "\t"), "override \\t is a tab", "sep \"%s\"",
           c.data.separator);
     CHECK(c.trainer.batch_size == 256, "override leaves the rest of the file", "%d",
@@ -166,8 +166,19 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
-    {"unknown section", "[jobs]\ntrainers = 2\n", NULL, {"t.ini", "unknown section [jobs]"}},
-    {"unknown key", "[job]\ntrainer = 2\n", NULL, {"t.ini", "unknown key job.trainer"}},
+    {"unknown section", "[jobs]\ntrainers = 2\n", NULL,
+     {"t.ini:1:", "unknown section [jobs]", "(did you mean [job]?)"}},
+    {"override unknown section", NULL, "jobs.trainers=2",
+     {"unknown section [jobs]", "(did you mean job.trainers?)"}},
+    {"unknown section, no key near", "[sink]\nfoo = 2\n", NULL,
+     {"t.ini:1:", "unknown section [sink]", "(did you mean [sync]?)"}},
+    {"unknown key", "[data]\n\n[job]\ntrainer = 2\n", NULL,
+     {"t.ini:4:", "unknown key job.trainer", "(did you mean job.trainers?)"}},
+    {"unknown key, nothing near", "[sync]\nzzzzzz = 2\n", NULL, {"t.ini:2:", "unknown key sync.zzzzzz"}},
+    {"out of range, its line", "[job]\ntrainers = 2\n[sync]\nalpha = 2\n", NULL,
+     {"t.ini:4:", "sync.alpha = 2 is out of range"}},
+    {"override swapped letters", NULL, "sync.alhpa=0.3",
+     {"override \"sync.alhpa=0.3\"", "unknown key sync.alhpa", "(did you mean sync.alpha?)"}},
     {"bad int", "[trainer]\nworker_threads = 12abc\n", NULL,
      {"trainer.worker_threads", "\"12abc\"", "not an integer"}},
     {"bad int float", "[trainer]\nbatch_size = 1.5\n", NULL, {"trainer.batch_size", "1.5"}},

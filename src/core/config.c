@@ -201,6 +201,55 @@ static int section_known(const char *section)
     return 0;
 }
 
+/* Edit distance (insert, delete, substitute, swap of neighbours), capped. */
+static int distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v)
+                v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+/* "unknown key S.K" or "unknown section [S]", with the nearest known name
+ * when one is near (" (did you mean sync.alpha?)"). key: NULL for a section. */
+static int unknown(struct ss_err *e, const char *where, const char *section, const char *key)
+{
+    int known = section_known(section), best = 3;
+    const char *bs = NULL, *bk = NULL;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int d = known ? (strcmp(keys[i].section, section) || !key ? 99
+                                                                  : distance(key, keys[i].key))
+                      : distance(section, keys[i].section);
+        if (d < best)
+            best = d, bs = keys[i].section, bk = keys[i].key;
+    }
+    char hint[160] = "";
+    if (bs && (known || (key && find_key(bs, key))))
+        snprintf(hint, sizeof hint, " (did you mean %s.%s?)", bs, known ? bk : key);
+    else if (bs)
+        snprintf(hint, sizeof hint, " (did you mean [%s]?)", bs);
+    if (!known)
+        return ss_fail(e, SS_EINVAL, "%s: unknown section [%s]%s", where, section, hint);
+    return ss_fail(e, SS_EINVAL, "%s: unknown key %s.%s%s", where, section, key, hint);
+}
+
 /* ---- describing a key: range, choices -------------------------------- */
 
 static void format_bound(const struct key_desc *d, double v, char *buf, size_t n)
@@ -395,7 +444,7 @@ static int apply_key(struct ss_config *c, GKeyFile *kf, const char *group, const
 {
     const struct key_desc *d = find_key(group, key);
     if (!d)
-        return ss_fail(e, SS_EINVAL, "%s: unknown key %s.%s", where, group, key);
+        return unknown(e, where, group, key);
     GError *err = NULL;
     char *v = g_key_file_get_string(kf, group, key, &err);
     if (err) { /* a bad escape: GLib may return a string and an error */
@@ -409,15 +458,33 @@ static int apply_key(struct ss_config *c, GKeyFile *kf, const char *group, const
     return rc;
 }
 
-static int apply_group(struct ss_config *c, GKeyFile *kf, const char *group, const char *where,
-                       struct ss_err *e)
+/* "config PATH:LINE" of name ("[section]" or "section.key") in lines. */
+static void where_at(char *out, size_t cap, const char *path, GHashTable *lines,
+                     const char *name)
 {
+    int at = GPOINTER_TO_INT(g_hash_table_lookup(lines, name));
+    if (at)
+        snprintf(out, cap, "config %s:%d", path, at);
+    else
+        snprintf(out, cap, "config %s", path);
+}
+
+static int apply_group(struct ss_config *c, GKeyFile *kf, const char *group, const char *path,
+                       GHashTable *lines, struct ss_err *e)
+{
+    char where[4400], *name = g_strdup_printf("[%s]", group);
+    where_at(where, sizeof where, path, lines, name);
+    g_free(name);
     if (!section_known(group))
-        return ss_fail(e, SS_EINVAL, "%s: unknown section [%s]", where, group);
+        return unknown(e, where, group, NULL);
     char **names = g_key_file_get_keys(kf, group, NULL, NULL);
     int rc = 0;
-    for (size_t i = 0; !rc && names && names[i]; i++)
+    for (size_t i = 0; !rc && names && names[i]; i++) {
+        name = g_strdup_printf("%s.%s", group, names[i]);
+        where_at(where, sizeof where, path, lines, name);
+        g_free(name);
         rc = apply_key(c, kf, group, names[i], where, e);
+    }
     g_strfreev(names);
     return rc;
 }
@@ -425,10 +492,9 @@ static int apply_group(struct ss_config *c, GKeyFile *kf, const char *group, con
 /* GKeyFile names neither the line of a syntax error nor a key given twice
  * (it keeps the last, silently): one pass over the text names both by
  * path:line. What it passes, GKeyFile reads as before. */
-static int check_lines(const char *text, const char *path, struct ss_err *e)
+static int check_lines(const char *text, const char *path, GHashTable *seen, struct ss_err *e)
 {
     char **lines = g_strsplit(text, "\n", -1);
-    GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     char group[256] = "";
     int rc = 0;
     for (int n = 0; !rc && lines[n]; n++) {
@@ -441,6 +507,11 @@ static int check_lines(const char *text, const char *path, struct ss_err *e)
                              n + 1, s);
             else
                 snprintf(group, sizeof group, "%.*s", (int)strlen(s) - 2, s + 1);
+            char *name = g_strdup_printf("[%s]", group); /* its first line names it */
+            if (!g_hash_table_contains(seen, name))
+                g_hash_table_insert(seen, name, GINT_TO_POINTER(n + 1));
+            else
+                g_free(name);
             continue;
         }
         char *eq = strchr(s, '=');
@@ -468,7 +539,6 @@ static int check_lines(const char *text, const char *path, struct ss_err *e)
                          "of its own", path, n + 1, name, g_strstrip(eq + 1));
         g_hash_table_insert(seen, name, GINT_TO_POINTER(n + 1)); /* takes name */
     }
-    g_hash_table_destroy(seen);
     g_strfreev(lines);
     return rc;
 }
@@ -480,8 +550,9 @@ static int apply_file(struct ss_config *c, const char *path, struct ss_err *e)
     GError *err = NULL;
     int rc = 0;
     char *text = NULL;
+    GHashTable *lines = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     if (g_file_get_contents(path, &text, NULL, NULL)) /* unreadable: GKeyFile says why */
-        rc = check_lines(text, path, e);
+        rc = check_lines(text, path, lines, e);
     g_free(text);
     if (!rc && !g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &err)) {
         rc = ss_fail(e, err->domain == G_FILE_ERROR ? SS_EIO : SS_EFORMAT, "%s: %s", where,
@@ -490,29 +561,35 @@ static int apply_file(struct ss_config *c, const char *path, struct ss_err *e)
     } else if (!rc) {
         char **groups = g_key_file_get_groups(kf, NULL);
         for (size_t i = 0; !rc && groups[i]; i++)
-            rc = apply_group(c, kf, groups[i], where, e);
+            rc = apply_group(c, kf, groups[i], path, lines, e);
         g_strfreev(groups);
     }
+    g_hash_table_destroy(lines);
     g_key_file_free(kf);
     g_free(where);
     return rc;
 }
 
-/* "section.key=value"; the value is taken verbatim (no INI unescaping). */
+/* "section.key=value" ("section.key = value" too); a string value is taken
+ * verbatim (no INI unescaping, its blanks kept). */
 static int apply_override(struct ss_config *c, const char *ov, struct ss_err *e)
 {
     const char *eq = strchr(ov, '=');
     const char *dot = eq ? memchr(ov, '.', (size_t)(eq - ov)) : NULL;
     if (!dot || dot == ov || dot + 1 == eq)
         return ss_fail(e, SS_EINVAL, "config: override \"%s\" is not section.key=value", ov);
-    char *section = g_strndup(ov, (size_t)(dot - ov));
-    char *key = g_strndup(dot + 1, (size_t)(eq - dot - 1));
+    char *section = g_strstrip(g_strndup(ov, (size_t)(dot - ov))); /* "a.b = 1" as INI */
+    char *key = g_strstrip(g_strndup(dot + 1, (size_t)(eq - dot - 1)));
     const struct key_desc *d = find_key(section, key);
-    int rc = d ? set_value(c, d, eq + 1, "config", e)
-               : ss_fail(e, SS_EINVAL, "config: override \"%s\": unknown key %s.%s", ov,
-                         section, key);
+    char *value = g_strdup(eq + 1); /* a string verbatim; a number, a name: as INI reads it */
+    if (d && (d->type != T_STRING || d->choices))
+        g_strstrip(value);
+    char *where = g_strdup_printf("config: override \"%s\"", ov);
+    int rc = d ? set_value(c, d, value, "config", e) : unknown(e, where, section, key);
+    g_free(where);
     g_free(section);
     g_free(key);
+    g_free(value);
     return rc;
 }
 
