@@ -399,18 +399,23 @@ static int gen_schema(const struct ss_config *c, const struct model_layout *l, s
                        "gen: the model takes %d dense and %d categorical features, the config's "
                        "data columns hold %d and %d", l->n_dense, l->n_tables, s->n_dense,
                        s->n_cat);
-    int ok = s->sep == '\t' && s->label_col == 0 && s->header_lines == 0 &&
-             s->cat_encoding != CAT_DEC;
+    int dense_ok = 1, cat_ok = 1;
     for (int j = 0; j < s->n_dense; j++)
-        ok &= s->dense_cols[j] == 1 + j;
+        dense_ok &= s->dense_cols[j] == 1 + j;
     for (int t = 0; t < s->n_cat; t++)
-        ok &= s->cat_cols[t] == 1 + s->n_dense + t;
-    if (!ok)
+        cat_ok &= s->cat_cols[t] == 1 + s->n_dense + t;
+    const char *bad = s->sep != '\t'             ? "data.separator (gen writes tabs)"
+                      : s->header_lines           ? "data.header (gen writes none)"
+                      : s->label_col != 0         ? "data.label_col (gen writes it in column 0)"
+                      : !dense_ok                 ? "data.dense_cols (gen writes them next)"
+                      : !cat_ok                   ? "data.cat_cols (gen writes them last)"
+                      : s->cat_encoding == CAT_DEC ? "data.cat_encoding = dec (gen writes hex ids)"
+                                                  : NULL;
+    if (bad)
         return ss_fail(e, SS_EINVAL,
                        "gen: it writes tab-separated text, label in column 0, then the %d dense and "
-                       "%d categorical columns in order, hex ids, no header; the config's data "
-                       "keys (separator, header, label_col, dense_cols, cat_cols, cat_encoding) "
-                       "read another layout", s->n_dense, s->n_cat);
+                       "%d categorical columns in order, hex ids, no header; the config's %s "
+                       "reads another layout", s->n_dense, s->n_cat, bad);
     return 0;
 }
 

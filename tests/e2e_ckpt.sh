@@ -44,6 +44,10 @@ check "resume: the uninterrupted run's eval NE ($NE vs $REF, one worker: bit for
 check "resume: metrics.json names the checkpoint it resumed from" grep -q '"resumed_from": ' $M
 check "a final checkpoint is written at the end" sh -c "grep -q '^meta final 1' \$(ls -d $T/ck/ckpt-* | tail -1)/MANIFEST"
 check "only the newest 2 checkpoints are kept" test "$(ls $T/ck | wc -l)" = 2
+cp -r $T/ck $T/ck-done # its newest: the end of the data
+EXTRA="--resume $T/ck-done" train again trainer.worker_threads=1 > $T/again.log 2>&1
+check "resuming a run that had trained on all its data says there is nothing left to train" \
+    sh -c "[ $? = 0 ] && grep -q '^# nothing left to train: $T/ck-done/ckpt-[0-9]* had trained on all of data.train ($N examples)' $T/again.log && [ \"$(json examples $T/again/metrics.json)\" = $N ]"
 
 $BIN eval configs/tiny.ini --model $T/ck --set data.eval=$T/d/eval.tsv > $T/ev.log 2>&1
 ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/ev.log)

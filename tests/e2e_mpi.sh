@@ -163,6 +163,11 @@ rm -f shadowsync-*.sbatch
 tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=4 > $T/slurm.log 2>&1
 check "tools/submit --slurm --dry-run prints the sbatch script and writes no file" \
     sh -c "grep -q 'SBATCH --ntasks=4' $T/slurm.log && ! ls shadowsync-*.sbatch > /dev/null 2>&1"
+if ! command -v sbatch > /dev/null; then
+    tools/submit configs/tiny.ini --slurm --set job.trainers=4 > $T/slurm2.log 2>&1
+    check "tools/submit --slurm without sbatch: prints the script, says it was not submitted, writes no file" \
+        sh -c "[ $? = 2 ] && grep -q 'SBATCH --ntasks=4' $T/slurm2.log && grep -q 'sbatch not found here: the script above was not submitted' $T/slurm2.log && ! ls shadowsync-*.sbatch > /dev/null 2>&1"
+fi
 rm -f shadowsync-*.sbatch
 
 # killing an embedding PS mid-run ends the job, naming it

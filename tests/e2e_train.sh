@@ -90,6 +90,15 @@ train bin --set trainer.worker_threads=1 --set data.train=$T/shards
 check "training on shards = training on text (1 worker, bit-identical)" \
     cmp -s $T/one/model/dense.bin $T/bin/model/dense.bin
 head -c 1000 $T/shards/part-00000.bin > $T/trunc.bin
+train csvbin --set data.train=$T/shards --set data.format=csv
+check "data.format = csv on binary shards is refused, naming both" \
+    sh -c "[ $? != 0 ] && grep -q '$T/shards holds binary shards (\*.bin), but data.format = csv' $T/csvbin.log"
+train critdec --set data.format=criteo --set data.cat_encoding=dec
+check "a column key under data.format = criteo is refused, naming it" \
+    sh -c "[ $? != 0 ] && grep -q 'data.cat_encoding applies to data.format = csv' $T/critdec.log"
+train autohash --set trainer.worker_threads=1 --set data.cat_encoding=hash
+check "data.format = auto with a column key set reads the columns' way (hashed ids: another model than hex's)" \
+    sh -c "[ $? = 0 ] && [ \"$(json examples $T/autohash/metrics.json)\" = $N ] && [ \"$(json train_ne $T/autohash/metrics.json)\" != \"$(json train_ne $T/one/metrics.json)\" ]"
 train trunc --set data.train=$T/trunc.bin
 check "a truncated shard is refused" grep -q 'truncated' $T/trunc.log
 
@@ -102,6 +111,14 @@ train bad --set data.train=$T/bad.tsv --set data.eval=
 check "bad lines: the run goes on" test "$(json examples $T/bad/metrics.json)" = 100
 check "bad lines: counted" test "$(json bad_lines $T/bad/metrics.json)" = 3
 check "bad lines: reported as file:line" grep -q "bad.tsv:101:" $T/bad.log
+check "bad lines over 1 % of those read: a warning says how many" \
+    grep -q "^shadowsync: warning: 3 of the 103 lines read from data.train = $T/bad.tsv (2.9 %) were not examples" $T/bad.log
+# gen's folder as data.train (no eval): its *.prob files are no data, and the warning says so
+train genfolder --set data.train=$T/d --set data.eval= --set data.max_examples=2000
+check "a folder with files that are no data: it trains, and the warning gives the share" \
+    sh -c "[ $? = 0 ] && grep -q '^shadowsync: warning: 5000 of the 7000 lines read from data.train = $T/d (71.4 %)' $T/genfolder.log"
+check "no sync: the sync gap reads '-' (an empty csv field), not nan" \
+    sh -c "grep -q 'sync_gap -  bad_lines' $T/genfolder.log && tail -1 $T/genfolder/progress.csv | grep -q ',\$' && ! grep -qi nan $T/genfolder/progress.csv"
 
 # errors stop before training, naming the key and value
 $BIN train $CFG --set sync.alpha=2 > $T/e1.log 2>&1

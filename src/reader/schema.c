@@ -1,8 +1,9 @@
 /* Resolving a data path's schema from the config (DESIGN §5): binary shards
  * when the path says so (a *.bin file, a directory or glob of only *.bin
  * files) or data.format = binary, their feature counts taken from the first
- * shard's header; otherwise Criteo TSV (format auto or criteo) or the
- * column keys (format csv). */
+ * shard's header; otherwise Criteo TSV (format criteo, or auto with the
+ * column keys at their defaults) or the column keys (format csv, or auto
+ * with any of them set). */
 #include "internal.h"
 
 #include <errno.h>
@@ -159,6 +160,19 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
     return 0;
 }
 
+/* The first column key that differs from Criteo's layout (label 0, dense
+ * 1-13, categorical 14-39 in hex), or NULL. */
+static const char *column_key_set(const struct ss_config *c)
+{
+    const char *d = c->data.dense_cols ? c->data.dense_cols : "";
+    const char *k = c->data.cat_cols ? c->data.cat_cols : "";
+    return c->data.label_col != 0           ? "data.label_col"
+           : strcmp(d, "1-13")              ? "data.dense_cols"
+           : strcmp(k, "14-39")             ? "data.cat_cols"
+           : c->data.cat_encoding != CAT_HEX ? "data.cat_encoding"
+                                             : NULL;
+}
+
 int schema_from_config(struct schema *s, const struct ss_config *c, const char *path,
                        struct ss_err *e)
 {
@@ -166,8 +180,18 @@ int schema_from_config(struct schema *s, const struct ss_config *c, const char *
     int fmt = c->data.format;
     if (fmt != FMT_AUTO && fmt != FMT_CRITEO && fmt != FMT_CSV && fmt != FMT_BINARY)
         return ss_fail(e, SS_EINVAL, "config: data.format %d is unknown", fmt);
+    if ((fmt == FMT_CRITEO || fmt == FMT_CSV) && path_is_binary(path))
+        return ss_fail(e, SS_EINVAL, "%s holds binary shards (*.bin), but data.format = %s: set "
+                       "data.format = binary (or auto)", path, fmt == FMT_CSV ? "csv" : "criteo");
     if (fmt == FMT_BINARY || path_is_binary(path))
         return binary_schema(s, path, e);
+    const char *cols = column_key_set(c); /* a layout of the user's: the column keys apply */
+    if (fmt == FMT_CRITEO && cols)
+        return ss_fail(e, SS_EINVAL, "config: %s applies to data.format = csv (criteo is label, "
+                       "13 dense and 26 hex categorical columns): set data.format = csv (or "
+                       "auto)", cols);
+    if (fmt == FMT_AUTO && cols)
+        fmt = FMT_CSV;
     int rc = one_char(c->data.separator, '\t', "data.separator", &s->sep, e);
     if (!rc)
         rc = one_char(c->data.multihot_sep, ',', "data.multihot_sep", &s->multihot_sep, e);

@@ -464,8 +464,10 @@ int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int po
                     const char *what, ssRpcError *rerr, GError *gerr)
 {
     const char *why = rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer";
-    /* Thrift's words for a peer that closed the connection */
-    if (!rerr && gerr && strstr(why, "failed to read") && strstr(why, "Success"))
+    /* Thrift's words for a peer that closed the connection: EOF, or a reset
+     * or broken pipe (a process killed with requests in flight) */
+    if (!rerr && gerr && ((strstr(why, "failed to read") && strstr(why, "Success")) ||
+                          strstr(why, "Connection reset by peer") || strstr(why, "Broken pipe")))
         why = "the connection was closed (the service is gone)";
     /* ...and for a socket timeout (SO_RCVTIMEO, SO_SNDTIMEO: EAGAIN) */
     else if (!rerr && gerr && strstr(why, "Resource temporarily unavailable"))

@@ -312,6 +312,17 @@ static int beat_figures(struct job *j, struct figures *f, int final)
 /* The progress line of the job (in a cluster job, over every trainer: the
  * others' reports are taken in here, so every trainer calls it); final: this
  * trainer's data has ended. Returns 1 once every other trainer's has. */
+/* A sync gap for a line ("-" before any sync, as with sync.algo = none;
+ * csv: an empty field). */
+static const char *gap_text(double gap, int csv, char buf[32])
+{
+    if (isnan(gap))
+        snprintf(buf, 32, "%s", csv ? "" : "-");
+    else
+        snprintf(buf, 32, csv ? "%.4f" : "%.2f", gap);
+    return buf;
+}
+
 static int progress(struct job *j, int final, int print)
 {
     struct figures f;
@@ -319,13 +330,15 @@ static int progress(struct job *j, int final, int print)
     int all = j->env && j->env->beat ? beat_figures(j, &f, final) : 1;
     if (!j->is_master || !print)
         return all;
+    char gap[32];
     if (!j->c->output.quiet)
-        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %.2f\n",
-               f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s, f.sync_gap);
+        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %s\n",
+               f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s,
+               gap_text(f.sync_gap, 0, gap));
     fflush(stdout);
     if (j->csv) {
-        fprintf(j->csv, "%.3f,%lld,%.1f,%.6f,%.3f,%.4f\n", f.elapsed, (long long)f.examples, f.eps,
-                f.train_ne, f.syncs_per_s, f.sync_gap);
+        fprintf(j->csv, "%.3f,%lld,%.1f,%.6f,%.3f,%s\n", f.elapsed, (long long)f.examples, f.eps,
+                f.train_ne, f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
         fflush(j->csv);
     }
     return all;
@@ -1684,9 +1697,19 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
             rc = des_eval(&j, w, c->data.eval, &ev, e);
         goto out;
     }
+    if (j.resumed_from[0] && f.examples == j.base.examples && !c->output.quiet)
+        printf("# nothing left to train: %s had trained on all of data.train (%lld examples); "
+               "the train figures are its\n", j.resumed_from, (long long)f.examples);
+    char gap[32];
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
-           "sync_gap %.2f  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
-           f.train_ne, (long long)f.syncs, f.sync_gap, (long long)rs.bad_lines);
+           "sync_gap %s  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
+           f.train_ne, (long long)f.syncs, gap_text(f.sync_gap, 0, gap), (long long)rs.bad_lines);
+    if (rs.bad_lines * 100 > rs.bad_lines + f.examples) /* over 1 %: a file not meant, a layout */
+        fprintf(stderr, "shadowsync: warning: %lld of the %lld lines read from data.train = %s "
+                "(%.1f %%) were not examples and were skipped (the first are named above): "
+                "check data.format and the columns, and which files data.train takes in\n",
+                (long long)rs.bad_lines, (long long)(rs.bad_lines + f.examples), c->data.train,
+                100.0 * (double)rs.bad_lines / (double)(rs.bad_lines + f.examples));
     if (j.hot)
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
