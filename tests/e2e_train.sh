@@ -150,6 +150,10 @@ check "a missing data.eval stops the run before training, naming it" \
 train leak --set data.train=$T/d
 check "an eval file among data.train's files is refused before training" \
     sh -c "[ $? != 0 ] && grep -q \"data.eval's file $T/d/eval.tsv is also one of data.train\" $T/leak.log && ! [ -e $T/leak/progress.csv ]"
+mkdir -p $T/stale && echo '{"examples": 1}' > $T/stale/metrics.json && touch $T/stale/roles.json $T/stale/placement.txt
+train stale --set data.train=/dev/null --set output.dir=$T/stale
+check "an earlier run's metrics.json, roles.json and plan do not outlive a run in the same output.dir" \
+    sh -c "[ $? != 0 ] && ! [ -e $T/stale/metrics.json ] && ! [ -e $T/stale/roles.json ] && ! [ -e $T/stale/placement.txt ]"
 train note --set job.embedding_ps=2 --set data.max_examples=1000 --set output.quiet=false
 check "cluster role counts without mpirun: the embedded default runs and says so" \
     sh -c "[ $? = 0 ] && grep -q 'job.embedding_ps = 2, .* are the ranks of a cluster job' $T/note.log"

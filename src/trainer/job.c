@@ -367,6 +367,14 @@ static int open_run_dir(struct job *j, struct ss_err *e)
             unlink(g.gl_pathv[i]);
         globfree(&g);
     }
+    /* nor may its figures pass for this run's (one that fails writes none):
+     * what this run writes at its end, and a cluster job's plan where this
+     * run makes none before here (in one process DES writes its own later) */
+    const char *stale[] = {"metrics.json", "roles.json", "placement.txt", "placement.json"};
+    for (int i = 0; i < (j->env ? 2 : 4); i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
+        unlink(p);
+    }
     snprintf(p, sizeof p, "%s/progress.csv", dir);
     if (!(j->csv = fopen(p, "w")))
         return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
