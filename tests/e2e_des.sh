@@ -63,7 +63,7 @@ $BIN gen --out $T/mh --examples $N --eval-examples 5000 --seed 5 --config $CFG \
 check "gen --bag-size: 8 multi-hot features, bags of 1 to 7 ids, the train file has them" \
     sh -c "grep -q '^# 8 multi-hot feature(s), bags of 1 to 7 ids' $T/mhgen.log && cut -f15 $T/mh/train.tsv | grep -q ','"
 check "gen: a config that reads another layout (decimal ids) is refused, naming the keys" \
-    sh -c "! $BIN gen --out $T/gx --examples 10 --config $CFG --set data.format=csv --set data.cat_encoding=dec 2> $T/gx.log && grep -q 'cat_encoding) read another layout' $T/gx.log"
+    sh -c "! $BIN gen --out $T/gx --examples 10 --config $CFG --set data.format=csv --set data.cat_encoding=dec 2> $T/gx.log && grep -q 'the config.s data.cat_encoding = dec (gen writes hex ids) reads another layout' $T/gx.log"
 MH="--set data.train=$T/mh/train.tsv --set data.eval=$T/mh/eval.tsv --set data.multihot_cols=14-21
     --set optim.emb_lr=0.02 --set trainer.worker_threads=1"
 train mhps $MH --set job.trainers=2 --set sync.algo=ma

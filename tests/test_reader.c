@@ -345,8 +345,14 @@ static void test_parse_csv(void)
           "rc %d %s", rc, e.msg);
     c.data.format = FMT_CRITEO;
     rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == SS_EINVAL && strstr(e.msg, "data.label_col applies to data.format = csv"),
+          "criteo refuses a column key, naming it", "rc %d %s", rc, e.msg);
+    c.data.label_col = 0, c.data.dense_cols = "1-13", c.data.cat_cols = "";
+    c.data.cat_encoding = CAT_HEX;
+    rc = schema_from_config(&s, &c, NULL, &e);
     CHECK(rc == 0 && s.format == FMT_CRITEO && s.n_cols == 40 && s.sep == ',',
-          "criteo ignores column keys", "rc %d", rc);
+          "criteo takes the column keys at Criteo's layout (or unset), and the separator",
+          "rc %d %s", rc, e.msg);
     c.data.multihot_cols = "15,39";
     c.data.multihot_sep = "|";
     rc = schema_from_config(&s, &c, NULL, &e);

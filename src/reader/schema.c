@@ -160,15 +160,14 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
     return 0;
 }
 
-/* The first column key that differs from Criteo's layout (label 0, dense
- * 1-13, categorical 14-39 in hex), or NULL. */
+/* The first column key set away from Criteo's layout (label 0, dense 1-13,
+ * categorical 14-39 in hex; an empty one is unset), or NULL. */
 static const char *column_key_set(const struct ss_config *c)
 {
-    const char *d = c->data.dense_cols ? c->data.dense_cols : "";
-    const char *k = c->data.cat_cols ? c->data.cat_cols : "";
+    const char *d = c->data.dense_cols, *k = c->data.cat_cols;
     return c->data.label_col != 0           ? "data.label_col"
-           : strcmp(d, "1-13")              ? "data.dense_cols"
-           : strcmp(k, "14-39")             ? "data.cat_cols"
+           : d && *d && strcmp(d, "1-13")   ? "data.dense_cols"
+           : k && *k && strcmp(k, "14-39")  ? "data.cat_cols"
            : c->data.cat_encoding != CAT_HEX ? "data.cat_encoding"
                                              : NULL;
 }
