@@ -150,10 +150,19 @@ check "a missing data.eval stops the run before training, naming it" \
 train leak --set data.train=$T/d
 check "an eval file among data.train's files is refused before training" \
     sh -c "[ $? != 0 ] && grep -q \"data.eval's file $T/d/eval.tsv is also one of data.train\" $T/leak.log && ! [ -e $T/leak/progress.csv ]"
-mkdir -p $T/stale && echo '{"examples": 1}' > $T/stale/metrics.json && touch $T/stale/roles.json $T/stale/placement.txt
+mkdir -p $T/stale/model && echo '{"examples": 1}' > $T/stale/metrics.json && touch $T/stale/roles.json $T/stale/placement.txt
 train stale --set data.train=/dev/null --set output.dir=$T/stale
 check "an earlier run's metrics.json, roles.json and plan do not outlive a run in the same output.dir" \
     sh -c "[ $? != 0 ] && ! [ -e $T/stale/metrics.json ] && ! [ -e $T/stale/roles.json ] && ! [ -e $T/stale/placement.txt ]"
+# ...nor its model's files: hot rows that eval would otherwise load over this run's model
+train hotrun --set output.dir=$T/stale --set data.max_examples=5000 --set trainer.worker_threads=1 --set hot_embeddings.memory_mb=0.05
+train plain --set output.dir=$T/stale --set data.max_examples=5000 --set trainer.worker_threads=1
+$BIN eval $CFG --model $T/stale/model --set data.eval=$T/d/eval.tsv > $T/stale-eval.log 2>&1
+SE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/stale-eval.log)
+check "a run in an earlier hot run's output.dir: no hot rows left in its model" \
+    sh -c "! [ -e $T/stale/model/hot.bin ] && ! [ -e $T/stale/model/hot-rows.bin ] && [ -e $T/stale/model/dense.bin ]"
+check "...and eval of its model gives its eval NE ($SE vs $(json eval_ne $T/stale/metrics.json))" \
+    near "$SE" "$(json eval_ne $T/stale/metrics.json)" 0.000002
 train note --set job.embedding_ps=2 --set data.max_examples=1000 --set output.quiet=false
 check "cluster role counts without mpirun: the embedded default runs and says so" \
     sh -c "[ $? = 0 ] && grep -q 'job.embedding_ps = 2, .* are the ranks of a cluster job' $T/note.log"

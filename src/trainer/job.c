@@ -358,14 +358,19 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         snprintf(why, sizeof why, "%s", e->msg); /* e->msg is written below */
         return ss_fail(e, SS_EIO, "output.dir = %s is not writable: %s", dir, why);
     }
-    /* an earlier run's tables (another count of PSs or trainers) would be
-     * loaded with this run's: the model directory starts without them */
-    snprintf(p, sizeof p, "%s/model/tables*.bin", dir);
-    glob_t g;
-    if (glob(p, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++)
-            unlink(g.gl_pathv[i]);
-        globfree(&g);
+    /* an earlier run's model files (tables of another count of PSs or
+     * trainers, hot rows this run may not have) would be loaded with this
+     * run's: the model directory starts without any */
+    static const char *const model_files[] = {"tables*.bin", "dense.bin", "hot.bin",
+                                              "hot-rows.bin"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/model/%s", dir, model_files[i]);
+        glob_t g;
+        if (glob(p, 0, NULL, &g) == 0) {
+            for (size_t k = 0; k < g.gl_pathc; k++)
+                unlink(g.gl_pathv[k]);
+            globfree(&g);
+        }
     }
     /* nor may its figures pass for this run's (one that fails writes none):
      * what this run writes at its end, and a cluster job's plan where this
@@ -1022,8 +1027,10 @@ static void print_hot(const struct job *j, const struct hot_stats *h)
 
 static void json_num(FILE *f, const char *k, double v, int last)
 {
-    if (isfinite(v))
-        fprintf(f, "  \"%s\": %.6g%s\n", k, v, last ? "" : ",");
+    if (isfinite(v) && v == floor(v) && fabs(v) < 9007199254740992.0) /* a count: exact */
+        fprintf(f, "  \"%s\": %.0f%s\n", k, v, last ? "" : ",");
+    else if (isfinite(v))
+        fprintf(f, "  \"%s\": %.8g%s\n", k, v, last ? "" : ",");
     else
         fprintf(f, "  \"%s\": null%s\n", k, last ? "" : ",");
 }
