@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <errno.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -164,6 +165,13 @@ static int prerun_checks(const struct ss_config *c, const char *resume, struct s
     int rc = 0;
     if (!resume && *c->checkpoint.dir)
         rc = ckpt_refuse_earlier(c->checkpoint.dir, e);
+    if (rc == 0 && *c->checkpoint.dir) { /* else every checkpoint fails, the run goes on */
+        struct ss_err why = {0};
+        if (ss_mkdir_p(c->checkpoint.dir, &why) < 0 || access(c->checkpoint.dir, W_OK) != 0)
+            rc = ss_fail(e, SS_EIO, "checkpoint.dir = %s cannot hold checkpoints: %s (checked "
+                         "before training)", c->checkpoint.dir,
+                         *why.msg ? why.msg : strerror(errno));
+    }
     if (rc == 0 && c->data.eval && *c->data.eval)
         rc = reader_check_eval(c->data.train, c->data.eval, e);
     return rc;
@@ -243,8 +251,9 @@ static int cluster_train(struct ss_config *c, const char *resume)
         if (rc < 0) {
             /* A rank that fails ends the whole job at once: the others may be
              * inside a collective that now never completes. */
-            fprintf(stderr, "shadowsync: rank %d (%s %d on %s): %s\n", p.rank,
-                    rpc_role_name(p.role), p.role_index, p.hosts[p.rank], e.msg);
+            char me[128];
+            rpc_rank_name(&p, p.rank, me, sizeof me);
+            fprintf(stderr, "shadowsync: %s: %s\n", me, e.msg);
             job_abort();
         }
         rpc_report_roles(&p, c->output.dir); /* every role ran to the job's end */

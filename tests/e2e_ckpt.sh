@@ -3,7 +3,7 @@
 # with kill -9 resumes from its newest complete checkpoint, trains every
 # example exactly once and ends with the uninterrupted run's model (one
 # worker: bit for bit); a damaged newest checkpoint is skipped for the one
-# before; an unwritable checkpoint.dir is reported while training goes on;
+# before; a checkpoint.dir that cannot be made is refused before training;
 # checkpoints under foreground sync with several trainers do not hang;
 # eval reads a checkpoint as a model.
 BUILD=${BUILD:-build}
@@ -44,10 +44,14 @@ check "resume: the uninterrupted run's eval NE ($NE vs $REF, one worker: bit for
 check "resume: metrics.json names the checkpoint it resumed from" grep -q '"resumed_from": ' $M
 check "a final checkpoint is written at the end" sh -c "grep -q '^meta final 1' \$(ls -d $T/ck/ckpt-* | tail -1)/MANIFEST"
 check "only the newest 2 checkpoints are kept" test "$(ls $T/ck | wc -l)" = 2
+touch $T/afile
+train nockdir checkpoint.dir=$T/afile/ck > $T/nockdir.log 2>&1
+check "a checkpoint.dir that cannot be made is refused before training, naming it" \
+    sh -c "[ $? != 0 ] && grep -q 'checkpoint.dir = $T/afile/ck cannot hold checkpoints: .*Not a directory (checked before training)' $T/nockdir.log && ! [ -e $T/nockdir/progress.csv ]"
 cp -r $T/ck $T/ck-done # its newest: the end of the data
-EXTRA="--resume $T/ck-done" train again trainer.worker_threads=1 > $T/again.log 2>&1
+EXTRA="--resume $T/ck-done" train doneagain trainer.worker_threads=1 > $T/doneagain.log 2>&1
 check "resuming a run that had trained on all its data says there is nothing left to train" \
-    sh -c "[ $? = 0 ] && grep -q '^# nothing left to train: $T/ck-done/ckpt-[0-9]* had trained on all of data.train ($N examples)' $T/again.log && [ \"$(json examples $T/again/metrics.json)\" = $N ]"
+    sh -c "[ $? = 0 ] && grep -q '^# nothing left to train: $T/ck-done/ckpt-[0-9]* had trained on all of data.train ($N examples)' $T/doneagain.log && [ \"$(json examples $T/doneagain/metrics.json)\" = $N ]"
 
 $BIN eval configs/tiny.ini --model $T/ck --set data.eval=$T/d/eval.tsv > $T/ev.log 2>&1
 ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/ev.log)
@@ -82,10 +86,12 @@ rc=$?
 check "--resume DIR with checkpoint.dir set empty: resumes, writes no checkpoint" \
     sh -c "[ $rc = 0 ] && grep -q 'resuming from $T/ck/' $T/again.log && ! grep -q '^# checkpoint ' $T/again.log"
 
-# an unwritable checkpoint.dir: reported, training goes on
+# a checkpoint.dir that can never hold one is refused before training (one that fails
+# later, a full disk below, is reported while training goes on)
 train ro checkpoint.dir=/proc/nope checkpoint.interval_s=0.2 data.max_examples=50000 > $T/ro.log 2>&1
 rc=$?
-check "unwritable checkpoint.dir: reported, the run goes on to its end" sh -c "[ $rc = 0 ] && grep -q 'checkpoint failed, training goes on' $T/ro.log && [ \"$(json examples $T/ro/metrics.json)\" = 50000 ] && [ \"$(json checkpoint_failures $T/ro/metrics.json)\" -ge 1 ]"
+check "unwritable checkpoint.dir: refused before training, naming it" \
+    sh -c "[ $rc != 0 ] && grep -q 'checkpoint.dir = /proc/nope cannot hold checkpoints' $T/ro.log && ! [ -e $T/ro/progress.csv ]"
 
 # several trainers, foreground MA: pausing for checkpoints does not hang; resume with fewer trainers
 train fg job.trainers=2 trainer.worker_threads=2 sync.algo=ma sync.mode=foreground sync.gap=3 \

@@ -116,6 +116,10 @@ check "a cluster checkpoint of 2 trainers resumes with 3: every example once ($(
 EXTRA="--resume $T/ck-reader" job readers3 8 job.trainers=2 job.embedding_ps=2 job.sync_ps=1 job.readers=3 sync.algo=easgd
 rc=$?
 check "resuming reader services with another job.readers is refused, saying why" sh -c "[ $rc != 0 ] && grep -q 'another number of readers than job.readers = 3' $T/readers3.log"
+EXTRA="--resume $T/ck" job readers1 4 job.embedding_ps=2 job.readers=1
+rc=$?
+check "resuming a job without reader services with job.readers = 1 is refused, saying why" \
+    sh -c "[ $rc != 0 ] && grep -q 'was written by a job without reader services (its trainers read data.train themselves): resume with job.readers = 0' $T/readers1.log"
 
 # a rank that stalls without exiting (SIGSTOP; nothing tells Open MPI). A
 # trainer: a sync round's all-reduce, a DES exchange, the master's
@@ -181,8 +185,10 @@ stalled stall-syncps-end 5 4 job.embedding_ps=2 job.sync_ps=1 sync.algo=easgd \
 ok=$?; AT=
 check "a sync PS stalled after the last sync round: the job ends within twice sync.timeout_s after the eval ($took s)" \
     sh -c "[ $ok = 0 ] && [ $took -le 20 ]"
+check "a sync PS stalled after the last sync round: no other rank is named as stalled" \
+    sh -c "! grep 'has not been heard from\|which has stalled' $T/stall-syncps-end.log | grep -v 'sync_ps 0 (rank 4 on [^)]*) has not been heard from' | grep -q ."
 check "a sync PS stalled after the last sync round: the master names it" \
-    grep -qE "^shadowsync: trainer 0 \(rank 0 on [^)]*\): (sync_ps 0 \(rank 4 on [^)]*\) has not been heard from for 6 s|the job's end has waited 6 s \(twice sync.timeout_s\) for sync_ps 0 \(rank 4 )" $T/stall-syncps-end.log
+    grep -qE "^shadowsync: trainer 0 \(rank 0 on [^)]*\): (sync_ps 0 \(rank 4 on [^)]*\) has not been heard from for 6 s|the job's end has waited 6 s \(twice sync.timeout_s\) for the figures of sync_ps 0 \(rank 4 )" $T/stall-syncps-end.log
 
 # one trainer fails in its own start (here its data file is missing; a
 # device that cannot be used, a bad checkpoint file): the job ends at

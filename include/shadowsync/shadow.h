@@ -62,8 +62,8 @@ static inline void job_abort(void)
 static inline void peer_stalled(const struct peer_wait *pw, const char *what, const char *who)
 {
     fprintf(stderr, "shadowsync: %s: %s has waited %g s (sync.timeout_s) for %s, which has "
-            "stalled (it runs, but takes no part); ending the job\n", pw->me, what, pw->timeout_s,
-            who);
+            "stalled (stopped, hung or swapped out, it takes no part); ending the job\n", pw->me,
+            what, pw->timeout_s, who);
     job_abort();
 }
 /* Completes req by polling MPI_Test: spins tests first (a DES round is

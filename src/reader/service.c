@@ -160,6 +160,12 @@ static int resume_share(struct reader *r, const struct job_plan *p, struct ss_er
     char path[4400], past[4400];
     snprintf(path, sizeof path, "%s/reader-svc-%d.pos", p->resume_from, p->role_index);
     snprintf(past, sizeof past, "%s/reader-svc-%d.pos", p->resume_from, p->count[ROLE_READER]);
+    char first[4400];
+    snprintf(first, sizeof first, "%s/reader-svc-0.pos", p->resume_from);
+    if (access(first, F_OK) != 0)
+        return ss_fail(e, SS_EINVAL, "%s was written by a job without reader services (its "
+                       "trainers read data.train themselves): resume with job.readers = 0",
+                       p->resume_from);
     if (access(path, F_OK) != 0 || access(past, F_OK) == 0)
         return ss_fail(e, SS_EINVAL, "%s was written by another number of readers than "
                        "job.readers = %d (each reader's share of the data depends on it): "

@@ -170,7 +170,8 @@ void rpc_wait_job_end(struct job_plan *p)
         if (!done)
             nanosleep(&pause, NULL);
     }
-    rpc_pulse_stop(p->pulse); /* every rank is past its last wait on the others */
+    /* the heartbeat goes on: a rank stopped inside the barrier lets some
+     * ranks out of it and holds others, who still listen for it */
 }
 
 void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *srv,
@@ -180,8 +181,9 @@ void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *
     rpc_exchange_endpoints(p, mine, all);
 }
 
-/* Every rank's figures to rank 0, after the heartbeat has stopped: a rank
- * that stalls before it sends them is named past p->end_wait_s. */
+/* Every rank's figures to rank 0, the heartbeat still going: past
+ * p->end_wait_s the master names every rank whose figures are missing (one
+ * has stalled, or waits on one that has). */
 static void gather_figures(struct job_plan *p, double *all)
 {
     enum { TAG_FIGURES = 7001 };
@@ -203,16 +205,22 @@ static void gather_figures(struct job_plan *p, double *all)
             int done = 1;
             if (req[r] != MPI_REQUEST_NULL)
                 MPI_Test(&req[r], &done, MPI_STATUS_IGNORE);
-            if (!done && deadline && ss_now() > deadline) {
-                char me[128], who[128];
-                rpc_rank_name(p, 0, me, sizeof me);
-                rpc_rank_name(p, r, who, sizeof who);
-                fprintf(stderr, "shadowsync: %s: the job's end has waited %g s (twice "
-                        "sync.timeout_s) for %s, which has stalled (it runs, but takes no "
-                        "part); ending the job\n", me, p->end_wait_s, who);
-                job_abort();
-            }
-            waiting |= !done;
+            waiting += !done;
+        }
+        if (waiting && deadline && ss_now() > deadline) {
+            char me[128], who[1024] = "", one[128];
+            rpc_rank_name(p, 0, me, sizeof me);
+            for (int r = 1, k = 0; r < p->size; r++)
+                if (req[r] != MPI_REQUEST_NULL && k++ < 6) {
+                    rpc_rank_name(p, r, one, sizeof one);
+                    snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", *who ? ", " : "",
+                             one);
+                }
+            fprintf(stderr, "shadowsync: %s: the job's end has waited %g s (twice "
+                    "sync.timeout_s) for the figures of %s%s: %s stalled, or %s on one that "
+                    "has; ending the job\n", me, p->end_wait_s, who, waiting > 6 ? ", ..." : "",
+                    waiting > 1 ? "one has" : "it has", waiting > 1 ? "they wait" : "waits");
+            job_abort();
         }
         if (waiting)
             nanosleep(&pause, NULL);

@@ -1,8 +1,9 @@
 /* Every rank's heartbeat (DESIGN §8 "Reliability"): a thread of each rank
  * of a cluster job sends the next rank (in a ring over MPI_COMM_WORLD, on a
  * communicator of its own) a byte every `every` seconds and takes in the
- * previous rank's, from the start of its role to past the job's last
- * barrier, whatever its main thread does meanwhile. So a rank whose
+ * previous rank's, from the start of its role to its MPI_Finalize (where it
+ * sends a last byte that says so: the next rank stops judging it, as it may
+ * itself still wait on others), whatever its main thread does meanwhile. So a rank whose
  * process stops (SIGSTOP, a paused VM, a node swapping) is found where no
  * wait on it has a deadline of its own: a checkpoint's release, the final
  * checkpoint, the master's final eval, a service the trainers no longer
@@ -18,12 +19,15 @@
 #include <stdlib.h>
 #include <time.h>
 
+enum { BEAT = 'b', LEAVING = 'L' };
+
 struct rpc_pulse {
     MPI_Comm comm;
     int prev, next, alone, stop, running;
+    int prev_left;              /* the previous rank said it stops pulsing: no more judged */
     pthread_t th;
-    MPI_Request req;
-    char *out;                  /* the byte sent (kept when a send outlives the pulse) */
+    MPI_Request req, bye;
+    char *out, *out_bye;        /* the bytes sent (kept when a send outlives the pulse) */
     double heard, every, after, deaf;
     char me[128], prev_name[128];
 };
@@ -55,8 +59,9 @@ struct rpc_pulse *rpc_pulse_new(const struct job_plan *p, double timeout_s)
     h->next = (p->rank + 1) % p->size;
     h->prev = (p->rank + p->size - 1) % p->size;
     h->alone = p->size < 2;
-    h->req = MPI_REQUEST_NULL;
-    h->out = ss_xcalloc(1, 1);
+    h->req = h->bye = MPI_REQUEST_NULL;
+    h->out = ss_xcalloc(1, 1), h->out_bye = ss_xcalloc(1, 1);
+    *h->out = BEAT, *h->out_bye = LEAVING;
     h->after = 2 * timeout_s;
     h->every = h->after / 8 < 1 ? h->after / 8 : 1;
     h->deaf = 2 * h->every + 1 < h->after / 2 ? 2 * h->every + 1 : h->after / 2;
@@ -81,6 +86,7 @@ static void *pulse_run(void *arg)
             if (flag) {
                 MPI_Recv(&in, 1, MPI_CHAR, h->prev, 0, h->comm, MPI_STATUS_IGNORE);
                 h->heard = now;
+                h->prev_left |= in == LEAVING;
             }
         }
         if (now >= next_send) {
@@ -91,7 +97,7 @@ static void *pulse_run(void *arg)
                 MPI_Isend(h->out, 1, MPI_CHAR, h->next, 0, h->comm, &h->req);
             next_send = now + h->every;
         }
-        if (h->heard > 0 && now - h->heard > h->after) {
+        if (h->heard > 0 && !h->prev_left && now - h->heard > h->after) {
             fprintf(stderr, "shadowsync: %s: %s has not been heard from for %g s (twice "
                     "sync.timeout_s): its process has stalled (stopped, or swapped out); "
                     "ending the job\n", h->me, h->prev_name, h->after);
@@ -99,6 +105,9 @@ static void *pulse_run(void *arg)
         }
         nanosleep(&nap, NULL);
     }
+    /* the next rank listens to this one no more: it may still wait (a barrier, the
+     * figures) where this one no longer pulses, and would take the silence for a stall */
+    MPI_Isend(h->out_bye, 1, MPI_CHAR, h->next, 0, h->comm, &h->bye);
     return NULL;
 }
 
@@ -124,6 +133,8 @@ void rpc_pulse_free(struct rpc_pulse *h)
     rpc_pulse_stop(h);
     if (!rpc_sends_release(&h->req, 1))
         free(h->out);
+    if (!rpc_sends_release(&h->bye, 1))
+        free(h->out_bye);
     MPI_Comm_free(&h->comm);
     free(h);
 }

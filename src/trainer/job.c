@@ -1417,8 +1417,10 @@ static void checkpoint_now(struct job *j, int final)
     int rc = write_checkpoint(j, final, &e);
     if (rc < 0) {
         j->checkpoint_failures++;
-        fprintf(stderr, "shadowsync: checkpoint failed, training goes on (the last good one is "
-                        "kept): %s\n", e.msg);
+        fprintf(stderr, "shadowsync: %s checkpoint failed, %s (%s): %s\n",
+                final ? "the final" : "a", final ? "the run ends without it" : "training goes on",
+                j->checkpoints ? "the last good one is kept" : "none has been written yet",
+                e.msg);
     } else {
         j->checkpoints++;
     }
@@ -1492,8 +1494,9 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
     if (j->reader) {
         if (env && j->resumed_trainers != env->count)
             return ss_fail(e, SS_EINVAL, "%s was written by %d trainers reading their own shares "
-                           "of data.train: resuming them needs job.trainers = %d (or reader "
-                           "services, job.readers >= 1, which keep the positions)",
+                           "of data.train: resuming them needs job.trainers = %d (a job read "
+                           "through reader services, job.readers >= 1, may resume with other "
+                           "trainers; this one was not)",
                            j->resumed_from, j->resumed_trainers, j->resumed_trainers);
         snprintf(p, sizeof p, "%s/reader-%d.pos", j->resumed_from, env ? env->index : 0);
         if ((rc = reader_load_pos(j->reader, p, e)) < 0)
