@@ -227,6 +227,10 @@ static int cluster_train(struct ss_config *c, const char *resume)
             rpc_assign_role(p.count, r, &role, &idx);
             printf("#   rank %d: %s %d on %s\n", r, rpc_role_name(role), idx, p.hosts[r]);
         }
+        if (c->job.sync_ps > 0 && sync_algo_needs(c->sync.algo) != SYNC_NEEDS_CENTER)
+            printf("# job.sync_ps = %d: sync.algo = %s does not use the sync PSs (they hold "
+                   "easgd's center), so they stay idle; job.sync_ps = 0 saves their ranks\n",
+                   c->job.sync_ps, c->sync.algo);
         fflush(stdout);
     }
     if (rc == 0 && p.rank != 0)

@@ -52,6 +52,7 @@ cp -r $T/ck $T/ck-done # its newest: the end of the data
 EXTRA="--resume $T/ck-done" train doneagain trainer.worker_threads=1 > $T/doneagain.log 2>&1
 check "resuming a run that had trained on all its data says there is nothing left to train" \
     sh -c "[ $? = 0 ] && grep -q '^# nothing left to train: $T/ck-done/ckpt-[0-9]* had trained on all of data.train ($N examples)' $T/doneagain.log && [ \"$(json examples $T/doneagain/metrics.json)\" = $N ]"
+check "...and writes no new checkpoint (the older ones stay)" sh -c "[ \"\$(ls $T/ck-done | tr '\n' ' ')\" = \"$(ls $T/ck | tr '\n' ' ')\" ]"
 
 $BIN eval configs/tiny.ini --model $T/ck --set data.eval=$T/d/eval.tsv > $T/ev.log 2>&1
 ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/ev.log)

@@ -66,6 +66,8 @@ check "cluster allreduce/foreground gap 1: the trainers' replicas are identical 
     test "$(json replica_spread $T/allreduce-fg/metrics.json)" = 0
 check "cluster ma: the replicas differ at the end (replica_spread $(json replica_spread $T/ma/metrics.json))" \
     lt 0 "$(json replica_spread $T/ma/metrics.json)"
+check "cluster ma with a sync PS: the job says it stays idle" \
+    grep -q '^# job.sync_ps = 1: sync.algo = ma does not use the sync PSs' $T/ma.log
 
 # placement by profile, table 0 split by row range over both PSs (pins):
 # the client sums partial bags; each PS saves its shards; eval reads them all

@@ -41,7 +41,12 @@ static void fill(struct batch *b, int n, uint64_t *rng)
 
 int main(int argc, char **argv)
 {
-    long long long_n = argc > 2 && !strcmp(argv[1], "--long") ? atoll(argv[2]) : 1000000;
+    if (argc > 1 && (strcmp(argv[1], "--long") || argc != 3 || atoll(argv[2]) < 1)) {
+        fprintf(stderr, "usage: rpc_bench [--long N]   embedding PS round trips on loopback, and "
+                        "RSS after 100k and N (default 1000000) lookups\n");
+        return strcmp(argv[1], "-h") && strcmp(argv[1], "--help") ? 2 : 0;
+    }
+    long long long_n = argc > 2 ? atoll(argv[2]) : 1000000;
     signal(SIGPIPE, SIG_IGN);
     rpc_types_init();
     int64_t rows[T];

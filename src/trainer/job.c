@@ -1684,8 +1684,10 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     client_figures(&j, &f);
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
         final_checkpoint_part(&j);
-    else if (c->checkpoint.dir[0] && (env || (rc == 0 && f.examples > 0)))
-        checkpoint_now(&j, 1); /* the reader at its end: a resume has nothing left to train */
+    else if (c->checkpoint.dir[0] &&
+             (env || (rc == 0 && f.examples > (j.resumed_from[0] ? j.base.examples : 0))))
+        checkpoint_now(&j, 1); /* the reader at its end: a resume has nothing left to train
+                                * (none when this run trained nothing: the one it resumed is it) */
     if (j.reader)
         reader_stats(j.reader, &rs);
     progress(&j, 1, 1); /* every other trainer's final report is in */
