@@ -6,6 +6,8 @@ fail() { echo "FAIL $1: $2"; }
 check() { _what=$1; shift; if "$@"; then pass "$_what"; else fail "$_what" "$*"; fi; }
 # json KEY FILE: a number (or a string, unquoted) from metrics.json
 json() { sed -n "s/^ *\"$1\": \([^,]*\),*$/\1/p" "$2" | tr -d '"'; }
+# the eval NE of `shadowsync eval`'s output (its JSON line) in FILE
+eval_ne_of() { sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' "$1"; }
 lt() { _log lt "$@"; awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 < b + 0 && a != "") }'; }
 near() { _log near "$@"; awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; exit !(a != "" && d < t && d > -t) }'; }
 # NEAR_LOG=FILE: each lt/near check's figures appended to FILE (for sizing

@@ -126,7 +126,7 @@ static void test_file_and_override(void)
           c.job.trainers);
     ss_config_free(&c);
 
-    char *ov[] = {"trainer.worker_threads =3", "sync.algo = bmuf", "job.bind=10.0.0.1:90",
+    char *ov[] = {"trainer.worker_threads =3", "sync.algo = bmuf", "job.bind = 10.0.0.1:90 ",
                   "output.quiet= no ", "data.separator=\\t"};
     rc = load_text(&c, job_ini, ov, 5, &e);
     CHECK(rc == 0, "file + overrides load", "rc %d: %s", rc, e.msg);

@@ -41,9 +41,11 @@ static void fill(struct batch *b, int n, uint64_t *rng)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "--long") || argc != 3 || atoll(argv[2]) < 1)) {
+    char *end = NULL;
+    if (argc > 1 && (strcmp(argv[1], "--long") || argc != 3 ||
+                     strtoll(argv[2], &end, 10) < 100000 || *end)) {
         fprintf(stderr, "usage: rpc_bench [--long N]   embedding PS round trips on loopback, and "
-                        "RSS after 100k and N (default 1000000) lookups\n");
+                        "RSS after 100k and N >= 100000 (default 1000000) lookups\n");
         return strcmp(argv[1], "-h") && strcmp(argv[1], "--help") ? 2 : 0;
     }
     long long long_n = argc > 2 ? atoll(argv[2]) : 1000000;

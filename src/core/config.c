@@ -570,19 +570,21 @@ static int apply_file(struct ss_config *c, const char *path, struct ss_err *e)
     return rc;
 }
 
-/* "section.key=value" ("section.key = value" too); a string value is taken
- * verbatim (no INI unescaping, its blanks kept). */
+/* "section.key=value": a string value verbatim (no INI unescaping, its
+ * blanks kept); "section.key = value" reads as in a file (blanks around
+ * the value dropped). */
 static int apply_override(struct ss_config *c, const char *ov, struct ss_err *e)
 {
     const char *eq = strchr(ov, '=');
     const char *dot = eq ? memchr(ov, '.', (size_t)(eq - ov)) : NULL;
     if (!dot || dot == ov || dot + 1 == eq)
         return ss_fail(e, SS_EINVAL, "config: override \"%s\" is not section.key=value", ov);
-    char *section = g_strstrip(g_strndup(ov, (size_t)(dot - ov))); /* "a.b = 1" as INI */
+    int ini = eq > ov && (eq[-1] == ' ' || eq[-1] == '\t'); /* "a.b = 1", as in a file */
+    char *section = g_strstrip(g_strndup(ov, (size_t)(dot - ov)));
     char *key = g_strstrip(g_strndup(dot + 1, (size_t)(eq - dot - 1)));
     const struct key_desc *d = find_key(section, key);
-    char *value = g_strdup(eq + 1); /* a string verbatim; a number, a name: as INI reads it */
-    if (d && (d->type != T_STRING || d->choices))
+    char *value = g_strdup(eq + 1); /* "a.b=v": v verbatim, unless a number or a name */
+    if (ini || (d && (d->type != T_STRING || d->choices)))
         g_strstrip(value);
     char *where = g_strdup_printf("config: override \"%s\"", ov);
     int rc = d ? set_value(c, d, value, "config", e) : unknown(e, where, section, key);

@@ -414,10 +414,15 @@ static void nccl_free(struct collective *c)
 
 static const struct collective_ops nccl_ops = {"nccl", nccl_sum, nccl_free};
 
+/* The stream and a first buffer: a failure here is agreed on before any
+ * rank enters an NCCL call that would wait on this one. */
 static int device_setup(struct nccl_impl *x, struct ss_err *e)
 {
     CU(cudaSetDevice(x->dev));
     CU(cudaStreamCreateWithFlags(&x->st, cudaStreamNonBlocking));
+    CU(cudaMalloc(&x->buf, sizeof(float)));
+    CU(cudaMallocHost(&x->hbuf, sizeof(float)));
+    x->max = 1;
     return 0;
 }
 
@@ -463,6 +468,7 @@ static struct collective *cu_nccl(MPI_Comm comm, int dev, const struct peer_wait
         x->pw = *pw;
     if (nccl_init(x, comm, rank, size, e) < 0) {
         cudaFree(x->buf);
+        cudaFreeHost(x->hbuf);
         if (x->st)
             cudaStreamDestroy(x->st);
         free(x);

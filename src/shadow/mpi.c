@@ -53,10 +53,17 @@ static void *guard_run(void *arg)
         late = pthread_cond_timedwait(&g->cv, &g->mu, &g->deadline) == ETIMEDOUT;
     int fire = !g->done;
     pthread_mutex_unlock(&g->mu);
-    if (fire) {
-        fprintf(stderr, "shadowsync: %s\n", g->msg);
-        job_abort();
-    }
+    if (!fire)
+        return NULL;
+    fprintf(stderr, "shadowsync: %s\n", g->msg);
+    fflush(stderr);
+    const struct timespec moment = {0, 300000000}; /* as job_abort: mpirun forwards the line */
+    nanosleep(&moment, NULL);
+    pthread_mutex_lock(&g->mu);
+    fire = !g->done; /* the call returned just now (MPI_Finalize: MPI_Abort no longer may) */
+    pthread_mutex_unlock(&g->mu);
+    if (fire)
+        MPI_Abort(MPI_COMM_WORLD, 1);
     return NULL;
 }
 

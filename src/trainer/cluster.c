@@ -174,10 +174,13 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
                * trainers in a communicator's first collective, on the host, where no
                * deadline of ours reaches; and a sum checked here is one to train on */
         float one = 1;
-        if (c->ops->allreduce_sum(c, &one, 1, &e) == 0 && one != (float)c->size)
+        int r = c->ops->allreduce_sum(c, &one, 1, &e);
+        if (r == 0 && one != (float)c->size)
             ss_fail(&e, SS_EIO, "NCCL's first all-reduce summed 1 over %d trainers to %g",
                     c->size, one);
-        ok = one == (float)c->size;
+        ok = r == 0 && one == (float)c->size;
+        if (!ok) /* said now: the others may end the job first, waiting on this one */
+            fprintf(stderr, "shadowsync: trainer %d: NCCL: %s\n", p->role_index, e.msg), *e.msg = 0;
         MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
     }
     stall_guard_disarm(g);

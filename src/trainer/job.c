@@ -373,10 +373,11 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         }
     }
     /* nor may its figures pass for this run's (one that fails writes none):
-     * what this run writes at its end, and a cluster job's plan where this
-     * run makes none before here (in one process DES writes its own later) */
+     * what this run writes at its end, and a plan where this run has made
+     * none (a cluster job's master and one-process DES wrote theirs before) */
     const char *stale[] = {"metrics.json", "roles.json", "placement.txt", "placement.json"};
-    for (int i = 0; i < (j->env ? 2 : 4); i++) {
+    int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
+    for (int i = 0; i < (planned ? 2 : 4); i++) {
         snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
         unlink(p);
     }
@@ -1724,12 +1725,13 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
            "sync_gap %s  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, gap_text(f.sync_gap, 0, gap), (long long)rs.bad_lines);
-    if (rs.bad_lines * 100 > rs.bad_lines + f.examples) /* over 1 %: a file not meant, a layout */
+    int64_t read = rs.bad_lines + f.examples - (j.resumed_from[0] ? j.base.examples : 0);
+    if (rs.bad_lines * 100 > read) /* over 1 % of this run's lines: a file not meant, a layout */
         fprintf(stderr, "shadowsync: warning: %lld of the %lld lines read from data.train = %s "
                 "(%.1f %%) were not examples and were skipped (the first are named above): "
                 "check data.format and the columns, and which files data.train takes in\n",
-                (long long)rs.bad_lines, (long long)(rs.bad_lines + f.examples), c->data.train,
-                100.0 * (double)rs.bad_lines / (double)(rs.bad_lines + f.examples));
+                (long long)rs.bad_lines, (long long)read, c->data.train,
+                100.0 * (double)rs.bad_lines / (double)read);
     if (j.hot)
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
