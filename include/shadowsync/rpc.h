@@ -75,11 +75,11 @@ void rpc_rank_name(const struct job_plan *p, int rank, char *out, size_t cap);
 /* Every rank's heartbeat (src/rpc/pulse.c): made collectively over
  * MPI_COMM_WORLD before any thread of the rank calls MPI; started by each
  * role once it makes no more communicators (rpc_wait_job_end starts it
- * where the role did not), stopped past the job's last barrier, freed by
- * rpc_finalize. timeout_s: sync.timeout_s (0: none). */
+ * where the role did not), stopped and freed by rpc_finalize just before
+ * MPI_Finalize (the stop sends the next rank a last byte: listen no more).
+ * timeout_s: sync.timeout_s (0: none). */
 struct rpc_pulse *rpc_pulse_new(const struct job_plan *p, double timeout_s);
 void rpc_pulse_start(struct rpc_pulse *h);
-void rpc_pulse_stop(struct rpc_pulse *h);
 void rpc_pulse_free(struct rpc_pulse *h);
 /* Collective, after the roles have run: rank 0 gathers every rank's
  * p->figures, prints a line per service and writes DIR/roles.json.

@@ -117,7 +117,7 @@ void rpc_pulse_start(struct rpc_pulse *h)
         h->running = pthread_create(&h->th, NULL, pulse_run, h) == 0;
 }
 
-void rpc_pulse_stop(struct rpc_pulse *h)
+static void pulse_stop(struct rpc_pulse *h)
 {
     if (!h || !h->running)
         return;
@@ -130,7 +130,7 @@ void rpc_pulse_free(struct rpc_pulse *h)
 {
     if (!h)
         return;
-    rpc_pulse_stop(h);
+    pulse_stop(h);
     if (!rpc_sends_release(&h->req, 1))
         free(h->out);
     if (!rpc_sends_release(&h->bye, 1))
