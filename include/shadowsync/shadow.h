@@ -50,11 +50,15 @@ struct peer_wait {
  * a moment first for mpirun to forward that line: an abort that overtakes
  * it can lose it (Open MPI 4.1.4 now and then hangs in an abort's
  * shutdown, tools/mpiguard.py). */
-static inline void job_abort(void)
+static inline void job_abort_pause(void)
 {
     fflush(stderr);
     const struct timespec moment = {0, 300000000};
     nanosleep(&moment, NULL);
+}
+static inline void job_abort(void)
+{
+    job_abort_pause();
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 /* The whole job ends (job_abort) after "shadowsync: ME: WHAT has waited
@@ -74,8 +78,9 @@ int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const
                   const char *who, struct ss_err *e);
 /* A deadline on a blocking call that has none of its own (NCCL's start,
  * MPI_Finalize): past timeout_s a thread of its own prints "shadowsync:
- * MSG" and ends the job (job_abort). timeout_s <= 0: no guard (NULL).
- * Disarm it when the call returns (NULL is fine). */
+ * MSG" and ends the job as job_abort does, unless the call returned during
+ * the pause (MPI_Abort may not follow MPI_Finalize). timeout_s <= 0: no
+ * guard (NULL). Disarm it when the call returns (NULL is fine). */
 struct stall_guard;
 struct stall_guard *stall_guard_arm(double timeout_s, const char *msg);
 void stall_guard_disarm(struct stall_guard *g);

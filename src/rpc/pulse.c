@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-enum { BEAT = 'b', LEAVING = 'L' };
+/* the bytes sent, never freed (a send may outlive the pulse) */
+static const char beat_byte = 'b', leaving_byte = 'L';
 
 struct rpc_pulse {
     MPI_Comm comm;
@@ -27,7 +28,6 @@ struct rpc_pulse {
     int prev_left;              /* the previous rank said it stops pulsing: no more judged */
     pthread_t th;
     MPI_Request req, bye;
-    char *out, *out_bye;        /* the bytes sent (kept when a send outlives the pulse) */
     double heard, every, after, deaf;
     char me[128], prev_name[128];
 };
@@ -60,8 +60,6 @@ struct rpc_pulse *rpc_pulse_new(const struct job_plan *p, double timeout_s)
     h->prev = (p->rank + p->size - 1) % p->size;
     h->alone = p->size < 2;
     h->req = h->bye = MPI_REQUEST_NULL;
-    h->out = ss_xcalloc(1, 1), h->out_bye = ss_xcalloc(1, 1);
-    *h->out = BEAT, *h->out_bye = LEAVING;
     h->after = 2 * timeout_s;
     h->every = h->after / 8 < 1 ? h->after / 8 : 1;
     h->deaf = 2 * h->every + 1 < h->after / 2 ? 2 * h->every + 1 : h->after / 2;
@@ -86,7 +84,7 @@ static void *pulse_run(void *arg)
             if (flag) {
                 MPI_Recv(&in, 1, MPI_CHAR, h->prev, 0, h->comm, MPI_STATUS_IGNORE);
                 h->heard = now;
-                h->prev_left |= in == LEAVING;
+                h->prev_left |= in == leaving_byte;
             }
         }
         if (now >= next_send) {
@@ -94,7 +92,7 @@ static void *pulse_run(void *arg)
             if (h->req != MPI_REQUEST_NULL)
                 MPI_Test(&h->req, &done, MPI_STATUS_IGNORE);
             if (done)
-                MPI_Isend(h->out, 1, MPI_CHAR, h->next, 0, h->comm, &h->req);
+                MPI_Isend(&beat_byte, 1, MPI_CHAR, h->next, 0, h->comm, &h->req);
             next_send = now + h->every;
         }
         if (h->heard > 0 && !h->prev_left && now - h->heard > h->after) {
@@ -107,7 +105,7 @@ static void *pulse_run(void *arg)
     }
     /* the next rank listens to this one no more: it may still wait (a barrier, the
      * figures) where this one no longer pulses, and would take the silence for a stall */
-    MPI_Isend(h->out_bye, 1, MPI_CHAR, h->next, 0, h->comm, &h->bye);
+    MPI_Isend(&leaving_byte, 1, MPI_CHAR, h->next, 0, h->comm, &h->bye);
     return NULL;
 }
 
@@ -131,10 +129,8 @@ void rpc_pulse_free(struct rpc_pulse *h)
     if (!h)
         return;
     pulse_stop(h);
-    if (!rpc_sends_release(&h->req, 1))
-        free(h->out);
-    if (!rpc_sends_release(&h->bye, 1))
-        free(h->out_bye);
+    MPI_Request sends[2] = {h->req, h->bye};
+    rpc_sends_release(sends, 2);
     MPI_Comm_free(&h->comm);
     free(h);
 }

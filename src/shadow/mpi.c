@@ -56,9 +56,7 @@ static void *guard_run(void *arg)
     if (!fire)
         return NULL;
     fprintf(stderr, "shadowsync: %s\n", g->msg);
-    fflush(stderr);
-    const struct timespec moment = {0, 300000000}; /* as job_abort: mpirun forwards the line */
-    nanosleep(&moment, NULL);
+    job_abort_pause();
     pthread_mutex_lock(&g->mu);
     fire = !g->done; /* the call returned just now (MPI_Finalize: MPI_Abort no longer may) */
     pthread_mutex_unlock(&g->mu);

@@ -145,6 +145,14 @@ static void ckpt_final_done(void *arg)
     MPI_Barrier(w->ctrl);
 }
 
+/* This trainer's own NCCL failure, said at once (the others may end the job
+ * first, waiting on it); 0, for the vote. */
+static int nccl_failed(const struct job_plan *p, const struct ss_err *e)
+{
+    fprintf(stderr, "shadowsync: trainer %d: NCCL: %s\n", p->role_index, e->msg);
+    return 0;
+}
+
 /* The all-reduce among the trainers (ma, bmuf, allreduce): NCCL when every trainer runs
  * on a GPU (DESIGN §6), else MPI, saying why on the master. Collective over
  * the trainers. */
@@ -168,7 +176,7 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
              "the network); ending the job", pw->me, pw->timeout_s);
     struct stall_guard *g = stall_guard_arm(pw->timeout_s, msg);
     struct collective *c = collective_nccl(p->trainers, dev, pw, &e);
-    int ok = c != NULL;
+    int ok = c != NULL || nccl_failed(p, &e);
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
     if (ok) { /* a first round of one float, still guarded: NCCL (2.22 on) connects the
                * trainers in a communicator's first collective, on the host, where no
@@ -176,19 +184,15 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
         float one = 1;
         int r = c->ops->allreduce_sum(c, &one, 1, &e);
         if (r == 0 && one != (float)c->size)
-            ss_fail(&e, SS_EIO, "NCCL's first all-reduce summed 1 over %d trainers to %g",
-                    c->size, one);
-        ok = r == 0 && one == (float)c->size;
-        if (!ok) /* said now: the others may end the job first, waiting on this one */
-            fprintf(stderr, "shadowsync: trainer %d: NCCL: %s\n", p->role_index, e.msg), *e.msg = 0;
+            r = ss_fail(&e, SS_EIO, "NCCL's first all-reduce summed 1 over %d trainers to %g",
+                        c->size, one);
+        ok = r == 0 || nccl_failed(p, &e);
         MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
     }
     stall_guard_disarm(g);
     if (!ok) { /* all or none: a trainer that could not join NCCL makes everyone use MPI */
         if (c)
             c->ops->free(c);
-        if (*e.msg) /* this trainer's own reason (none where only another failed) */
-            fprintf(stderr, "shadowsync: trainer %d: NCCL: %s\n", p->role_index, e.msg);
         if (verbose)
             printf("# NCCL could not start on every trainer: the trainers' all-reduce over MPI\n");
         return collective_mpi(p->trainers, pw);

@@ -358,28 +358,24 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         snprintf(why, sizeof why, "%s", e->msg); /* e->msg is written below */
         return ss_fail(e, SS_EIO, "output.dir = %s is not writable: %s", dir, why);
     }
-    /* an earlier run's model files (tables of another count of PSs or
-     * trainers, hot rows this run may not have) would be loaded with this
-     * run's: the model directory starts without any */
-    static const char *const model_files[] = {"tables*.bin", "dense.bin", "hot.bin",
-                                              "hot-rows.bin"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/model/%s", dir, model_files[i]);
+    /* an earlier run's files must not pass for this run's: its model (tables
+     * of another count of PSs or trainers, hot rows this run may not have:
+     * eval would load them with this run's), what it wrote at its end (a
+     * run that fails writes none), and its plan where this run makes none
+     * (a cluster job's master and one-process DES wrote theirs already) */
+    static const char *const stale[] = {"model/tables*.bin", "model/dense.bin",
+                                        "model/hot.bin",     "model/hot-rows.bin",
+                                        "metrics.json",      "roles.json",
+                                        "placement.txt",     "placement.json"};
+    int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
+    for (int i = 0; i < (planned ? 6 : 8); i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
         glob_t g;
         if (glob(p, 0, NULL, &g) == 0) {
             for (size_t k = 0; k < g.gl_pathc; k++)
                 unlink(g.gl_pathv[k]);
             globfree(&g);
         }
-    }
-    /* nor may its figures pass for this run's (one that fails writes none):
-     * what this run writes at its end, and a plan where this run has made
-     * none (a cluster job's master and one-process DES wrote theirs before) */
-    const char *stale[] = {"metrics.json", "roles.json", "placement.txt", "placement.json"};
-    int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
-    for (int i = 0; i < (planned ? 2 : 4); i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
-        unlink(p);
     }
     snprintf(p, sizeof p, "%s/progress.csv", dir);
     if (!(j->csv = fopen(p, "w")))
