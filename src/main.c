@@ -1,6 +1,6 @@
 /* The `shadowsync` command: parses the verb and its flags, nothing else.
  *   shadowsync train CONFIG [--set section.key=value ...] [--help-config]
- *   shadowsync eval CONFIG --model DIR [--set ...]
+ *   shadowsync eval CONFIG --model DIR [--predictions FILE] [--set ...]
  *   shadowsync gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]
  *                  [--bag-size K]
  *   shadowsync convert CONFIG --in PATH --out DIR [--shard-examples N] [--set ...]
@@ -32,7 +32,11 @@ static const char usage[] =
     "  train CONFIG --resume [DIR]                  continue from the newest complete checkpoint\n"
     "                                               in DIR (default checkpoint.dir)\n"
     "  train --help-config                          every config key with its default\n"
-    "  eval CONFIG --model DIR [--set ...]          score data.eval with a saved model\n"
+    "  eval CONFIG --model DIR [--predictions FILE] [--set ...]\n"
+    "                                               score data.eval with a saved model: NE,\n"
+    "                                               AUC; FILE (- = stdout) gets a probability\n"
+    "                                               per input line (data.label_col = -1:\n"
+    "                                               unlabeled data)\n"
     "  gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]\n"
     "      [--bag-size K] [--set ...]               synthetic Criteo-shaped data + Bayes NE\n"
     "                                               (bags of ~K ids in data.multihot_cols;\n"
@@ -108,6 +112,10 @@ static int parse_args(int argc, char **argv, struct args *a, const char *const *
     memset(a, 0, sizeof *a);
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
+        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+            fputs(usage, stdout);
+            exit(0);
+        }
         if (!strcmp(s, "--help-config")) {
             a->help_config = 1;
         } else if (!strcmp(s, "--set")) {
@@ -163,6 +171,10 @@ static int load_config(struct ss_config *c, struct args *a)
 static int prerun_checks(const struct ss_config *c, const char *resume, struct ss_err *e)
 {
     int rc = 0;
+    if (c->data.label_col < 0)
+        return ss_fail(e, SS_EINVAL, "config: data.label_col = -1 (no label column) is for "
+                       "scoring unlabeled data with `shadowsync eval --predictions`; training "
+                       "needs a label column");
     if (!resume && *c->checkpoint.dir)
         rc = ckpt_refuse_earlier(c->checkpoint.dir, e);
     if (rc == 0 && *c->checkpoint.dir) { /* else every checkpoint fails, the run goes on */
@@ -360,7 +372,7 @@ static int cmd_train(int argc, char **argv)
 
 static int cmd_eval(int argc, char **argv)
 {
-    static const char *const allowed[] = {"model", NULL};
+    static const char *const allowed[] = {"model", "predictions", NULL};
     struct args a;
     int rc = parse_args(argc, argv, &a, allowed);
     if (rc)
@@ -371,7 +383,7 @@ static int cmd_eval(int argc, char **argv)
     if ((rc = load_config(&c, &a)))
         return rc;
     struct ss_err e = {0};
-    rc = trainer_eval_saved(&c, opt(&a, "model"), &e);
+    rc = trainer_eval_saved(&c, opt(&a, "model"), opt(&a, "predictions"), &e);
     ss_config_free(&c);
     return rc < 0 ? die(&e) : 0;
 }
@@ -519,6 +531,9 @@ static int cmd_convert(int argc, char **argv)
     rc = schema_from_config(&s, &c, opt(&a, "in"), &e);
     if (rc == 0 && s.format == FMT_BINARY)
         rc = ss_fail(&e, SS_EINVAL, "convert: %s is already binary", opt(&a, "in"));
+    if (rc == 0 && s.label_col < 0)
+        rc = ss_fail(&e, SS_EINVAL, "convert: data.label_col = -1 (no label column), but a "
+                     "binary shard holds each example's label");
     if (rc == 0)
         rc = reader_convert(opt(&a, "in"), opt(&a, "out"), &s, per, &e);
     ss_config_free(&c);

@@ -49,6 +49,38 @@ EV=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/eval.log)
 check "eval of the saved model reproduces the run's eval NE ($EV vs $NE1)" \
     awk -v a="$EV" -v b="$NE1" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }'
 
+# eval --predictions: a probability per input line, in order, that gives the reported logloss;
+# unlabeled data (data.label_col = -1) scores the same; bad and blank lines keep their line
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one --predictions $T/pred.txt > $T/pred.log 2>&1
+check "eval --predictions (--model the run directory) exits 0 naming its model/" \
+    sh -c "[ $? = 0 ] && grep -q '^# model: $T/one/model' $T/pred.log"
+check "one prediction per eval line" test "$(wc -l < $T/pred.txt)" = "$(wc -l < $T/d/eval.tsv)"
+LL=$(paste $T/d/eval.tsv $T/pred.txt | awk -F'\t' '{ p = $NF; s += $1 == 1 ? -log(p) : -log(1 - p) } END { print s / NR }')
+check "the predictions, beside the labels, give eval's logloss ($LL vs $(sed -n 's/.*"eval_logloss": \([0-9.]*\).*/\1/p' $T/pred.log))" \
+    near "$LL" "$(sed -n 's/.*"eval_logloss": \([0-9.]*\).*/\1/p' $T/pred.log)" 1e-4
+cut -f2- $T/d/eval.tsv > $T/nolabel.tsv
+NOLABEL="--set data.eval=$T/nolabel.tsv --set data.label_col=-1 --set data.dense_cols=0-12 --set data.cat_cols=13-38"
+$BIN eval $CFG $NOLABEL --model $T/one/model --predictions - > $T/pred2.txt 2> $T/pred2.log
+check "unlabeled data (label_col = -1) scores to the same predictions on stdout, figures on stderr" \
+    sh -c "cmp -s $T/pred.txt $T/pred2.txt && grep -q '\"eval_examples\": 5000}' $T/pred2.log"
+$BIN eval $CFG $NOLABEL --model $T/one/model > $T/pred3.log 2>&1
+check "unlabeled data without --predictions: status 1, saying what to do" \
+    sh -c "[ $? = 1 ] && grep -q 'no labels): nothing to measure.*--predictions' $T/pred3.log"
+$BIN train $CFG $NOLABEL --set data.train=$T/nolabel.tsv --set output.dir=$T/nolabel > $T/pred4.log 2>&1
+check "training on data.label_col = -1 is refused, naming the key" \
+    sh -c "[ $? = 1 ] && grep -q 'data.label_col = -1 .*training needs a label column' $T/pred4.log && [ ! -e $T/nolabel/metrics.json ]"
+mkdir $T/holes
+(head -3 $T/d/eval.tsv; echo "not an example"; echo; sed -n 4,5p $T/d/eval.tsv; echo "x	y") > $T/holes/a.tsv
+sed -n 6,7p $T/d/eval.tsv > $T/holes/b.tsv
+$BIN eval $CFG --set data.eval=$T/holes --model $T/one/model --predictions $T/pred5.txt > $T/pred5.log 2>&1
+EXPECT=$(sed -n 1,3p $T/pred.txt; echo; echo; sed -n 4,5p $T/pred.txt; echo; sed -n 6,7p $T/pred.txt)
+check "a bad or blank line gets an empty line, across files" test "$(cat $T/pred5.txt)" = "$EXPECT" -a "$(wc -l < $T/pred5.txt)" = 10
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one/model --predictions $T/no/such/dir/p.txt > $T/pred6.log 2>&1
+check "an unwritable --predictions path: status 1 naming it" \
+    sh -c "[ $? = 1 ] && grep -q 'predictions $T/no/such/dir/p.txt: cannot write' $T/pred6.log"
+$BIN eval --help > $T/help.log 2>&1
+check "a verb's --help prints the usage, status 0" sh -c "[ $? = 0 ] && grep -q '^usage: shadowsync' $T/help.log"
+
 # every algorithm, both modes, 2 trainers x 2 workers in one process
 for algo in none easgd ma bmuf allreduce; do
     for mode in shadow foreground; do

@@ -37,7 +37,7 @@ struct schema {
     int format;                 /* FMT_CRITEO, FMT_CSV or FMT_BINARY (resolved) */
     char sep;
     int header_lines;
-    int label_col;
+    int label_col;              /* -1: none (unlabeled data, label NAN) */
     int n_dense, n_cat;
     int dense_cols[SS_MAX_COLS];
     int cat_cols[SS_MAX_COLS];  /* column of each categorical feature */
@@ -74,6 +74,12 @@ void reader_stats(struct reader *r, struct reader_stats *st);
  * the same files split them exactly once; max_examples then caps the
  * examples met by all of them together. Call before the first next(). */
 void reader_set_share(struct reader *r, int index, int count);
+/* fn(arg, where) for each data line of a text file past its header that
+ * yields no example (bad or blank), where in batch.example_id's form
+ * (file index << 40 | 0-based line), in the order read, from inside
+ * reader_next: a lone reader's caller can line its outputs up with the
+ * input's lines. */
+void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), void *arg);
 void reader_close(struct reader *r);
 
 /* Where a reader is, for checkpoints (DESIGN §8): the next example to hand

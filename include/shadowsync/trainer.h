@@ -181,10 +181,13 @@ struct eval_result {
     double logloss, ne, auc, ctr, mean_p, calibration; /* calibration = mean_p / ctr */
 };
 
-/* Scores every example of path with the model (forward only). */
+/* Scores every example of path with the model (forward only); predictions
+ * (or NULL) gets a line per data line past the headers: the example's
+ * probability, or empty where the line was bad or blank. Data without labels
+ * (data.label_col = -1) needs predictions; its figures are NAN. */
 int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *emb,
-                 const struct ss_config *c, const char *path, struct eval_result *r,
-                 struct ss_err *e);
+                 const struct ss_config *c, const char *path, FILE *predictions,
+                 struct eval_result *r, struct ss_err *e);
 
 /* `shadowsync train`: the embedded default, job.trainers trainers in this
  * process, each with worker_threads Hogwild workers and a shadow thread;
@@ -256,8 +259,10 @@ int trainer_run_env(const struct ss_config *c, const struct trainer_env *env, st
 /* A trainer rank of a cluster job (cluster.c). */
 struct job_plan;
 int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
-/* `shadowsync eval CONFIG --model DIR`. */
-int trainer_eval_saved(const struct ss_config *c, const char *model_dir, struct ss_err *e);
+/* `shadowsync eval CONFIG --model DIR [--predictions PATH]` (PATH "-":
+ * standard output, the figures then on standard error). */
+int trainer_eval_saved(const struct ss_config *c, const char *model_dir,
+                       const char *predictions, struct ss_err *e);
 
 /* Checkpoint directories (checkpoint.c, DESIGN §8): parts written into
  * DIR/ckpt-N.tmp, each fsynced and hashed by ckpt_add; ckpt_commit writes

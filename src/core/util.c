@@ -41,6 +41,16 @@ void *ss_xcalloc(size_t n, size_t sz)
     return p;
 }
 
+void *ss_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "shadowsync: out of memory growing a block to %zu bytes\n", n);
+        abort();
+    }
+    return q;
+}
+
 static void *aligned_to(size_t align, size_t n)
 {
     size_t sz = n ? (n + align - 1) / align * align : align;

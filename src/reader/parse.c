@@ -272,8 +272,8 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
 #define FIELD(c) (line + fs[c])
 #define FLEN(c) ((size_t)(fs[(c) + 1] - 1 - fs[c]))
 
-    float label;
-    {
+    float label = NAN; /* no label column: unlabeled data, only scored */
+    if (s->label_col >= 0) {
         const char *p = FIELD(s->label_col);
         size_t n = FLEN(s->label_col);
         double v;

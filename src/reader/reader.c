@@ -35,6 +35,8 @@ struct reader {
     int64_t seen;                 /* data lines / records met so far, every share's */
     int report_bad;
     int64_t reported;
+    void (*on_skip)(void *, uint64_t); /* reader_on_skip */
+    void *skip_arg;
     uint64_t bytes_done;
     int err_code;
     char err_msg[sizeof(((struct ss_err *)0)->msg)];
@@ -65,8 +67,16 @@ static int fail_sticky(struct reader *r, int code, struct ss_err *e)
     return code;
 }
 
+/* A data line (1-based) that yields no example: bad, or blank. */
+static void skipped(struct reader *r, int64_t line)
+{
+    if (r->on_skip)
+        r->on_skip(r->skip_arg, (uint64_t)r->cur << 40 | (uint64_t)(line - 1));
+}
+
 static void bad_line(struct reader *r, int64_t line, const char *why)
 {
+    skipped(r, line);
     r->bad_lines++;
     if (r->reported < r->report_bad) {
         r->reported++;
@@ -189,8 +199,12 @@ static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
             r->cur++;
             continue;
         }
-        if (r->line_no <= r->s.header_lines || len == 0 || (len == 1 && line[0] == '\r'))
+        if (r->line_no <= r->s.header_lines)
             continue;
+        if (len == 0 || (len == 1 && line[0] == '\r')) {
+            skipped(r, r->line_no);
+            continue;
+        }
         if (!mine(r))
             continue;
         int slot = b->n;
@@ -390,6 +404,12 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     pthread_mutex_init(&r->lock, NULL);
     *out = r;
     return 0;
+}
+
+void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), void *arg)
+{
+    r->on_skip = fn;
+    r->skip_arg = arg;
 }
 
 void reader_set_share(struct reader *r, int index, int count)

@@ -122,7 +122,7 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
     unsigned char role[SS_MAX_COLS] = {0}; /* 1 label, 2 dense, 3 categorical */
     s->format = FMT_CSV;
     s->label_col = c->data.label_col;
-    if (s->label_col < 0 || s->label_col >= SS_MAX_COLS)
+    if (s->label_col < -1 || s->label_col >= SS_MAX_COLS)
         return ss_fail(e, SS_EINVAL, "config: data.label_col = %d is out of range", s->label_col);
     int nd = cols(c->data.dense_cols, s->dense_cols, "data.dense_cols", e);
     if (nd < 0)
@@ -132,7 +132,8 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
         return nc;
     s->n_dense = nd;
     s->n_cat = nc;
-    role[s->label_col] = 1;
+    if (s->label_col >= 0) /* -1: no label (unlabeled data to score) */
+        role[s->label_col] = 1;
     int maxc = s->label_col;
     for (int j = 0; j < nd; j++) {
         int k = s->dense_cols[j];

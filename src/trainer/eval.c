@@ -1,24 +1,65 @@
 /* Scoring a data set with a model, forward only: eval NE, logloss, AUC and
  * calibration (DESIGN §3, §7). One thread; the probabilities are kept for
- * the AUC (4 bytes + 4 bytes per example). */
+ * the AUC (4 bytes + 4 bytes per example). With a predictions file, each
+ * example's probability goes there in the input's order, and each data line
+ * that gave no example (bad or blank) an empty line, so the file lines up
+ * with the data's lines past their headers; data without labels
+ * (data.label_col = -1) is only scored into it. */
 #include "shadowsync/reader.h"
 #include "shadowsync/trainer.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+/* The predictions' lines: the data lines skipped so far (reader_on_skip),
+ * merged with the examples by their place in the data. */
+struct pred_sink {
+    FILE *f;
+    uint64_t *skip;
+    size_t n, head, cap;
+};
+
+static void note_skip(void *arg, uint64_t where)
+{
+    struct pred_sink *p = arg;
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 64;
+        p->skip = ss_xrealloc(p->skip, p->cap * sizeof *p->skip);
+    }
+    p->skip[p->n++] = where;
+}
+
+/* Empty lines for the skipped data lines before `upto`, then (unless at
+ * the end) the example's probability. */
+static void pred_put(struct pred_sink *p, uint64_t upto, const float *prob)
+{
+    for (; p->head < p->n && (!prob || p->skip[p->head] < upto); p->head++)
+        fputc('\n', p->f);
+    if (p->head == p->n)
+        p->head = p->n = 0;
+    if (prob)
+        fprintf(p->f, "%.6g\n", *prob);
+}
+
 int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *emb,
-                 const struct ss_config *c, const char *path, struct eval_result *r,
-                 struct ss_err *e)
+                 const struct ss_config *c, const char *path, FILE *predictions,
+                 struct eval_result *r, struct ss_err *e)
 {
     struct schema s;
     int rc = schema_from_config(&s, c, path, e);
     if (rc < 0)
         return rc;
+    int labeled = s.format == FMT_BINARY || s.label_col >= 0;
+    if (!labeled && !predictions)
+        return ss_fail(e, SS_EINVAL, "%s: data.label_col = -1 (no labels): nothing to measure; "
+                       "`shadowsync eval --predictions FILE` scores unlabeled data", path);
     struct reader *rd;
     rc = reader_open(&rd, path, &s, 0, c->data.report_bad_lines, e);
     if (rc < 0)
         return rc;
+    struct pred_sink ps = {predictions, NULL, 0, 0, 0};
+    if (predictions)
+        reader_on_skip(rd, note_skip, &ps);
     int cap = c->trainer.batch_size < 1024 ? 1024 : c->trainer.batch_size;
     struct batch b;
     batch_init(&b, cap, l->n_dense, l->n_tables);
@@ -35,6 +76,12 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
             break;
         model_pool_scale(l, &b, sc.emb);
         model_forward(l, params, &b, &sc);
+        for (int i = 0; predictions && i < b.n; i++)
+            pred_put(&ps, b.example_id[i], &sc.prob[i]);
+        if (!labeled) {
+            have += b.n;
+            continue;
+        }
         ne_add(&acc, sc.prob, b.label, b.n);
         if (have + b.n > room) {
             room = 2 * (have + b.n);
@@ -52,7 +99,11 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         }
         have += b.n;
     }
-    if (rc == 0) {
+    if (predictions)
+        pred_put(&ps, 0, NULL);
+    if (rc == 0 && !labeled) {
+        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN};
+    } else if (rc == 0) {
         r->examples = (int64_t)have;
         r->logloss = ne_logloss(&acc);
         r->ne = ne_value(&acc);
@@ -61,6 +112,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         r->mean_p = have ? psum / have : NAN;
         r->calibration = r->ctr > 0 ? r->mean_p / r->ctr : NAN;
     }
+    free(ps.skip);
     free(prob);
     free(label);
     model_scratch_free(&sc);

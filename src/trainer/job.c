@@ -1123,8 +1123,8 @@ static void *des_serve_main(void *arg)
 /* DES: the master scores path as member 0 of a group of its own while the
  * other trainers serve their shards to it (collective over the trainers:
  * in the embedded default, threads here serve for them). */
-static int des_eval(struct job *j, const float *w, const char *path, struct eval_result *ev,
-                    struct ss_err *e)
+static int des_eval(struct job *j, const float *w, const char *path, FILE *pred,
+                    struct eval_result *ev, struct ss_err *e)
 {
     int n = j->n_tr, rc = 0;
     struct exchange **x = ss_xcalloc(n, sizeof *x);
@@ -1140,7 +1140,7 @@ static int des_eval(struct job *j, const float *w, const char *path, struct eval
         if (pthread_create(&th[t], NULL, des_serve_main, cs[t]) != 0)
             abort();
     if (rc == 0 && j->is_master) {
-        rc = trainer_eval(&j->l, w, cs[0], j->c, path, ev, e);
+        rc = trainer_eval(&j->l, w, cs[0], j->c, path, pred, ev, e);
         struct ss_err fe;
         int frc = emb_des_finish(cs[0], &fe); /* the others end with it */
         if (rc == 0 && frc < 0)
@@ -1160,17 +1160,17 @@ static int des_eval(struct job *j, const float *w, const char *path, struct eval
 }
 
 /* Scores path with the model w (its hot rows, if any, from w too). */
-static int eval_with(struct job *j, const float *w, const char *path, struct eval_result *ev,
-                     struct ss_err *e)
+static int eval_with(struct job *j, const float *w, const char *path, FILE *pred,
+                     struct eval_result *ev, struct ss_err *e)
 {
     if (j->des)
-        return des_eval(j, w, path, ev, e);
+        return des_eval(j, w, path, pred, ev, e);
     struct emb_client *emb = j->emb;
     if (j->hot) { /* only looks up: the replica is not written */
         struct hot_replica r = {j->hot, (float *)w + j->l.n_params, NULL, OPT_SGD, 0, 0};
         emb = emb_client_hot(j->emb, 0, &r, j->c->trainer.batch_size, NULL);
     }
-    int rc = trainer_eval(&j->l, w, emb, j->c, path, ev, e);
+    int rc = trainer_eval(&j->l, w, emb, j->c, path, pred, ev, e);
     if (emb != j->emb)
         emb->ops->free(emb);
     return rc;
@@ -1519,10 +1519,15 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
     return 0;
 }
 
+static void print_eval_to(FILE *f, const char *what, const struct eval_result *ev)
+{
+    fprintf(f, "%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f\n", what,
+           (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
+}
+
 static void print_eval(const char *what, const struct eval_result *ev)
 {
-    printf("%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f\n", what,
-           (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
+    print_eval_to(stdout, what, ev);
 }
 
 /* Cluster job: the figures of every trainer, summed onto each. */
@@ -1711,7 +1716,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     }
     if (!j.is_master) { /* DES: serve the master's eval */
         if (j.des && c->data.eval && *c->data.eval)
-            rc = des_eval(&j, w, c->data.eval, &ev, e);
+            rc = des_eval(&j, w, c->data.eval, NULL, &ev, e);
         goto out;
     }
     if (j.resumed_from[0] && f.examples == j.base.examples && !c->output.quiet)
@@ -1735,7 +1740,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (j.des)
         print_des(&f.des);
     if (c->data.eval && *c->data.eval) {
-        if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
+        if ((rc = eval_with(&j, w, c->data.eval, NULL, &ev, e)) < 0)
             goto out;
         print_eval("eval", &ev);
     }
@@ -1761,15 +1766,53 @@ out:
     return rc;
 }
 
-int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err *e)
+/* `eval --predictions PATH`: PATH.part, renamed to PATH once whole (or
+ * standard output for "-"); opened before the model loads, so a path that
+ * cannot take it fails at once. */
+static FILE *open_predictions(const char *path, char *part, size_t cap, struct ss_err *e)
+{
+    if (!strcmp(path, "-"))
+        return stdout;
+    snprintf(part, cap, "%s.part", path);
+    FILE *f = fopen(part, "w");
+    if (!f)
+        ss_fail(e, SS_EIO, "--predictions %s: cannot write %s: %s", path, part, strerror(errno));
+    return f;
+}
+
+static int close_predictions(FILE *f, const char *path, const char *part, int rc, struct ss_err *e)
+{
+    if (!f || f == stdout)
+        return f && fflush(f) != 0 && rc == 0
+                   ? ss_fail(e, SS_EIO, "--predictions -: writing them failed: %s", strerror(errno))
+                   : rc;
+    int bad = ferror(f) | (fclose(f) != 0);
+    if (rc == 0 && bad)
+        rc = ss_fail(e, SS_EIO, "--predictions %s: writing %s failed: %s", path, part,
+                     strerror(errno));
+    if (rc == 0 && rename(part, path) != 0)
+        rc = ss_fail(e, SS_EIO, "--predictions %s: %s", path, strerror(errno));
+    if (rc < 0)
+        unlink(part);
+    return rc;
+}
+
+int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *predictions,
+                       struct ss_err *e)
 {
     struct job j = {0};
     j.c = c;
     float *w = NULL;
+    FILE *pred = NULL, *say = predictions && !strcmp(predictions, "-") ? stderr : stdout;
     struct eval_result ev;
     int rc;
     if (!c->data.eval || !*c->data.eval) {
         rc = ss_fail(e, SS_EINVAL, "config: data.eval is empty: nothing to score");
+        goto out;
+    }
+    char part[4200];
+    if (predictions && !(pred = open_predictions(predictions, part, sizeof part, e))) {
+        rc = SS_EIO;
         goto out;
     }
     if ((rc = setup_model(&j, e)) < 0)
@@ -1789,8 +1832,16 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
         snprintf(src, sizeof src, "%s", dir);
     else
         is_ckpt = 1;
+    snprintf(dense, sizeof dense, "%s/dense.bin", src);
+    if (!is_ckpt && access(dense, F_OK) != 0) { /* a run directory: its model/ */
+        snprintf(dense, sizeof dense, "%s/model/dense.bin", dir);
+        if (access(dense, F_OK) == 0) {
+            snprintf(src, sizeof src, "%s/model", dir);
+            fprintf(say, "# model: %s\n", src);
+        }
+    }
     if (is_ckpt)
-        printf("# model: checkpoint %s\n", src);
+        fprintf(say, "# model: checkpoint %s\n", src);
     j.n_sync = j.l.n_params;
     snprintf(dense, sizeof dense, "%s/hot-rows.bin", src);
     if (access(dense, F_OK) == 0) {
@@ -1807,13 +1858,27 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, struct ss_err
     snprintf(dense, sizeof dense, "%s/hot.bin", src);
     if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, j.l.pooling, dense, e)) < 0)
         goto out;
-    if ((rc = eval_with(&j, w, c->data.eval, &ev, e)) < 0)
+    if ((rc = eval_with(&j, w, c->data.eval, pred, &ev, e)) < 0)
         goto out;
-    print_eval("eval", &ev);
-    printf("{\"eval_examples\": %lld, \"eval_ne\": %.6f, \"eval_logloss\": %.6f, "
-           "\"eval_auc\": %.6f, \"eval_calibration\": %.6f}\n", (long long)ev.examples, ev.ne,
-           ev.logloss, ev.auc, ev.calibration);
+    if ((rc = close_predictions(pred, predictions, part, 0, e)) < 0) {
+        pred = NULL;
+        goto out;
+    }
+    pred = NULL;
+    if (predictions)
+        fprintf(say, "# predictions: %lld examples scored into %s\n", (long long)ev.examples,
+                strcmp(predictions, "-") ? predictions : "standard output");
+    if (isnan(ev.ne)) { /* no labels */
+        fprintf(say, "{\"eval_examples\": %lld}\n", (long long)ev.examples);
+        goto out;
+    }
+    print_eval_to(say, "eval", &ev);
+    fprintf(say, "{\"eval_examples\": %lld, \"eval_ne\": %.6f, \"eval_logloss\": %.6f, "
+            "\"eval_auc\": %.6f, \"eval_calibration\": %.6f}\n", (long long)ev.examples, ev.ne,
+            ev.logloss, ev.auc, ev.calibration);
 out:
+    if (pred)
+        close_predictions(pred, predictions, part, rc, e);
     free(w);
     teardown_model(&j);
     return rc;
