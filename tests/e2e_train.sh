@@ -150,7 +150,13 @@ train genfolder --set data.train=$T/d --set data.eval= --set data.max_examples=2
 check "a folder with files that are no data: it trains, and the warning gives the share" \
     sh -c "[ $? = 0 ] && grep -q '^shadowsync: warning: 5000 of the 7000 lines read from data.train = $T/d (71.4 %)' $T/genfolder.log"
 check "no sync: the sync gap reads '-' (an empty csv field), not nan" \
-    sh -c "grep -q 'sync_gap -  bad_lines' $T/genfolder.log && tail -1 $T/genfolder/progress.csv | grep -q ',\$' && ! grep -qi nan $T/genfolder/progress.csv"
+    sh -c "grep -q 'sync_gap -  bad_lines' $T/genfolder.log && tail -1 $T/genfolder/progress.csv | grep -q '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,,' && ! grep -qi nan $T/genfolder/progress.csv"
+check "data.max_examples reached: progress.csv's last row is done (1.0000)" \
+    sh -c "head -1 $T/genfolder/progress.csv | grep -q ',done\$' && tail -1 $T/genfolder/progress.csv | grep -q ',1.0000\$'"
+# the progress line says how far through data.train the run is, and the time left
+train donepct --set output.quiet=false --set output.log_interval_s=0.05 --set trainer.worker_threads=1
+check "progress lines: done N% with an eta, rising, then done 100.0%" \
+    sh -c "grep '^\[' $T/donepct.log | sed -n 's/.*  done \([0-9.]*\)%  eta [0-9hms]*\$/\1/p' | sort -n -c && grep -q '  done [0-9.]*%  eta ' $T/donepct.log && grep '^\[' $T/donepct.log | tail -1 | grep -q '  done 100.0%\$'"
 
 # errors stop before training, naming the key and value
 $BIN train $CFG --set sync.alpha=2 > $T/e1.log 2>&1

@@ -38,6 +38,7 @@ struct reader {
     void (*on_skip)(void *, uint64_t); /* reader_on_skip */
     void *skip_arg;
     uint64_t bytes_done;
+    uint64_t bytes_total; /* the files' sizes (binary: less their headers) */
     int err_code;
     char err_msg[sizeof(((struct ss_err *)0)->msg)];
 
@@ -304,6 +305,7 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
             return corrupt(r, e);
         if (!take) {
             r->at += fixed + 8 * (size_t)k;
+            r->bytes_done += fixed + 8 * k;
             r->ids_left -= k;
             r->rec++;
             continue;
@@ -386,6 +388,11 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
         reader_free_files(r->files, r->n_files);
         free(r);
         return rc;
+    }
+    for (int i = 0; i < r->n_files; i++) {
+        struct stat st;
+        if (stat(r->files[i], &st) == 0 && st.st_size > (binary ? SHARD_HEADER_BYTES : 0))
+            r->bytes_total += (uint64_t)st.st_size - (binary ? SHARD_HEADER_BYTES : 0);
     }
     if (!binary) { /* a buffer no bigger than the biggest file needs */
         size_t biggest = 0;
@@ -552,6 +559,21 @@ void reader_stats(struct reader *r, struct reader_stats *st)
     st->bad_lines = r->bad_lines;
     st->files_done = r->files_done;
     pthread_mutex_unlock(&r->lock);
+}
+
+double reader_fraction(struct reader *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t ahead = r->is_open && !r->map ? r->end - r->pos : 0; /* read, not yet parsed */
+    double f = r->bytes_total ? (double)(r->bytes_done - ahead) / (double)r->bytes_total : 0;
+    if (r->max_examples > 0) {
+        double g = (double)(r->share_count > 1 ? r->seen : r->handed) / (double)r->max_examples;
+        f = g > f ? g : f;
+    }
+    if (r->cur >= r->n_files || f > 1)
+        f = 1;
+    pthread_mutex_unlock(&r->lock);
+    return f;
 }
 
 uint64_t reader_bytes_done(struct reader *r)

@@ -98,6 +98,7 @@ struct job {
     } base;
     int64_t checkpoints, checkpoint_failures;
     double t0;
+    double start, frac0; /* this process's start of training, and the reader's place then */
     FILE *csv;
 };
 
@@ -323,6 +324,34 @@ static const char *gap_text(double gap, int csv, char buf[32])
     return buf;
 }
 
+/* How far through data.train the job is, and the time left at this run's
+ * pace ("  done 12.3%  eta 4m05s"; empty where no reader of this process
+ * reads it, as with reader services, or before it has moved); csv: the
+ * fraction alone. */
+static const char *done_text(struct job *j, int csv, char buf[64])
+{
+    buf[0] = 0;
+    if (!j->reader)
+        return buf;
+    double f = reader_fraction(j->reader), t = ss_now() - j->start;
+    if (csv) {
+        snprintf(buf, 64, "%.4f", f);
+        return buf;
+    }
+    int n = snprintf(buf, 64, "  done %.1f%%", 100 * f);
+    if (f > j->frac0 && f < 1 && t > 0) {
+        double left = t * (1 - f) / (f - j->frac0);
+        long s = left < 3.6e7 ? (long)(left + 0.5) : 36000000L;
+        if (s >= 3600)
+            snprintf(buf + n, 64 - (size_t)n, "  eta %ldh%02ldm", s / 3600, s / 60 % 60);
+        else if (s >= 60)
+            snprintf(buf + n, 64 - (size_t)n, "  eta %ldm%02lds", s / 60, s % 60);
+        else
+            snprintf(buf + n, 64 - (size_t)n, "  eta %lds", s);
+    }
+    return buf;
+}
+
 static int progress(struct job *j, int final, int print)
 {
     struct figures f;
@@ -330,15 +359,16 @@ static int progress(struct job *j, int final, int print)
     int all = j->env && j->env->beat ? beat_figures(j, &f, final) : 1;
     if (!j->is_master || !print)
         return all;
-    char gap[32];
+    char gap[32], done[64];
     if (!j->c->output.quiet)
-        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %s\n",
+        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %s%s\n",
                f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s,
-               gap_text(f.sync_gap, 0, gap));
+               gap_text(f.sync_gap, 0, gap), done_text(j, 0, done));
     fflush(stdout);
     if (j->csv) {
-        fprintf(j->csv, "%.3f,%lld,%.1f,%.6f,%.3f,%s\n", f.elapsed, (long long)f.examples, f.eps,
+        fprintf(j->csv, "%.3f,%lld,%.1f,%.6f,%.3f,%s,", f.elapsed, (long long)f.examples, f.eps,
                 f.train_ne, f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
+        fprintf(j->csv, "%s\n", done_text(j, 1, done));
         fflush(j->csv);
     }
     return all;
@@ -380,7 +410,7 @@ static int open_run_dir(struct job *j, struct ss_err *e)
     snprintf(p, sizeof p, "%s/progress.csv", dir);
     if (!(j->csv = fopen(p, "w")))
         return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
-    fprintf(j->csv, "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap\n");
+    fprintf(j->csv, "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap,done\n");
     return 0;
 }
 
@@ -746,6 +776,8 @@ static int start_trainers(struct job *j, struct ss_err *e)
         return rc;
     j->workers_left = j->n_tr * j->n_wk;
     j->t0 = ss_now() - j->base.elapsed;
+    j->start = ss_now();
+    j->frac0 = j->reader ? reader_fraction(j->reader) : 0;
     struct exchange **xg = NULL; /* DES: worker k of trainer t in group k, xg[k * n_tr + t] */
     if (j->des) {
         xg = ss_xcalloc((size_t)j->n_tr * j->n_wk, sizeof *xg);
