@@ -51,6 +51,8 @@ cluster progress sync.algo=easgd output.log_interval_s=0.2 trainer.batch_size=32
 LINES=$(grep -c '^\[' $T/progress.log); LAST=$(grep '^\[' $T/progress.log | tail -1 | awk '{print $4}')
 check "cluster progress lines: $LINES lines, the last counts both trainers' examples ($LAST of $N)" \
     sh -c "[ $LINES -ge 3 ] && [ '$LAST' = $N ] && [ '$(json examples $T/progress/metrics.json)' = $N ]"
+check "cluster progress lines say done N%, the last done 100.0% (the master's share of data.train)" \
+    sh -c "grep '^\[' $T/progress.log | head -1 | grep -q '  done [0-9.]*%' && grep '^\[' $T/progress.log | tail -1 | grep -q '  done 100.0%\$'"
 for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=easgd sync.mode=foreground sync.gap=5" \
            "allreduce-fg sync.algo=allreduce sync.mode=foreground sync.gap=1"; do
     name=${run%% *}
@@ -122,12 +124,14 @@ check "a live job: the PS served on and the job finished, the refusal counted" s
 timeout -k 10 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
     --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
     --set trainer.worker_threads=1 --set data.train=$T/d/train_bad.tsv --set data.eval=$T/d/eval.tsv \
-    --set output.dir=$T/readers > $T/readers.log 2>&1
+    --set output.dir=$T/readers --set output.log_interval_s=0.2 > $T/readers.log 2>&1
 rc=$?
 check "cluster with 2 reader services: exits 0" test $rc = 0
 check "reader services: every example counted once" test "$(json examples $T/readers/metrics.json)" = $N
 check "reader services: $(held_is $T/readers/metrics.json $T/embedded/metrics.json) of the embedded default" held $T/readers/metrics.json $T/embedded/metrics.json
 check "reader services: the readers' bad lines reach metrics.json" test "$(json bad_lines $T/readers/metrics.json)" = 3
+check "reader services: the progress lines say how far the readers are, done 100.0% at the end" \
+    sh -c "grep '^\[' $T/readers.log | grep -q '  done [0-9.]*%' && grep '^\[' $T/readers.log | tail -1 | grep -q '  done 100.0%\$' && tail -1 $T/readers/progress.csv | grep -q ',1.0000\$'"
 check "reader services: batches served per reader reported" grep -q 'reader 1 (rank 6 on .*): batches served [1-9]' $T/readers.log
 
 cluster two-workers sync.algo=ma trainer.worker_threads=2

@@ -174,6 +174,9 @@ void feed_pause(struct batch_feed *f, int pause);
 /* The bad lines the readers have reported skipping (all of them once the
  * feed has ended: every reader's last answer reaches every trainer). */
 int64_t feed_bad_lines(struct batch_feed *f);
+/* How far through their data the reader services are: the least of what
+ * each said last (0 before it has answered, 1 once it has ended). */
+double feed_fraction(struct batch_feed *f);
 void feed_free(struct batch_feed *f);
 
 struct eval_result {

@@ -79,6 +79,8 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     reader_stats(s->r, &st);
     r->bad_lines = st.bad_lines;
     r->__isset_bad_lines = TRUE;
+    r->done = reader_fraction(s->r);
+    r->__isset_done = TRUE;
     s->served++;
     s->examples += n;
     pthread_mutex_unlock(&s->mu);

@@ -74,7 +74,8 @@ service SyncPS {
 /* Up to max examples of one reader's share; n = 0: its data has ended.
  * label float32 [n], dense float32 [n*n_dense], offsets int32 [n*T+1],
  * ids uint64 [offsets[n*T]], example_ids uint64 [n]; bad_lines: the bad
- * lines this reader has skipped so far. */
+ * lines this reader has skipped so far; done: how far through the data
+ * this reader is, 0..1 (reader_fraction). */
 struct BatchReply {
   1: i32 n,
   2: i32 n_dense,
@@ -84,7 +85,8 @@ struct BatchReply {
   6: binary offsets,
   7: binary ids,
   8: binary example_ids,
-  9: i64 bad_lines
+  9: i64 bad_lines,
+  10: double done
 }
 
 service Reader {

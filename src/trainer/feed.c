@@ -14,6 +14,7 @@ struct rd {
     char name[128], host[64];
     int port, active;
     int64_t bad_lines;          /* the last count it sent (under the feed's mu) */
+    double done;                /* how far through its data, as it last said (0..1; mu) */
     struct rpc_conn *conn;
     ssReaderIf *client;
 };
@@ -67,6 +68,10 @@ static void *feed_main(void *arg)
         pthread_mutex_lock(&f->mu);
         if (reply->bad_lines > r->bad_lines)
             r->bad_lines = reply->bad_lines;
+        if (reply->n <= 0)
+            r->done = 1;
+        else if (reply->done > r->done) /* NaN fails this too */
+            r->done = reply->done < 1 ? reply->done : 1;
         pthread_mutex_unlock(&f->mu);
         if (reply->n <= 0) {
             r->active = 0;
@@ -167,6 +172,16 @@ void feed_pause(struct batch_feed *f, int pause)
     while (pause && f->pulling)
         pthread_cond_wait(&f->idle, &f->mu);
     pthread_mutex_unlock(&f->mu);
+}
+
+double feed_fraction(struct batch_feed *f)
+{
+    double d = 1;
+    pthread_mutex_lock(&f->mu);
+    for (int i = 0; i < f->n_rd; i++)
+        d = f->rd[i].done < d ? f->rd[i].done : d;
+    pthread_mutex_unlock(&f->mu);
+    return d;
 }
 
 int64_t feed_bad_lines(struct batch_feed *f)

@@ -324,22 +324,36 @@ static const char *gap_text(double gap, int csv, char buf[32])
     return buf;
 }
 
-/* How far through data.train the job is, and the time left at this run's
- * pace ("  done 12.3%  eta 4m05s"; empty where no reader of this process
- * reads it, as with reader services, or before it has moved); csv: the
- * fraction alone. */
-static const char *done_text(struct job *j, int csv, char buf[64])
+/* How far through data.train the job is (NAN: not known here): its own
+ * reader's place, or the reader services' (the first seen starts the pace;
+ * a resumed job's start is past 0). */
+static double done_fraction(struct job *j)
+{
+    if (j->reader)
+        return reader_fraction(j->reader);
+    if (!j->env || !j->env->feed)
+        return NAN;
+    double f = feed_fraction(j->env->feed);
+    if (j->frac0 < 0 && f > 0)
+        j->frac0 = f, j->start = ss_now();
+    return f;
+}
+
+/* f as a line's "  done 12.3%  eta 4m05s" (the time left at this run's
+ * pace; none before it has moved), or the fraction alone for the csv;
+ * empty where f is not known. */
+static const char *done_text(struct job *j, double f, int csv, char buf[64])
 {
     buf[0] = 0;
-    if (!j->reader)
+    if (isnan(f))
         return buf;
-    double f = reader_fraction(j->reader), t = ss_now() - j->start;
+    double t = ss_now() - j->start;
     if (csv) {
         snprintf(buf, 64, "%.4f", f);
         return buf;
     }
     int n = snprintf(buf, 64, "  done %.1f%%", 100 * f);
-    if (f > j->frac0 && f < 1 && t > 0) {
+    if (j->frac0 >= 0 && f > j->frac0 && f < 1 && t > 0) {
         double left = t * (1 - f) / (f - j->frac0);
         long s = left < 3.6e7 ? (long)(left + 0.5) : 36000000L;
         if (s >= 3600)
@@ -360,15 +374,16 @@ static int progress(struct job *j, int final, int print)
     if (!j->is_master || !print)
         return all;
     char gap[32], done[64];
+    double frac = done_fraction(j);
     if (!j->c->output.quiet)
         printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %s%s\n",
                f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s,
-               gap_text(f.sync_gap, 0, gap), done_text(j, 0, done));
+               gap_text(f.sync_gap, 0, gap), done_text(j, frac, 0, done));
     fflush(stdout);
     if (j->csv) {
         fprintf(j->csv, "%.3f,%lld,%.1f,%.6f,%.3f,%s,", f.elapsed, (long long)f.examples, f.eps,
                 f.train_ne, f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
-        fprintf(j->csv, "%s\n", done_text(j, 1, done));
+        fprintf(j->csv, "%s\n", done_text(j, frac, 1, done));
         fflush(j->csv);
     }
     return all;
@@ -777,7 +792,7 @@ static int start_trainers(struct job *j, struct ss_err *e)
     j->workers_left = j->n_tr * j->n_wk;
     j->t0 = ss_now() - j->base.elapsed;
     j->start = ss_now();
-    j->frac0 = j->reader ? reader_fraction(j->reader) : 0;
+    j->frac0 = j->reader ? reader_fraction(j->reader) : -1; /* a feed's: at its first line */
     struct exchange **xg = NULL; /* DES: worker k of trainer t in group k, xg[k * n_tr + t] */
     if (j->des) {
         xg = ss_xcalloc((size_t)j->n_tr * j->n_wk, sizeof *xg);
