@@ -49,6 +49,10 @@ static const char usage[] =
     "                                               strategy\n"
     "  --version                                    version and build features\n";
 
+/* A training stopped by a signal (SIGINT, SIGTERM, SIGUSR1) that ended as
+ * at the end of its data: EX_TEMPFAIL, for "resume it later". */
+#define SS_EXIT_HALTED 75
+
 static int die(const struct ss_err *e)
 {
     fprintf(stderr, "shadowsync: %s\n", e->msg);
@@ -219,6 +223,7 @@ static int cluster_train(struct ss_config *c, const char *resume)
     int rc = rpc_bootstrap(&p, c, &e);
     if (rc == 0) /* every rank alike, before any thread calls MPI */
         p.pulse = rpc_pulse_new(&p, c->sync.timeout_s);
+    ss_halt_on_signals(0); /* SIGUSR1 (mpirun passes it to every rank): the trainers stop */
     p.end_wait_s = 2 * c->sync.timeout_s;
     int des = c->embedding.placement == EMB_ON_TRAINERS;
     if (rc == 0 && !des && c->job.embedding_ps < 1)
@@ -279,8 +284,10 @@ static int cluster_train(struct ss_config *c, const char *resume)
     }
     placement_free(&pl);
     hot_free(p.hot);
+    fflush(NULL); /* a status of the master's below ends the ranks mpirun still has */
     rpc_finalize(&p);
-    return rc < 0 ? 1 : 0;
+    /* a stopped job: the master's status alone (every trainer has seen the stop) */
+    return rc < 0 ? 1 : p.rank == 0 && ss_halt_signal() ? SS_EXIT_HALTED : 0;
 }
 
 /* Takes "--resume [DIR]" out of argv (DIR: the next argument when it is a
@@ -365,9 +372,10 @@ static int cmd_train(int argc, char **argv)
                    c.job.embedding_ps, c.job.sync_ps, c.job.readers);
         fflush(stdout);
     }
+    ss_halt_on_signals(1);
     rc = trainer_run(&c, resume, &e);
     ss_config_free(&c);
-    return rc < 0 ? die(&e) : 0;
+    return rc < 0 ? die(&e) : ss_halt_signal() ? SS_EXIT_HALTED : 0;
 }
 
 static int cmd_eval(int argc, char **argv)

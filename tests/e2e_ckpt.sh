@@ -44,6 +44,41 @@ check "resume: the uninterrupted run's eval NE ($NE vs $REF, one worker: bit for
 check "resume: metrics.json names the checkpoint it resumed from" grep -q '"resumed_from": ' $M
 check "a final checkpoint is written at the end" sh -c "grep -q '^meta final 1' \$(ls -d $T/ck/ckpt-* | tail -1)/MANIFEST"
 check "only the newest 2 checkpoints are kept" test "$(ls $T/ck | wc -l)" = 2
+# a graceful stop: SIGTERM ends the run as its data's end would (final checkpoint, eval,
+# model, metrics.json naming the signal), status 75; --resume trains the rest, every example
+# once, to the uninterrupted run's model (one worker: bit for bit)
+# (the signals go to shadowsync itself: timeout would pass a second one on)
+first_line() { for i in $(seq 1 400); do grep -q '^\[ *[0-9.]*s\]' $1 && return 0; sleep 0.025; done; return 1; }
+pid_of() { pgrep -f "^$BIN train .*output.dir=$T/$1 "; }
+train stop trainer.worker_threads=1 checkpoint.dir=$T/ckstop > $T/stop1.log 2>&1 &
+bg=$!
+first_line $T/stop1.log
+kill -TERM $(pid_of stop)
+wait $bg
+rc=$?
+M=$T/stop/metrics.json
+check "SIGTERM: the run stops with status 75, saying how to resume ($rc)" \
+    sh -c "[ $rc = 75 ] && grep -q 'stopping (SIGTERM): the workers end at their next batch' $T/stop1.log && grep -q '^shadowsync: stopped (SIGTERM) after [0-9]* examples: .*--resume. continues from checkpoint.dir = $T/ckstop' $T/stop1.log"
+check "SIGTERM: metrics.json names it, short of the data ($(json examples $M) of $N), the model and eval there" \
+    sh -c "grep -q '\"stopped_by\": \"SIGTERM\"' $M && [ $(json examples $M) -gt 0 ] && [ $(json examples $M) -lt $N ] && [ -s $T/stop/model/dense.bin ] && [ $(json eval_examples $M) = 5000 ]"
+EXTRA=--resume train stop trainer.worker_threads=1 checkpoint.dir=$T/ckstop > $T/stop2.log 2>&1
+rc=$?
+check "after SIGTERM, --resume: exits 0, every example once ($(json examples $M) of $N), no stopped_by" \
+    sh -c "[ $rc = 0 ] && [ $(json examples $M) = $N ] && ! grep -q stopped_by $M"
+check "after SIGTERM, --resume: the uninterrupted run's eval NE ($(json eval_ne $M) vs $REF)" near "$(json eval_ne $M)" "$REF" 0.000001
+FIRST=$(grep '^\[ *[0-9.]*s\]' $T/stop2.log | head -1)
+check "after SIGTERM, --resume: done% goes on from where the data was left ($FIRST)" \
+    sh -c "echo '$FIRST' | awk -v n=$N '{ for (i = 1; i < NF; i++) { if (\$i == \"examples\") e = \$(i + 1); if (\$i == \"done\") d = \$(i + 1) + 0 } } END { exit !(e > 0 && d - 100 * e / n < 5 && 100 * e / n - d < 5) }'"
+# a second SIGINT or SIGTERM ends it at once: nothing written at its end
+train stop2 trainer.worker_threads=1 > $T/stop3.log 2>&1 &
+bg=$!
+first_line $T/stop3.log
+p=$(pid_of stop2); kill -INT $p; kill -TERM $p
+wait $bg
+rc=$?
+check "SIGINT then SIGTERM: it ends at once, by the signal ($rc), no metrics.json" \
+    sh -c "[ $rc = 130 -o $rc = 143 ] && ! [ -e $T/stop2/metrics.json ]"
+
 touch $T/afile
 train nockdir checkpoint.dir=$T/afile/ck > $T/nockdir.log 2>&1
 check "a checkpoint.dir that cannot be made is refused before training, naming it" \

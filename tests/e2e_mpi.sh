@@ -48,11 +48,11 @@ check "per-role figures: syncs served by the sync PS" grep -q 'sync_ps 0 (rank 4
 check "per-role figures in the run directory (roles.json)" grep -q '"role": "embedding_ps", "index": 1.*"lookups_per_s"' $T/easgd/roles.json
 # the master's progress lines count every trainer's examples (their reports), not its own
 cluster progress sync.algo=easgd output.log_interval_s=0.2 trainer.batch_size=32
-LINES=$(grep -c '^\[' $T/progress.log); LAST=$(grep '^\[' $T/progress.log | tail -1 | awk '{print $4}')
+LINES=$(grep -c '^\[ *[0-9.]*s\]' $T/progress.log); LAST=$(grep '^\[ *[0-9.]*s\]' $T/progress.log | tail -1 | awk '{print $4}')
 check "cluster progress lines: $LINES lines, the last counts both trainers' examples ($LAST of $N)" \
     sh -c "[ $LINES -ge 3 ] && [ '$LAST' = $N ] && [ '$(json examples $T/progress/metrics.json)' = $N ]"
 check "cluster progress lines say done N%, the last done 100.0% (the master's share of data.train)" \
-    sh -c "grep '^\[' $T/progress.log | head -1 | grep -q '  done [0-9.]*%' && grep '^\[' $T/progress.log | tail -1 | grep -q '  done 100.0%\$'"
+    sh -c "grep '^\[ *[0-9.]*s\]' $T/progress.log | head -1 | grep -q '  done [0-9.]*%' && grep '^\[ *[0-9.]*s\]' $T/progress.log | tail -1 | grep -q '  done 100.0%\$'"
 for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=easgd sync.mode=foreground sync.gap=5" \
            "allreduce-fg sync.algo=allreduce sync.mode=foreground sync.gap=1"; do
     name=${run%% *}
@@ -131,7 +131,7 @@ check "reader services: every example counted once" test "$(json examples $T/rea
 check "reader services: $(held_is $T/readers/metrics.json $T/embedded/metrics.json) of the embedded default" held $T/readers/metrics.json $T/embedded/metrics.json
 check "reader services: the readers' bad lines reach metrics.json" test "$(json bad_lines $T/readers/metrics.json)" = 3
 check "reader services: the progress lines say how far the readers are, done 100.0% at the end" \
-    sh -c "grep '^\[' $T/readers.log | grep -q '  done [0-9.]*%' && grep '^\[' $T/readers.log | tail -1 | grep -q '  done 100.0%\$' && tail -1 $T/readers/progress.csv | grep -q ',1.0000\$'"
+    sh -c "grep '^\[ *[0-9.]*s\]' $T/readers.log | grep -q '  done [0-9.]*%' && grep '^\[ *[0-9.]*s\]' $T/readers.log | tail -1 | grep -q '  done 100.0%\$' && tail -1 $T/readers/progress.csv | grep -q ',1.0000\$'"
 check "reader services: batches served per reader reported" grep -q 'reader 1 (rank 6 on .*): batches served [1-9]' $T/readers.log
 
 cluster two-workers sync.algo=ma trainer.worker_threads=2
@@ -189,6 +189,31 @@ wait
 took=$(( $(date +%s) - start ))
 check "a killed embedding PS ends the job within the RPC timeout ($took s)" test $took -le 30
 check "the error names the lost embedding PS by role, rank and host" grep -q 'embedding_ps [01] (rank [23] on' $T/kill.log
+
+# SIGUSR1 to the launcher (mpiguard -> mpirun -> every rank): the trainers stop as at the
+# end of their data, the reader services' prefetched batches trained first; the job ends with
+# its final checkpoint, model and metrics; --resume trains the rest, every example once
+usr1_job() { # OUT [--resume]
+    timeout -k 10 120 $MPIRUN -np 6 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
+        --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/big/train.tsv --set data.max_examples=400000 \
+        --set data.eval=$T/d/eval.tsv --set checkpoint.dir=$T/usr1ck --set output.log_interval_s=0.2 \
+        --set output.dir=$T/$1 $2 > $T/$1.log 2>&1
+}
+usr1_job usr1 &
+bg=$!
+for i in $(seq 1 600); do grep -q '^\[ *[0-9.]*s\]' $T/usr1.log && break; sleep 0.05; done
+kill -USR1 $(pgrep -f "^/usr/bin/python3 tools/mpiguard.py mpirun .*output.dir=$T/usr1\$") # not timeout's
+
+wait $bg
+rc=$?
+M=$T/usr1/metrics.json
+check "SIGUSR1 to the launcher: the job stops short of its data ($(json examples $M) of 400000), status 75 ($rc)" \
+    sh -c "[ $rc = 75 ] && grep -q '^shadowsync: stopped (SIGUSR1) after [0-9]* examples: .*--resume' $T/usr1.log && grep -q '\"stopped_by\": ' $M && [ $(json examples $M) -lt 400000 ] && [ -s $T/usr1/model/dense.bin ]"
+usr1_job usr1b --resume
+rc=$?
+check "after SIGUSR1, --resume: exits 0, every example once ($(json examples $T/usr1b/metrics.json) of 400000)" \
+    sh -c "[ $rc = 0 ] && [ $(json examples $T/usr1b/metrics.json) = 400000 ]"
 
 $MPIRUN -np 3 $BUILD/tests/mpi_collective 2>&1 | grep -E '^(PASS|FAIL)'
 

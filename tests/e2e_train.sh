@@ -78,6 +78,10 @@ check "a bad or blank line gets an empty line, across files" test "$(cat $T/pred
 $BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one/model --predictions $T/no/such/dir/p.txt > $T/pred6.log 2>&1
 check "an unwritable --predictions path: status 1 naming it" \
     sh -c "[ $? = 1 ] && grep -q 'predictions $T/no/such/dir/p.txt: cannot write' $T/pred6.log"
+awk -F'\t' '$1 == 0' $T/d/eval.tsv | head -50 > $T/zeros.tsv
+$BIN eval $CFG --set data.eval=$T/zeros.tsv --model $T/one/model > $T/zeros.log 2>&1
+check "eval data of one class: the logloss, and JSON nulls for what is undefined" \
+    sh -c "[ $? = 0 ] && grep -q '\"eval_ne\": null, \"eval_logloss\": 0\.[0-9]*, \"eval_auc\": null' $T/zeros.log"
 $BIN eval --help > $T/help.log 2>&1
 check "a verb's --help prints the usage, status 0" sh -c "[ $? = 0 ] && grep -q '^usage: shadowsync' $T/help.log"
 
@@ -156,7 +160,7 @@ check "data.max_examples reached: progress.csv's last row is done (1.0000)" \
 # the progress line says how far through data.train the run is, and the time left
 train donepct --set output.quiet=false --set output.log_interval_s=0.05 --set trainer.worker_threads=1
 check "progress lines: done N% with an eta, rising, then done 100.0%" \
-    sh -c "grep '^\[' $T/donepct.log | sed -n 's/.*  done \([0-9.]*\)%  eta [0-9hms]*\$/\1/p' | sort -n -c && grep -q '  done [0-9.]*%  eta ' $T/donepct.log && grep '^\[' $T/donepct.log | tail -1 | grep -q '  done 100.0%\$'"
+    sh -c "grep '^\[ *[0-9.]*s\]' $T/donepct.log | sed -n 's/.*  done \([0-9.]*\)%  eta [0-9hms]*\$/\1/p' | sort -n -c && grep -q '  done [0-9.]*%  eta ' $T/donepct.log && grep '^\[ *[0-9.]*s\]' $T/donepct.log | tail -1 | grep -q '  done 100.0%\$'"
 
 # errors stop before training, naming the key and value
 $BIN train $CFG --set sync.alpha=2 > $T/e1.log 2>&1

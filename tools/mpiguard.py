@@ -17,7 +17,8 @@ should have ended but mpirun never signalled (a rank stopped with SIGSTOP
 waits for ever). The guard kills those ranks and mpirun, says so, and exits
 with the ranks' status (the first failure, as a shell reports it: the
 code, or 128 + the signal). A SIGTERM or SIGINT it gets goes to mpirun; if mpirun
-is still there GRACE_S seconds later, it is killed. tools/submit runs
+is still there GRACE_S seconds later, it is killed. A SIGUSR1 goes to mpirun,
+which passes it to every rank: the trainers stop as at the end of their data. tools/submit runs
 mpirun through this; so do the tests. MPIGUARD_GRACE_S sets the grace.
 """
 import os, signal, subprocess, sys, threading, time
@@ -77,6 +78,13 @@ def run(cmd, on_line=None):
             pass
         stop_at[0] = stop_at[0] or time.time() + GRACE_S
     old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def pass_on(sig, _frame):  # SIGUSR1: the trainers' graceful stop, no deadline
+        try:
+            p.send_signal(sig)
+        except OSError:
+            pass
+    old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, pass_on)
     seen, unreaped, rc = {}, {}, None  # unreaped: child -> when first seen a zombie
     try:
         while p.poll() is None:

@@ -43,6 +43,15 @@ void *ss_pages(size_t n);              /* whole pages of their own, zeroed (to p
 void *ss_alloc_big(size_t n);          /* NULL on failure; not zeroed; huge pages; free() it */
 double ss_now(void);                   /* monotonic seconds */
 int ss_cpu_has_avx512(void);           /* F, BW, DQ and VL: what OpenBLAS's SkylakeX kernel needs */
+/* A graceful stop: after ss_halt_on_signals(all), SIGUSR1 (and with all,
+ * SIGINT and SIGTERM) only marks the process halted, and a second SIGINT
+ * or SIGTERM ends it at once; the trainers poll ss_halt_signal (the first
+ * signal, -1 when a peer's stop was passed on by ss_halt_request, 0 none)
+ * and end their training as if the data had ended. */
+void ss_halt_on_signals(int all);
+int ss_halt_signal(void);
+void ss_halt_request(void);
+const char *ss_halt_name(void);  /* "SIGTERM", ...; NULL when not halted */
 uint64_t ss_splitmix(uint64_t *state); /* deterministic PRNG */
 double ss_uniform(uint64_t *state);    /* in [0,1) */
 double ss_normal(uint64_t *state);

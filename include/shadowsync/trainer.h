@@ -171,6 +171,9 @@ int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e);
  * its batch queued); the workers drain the queue, then get FEED_PAUSED.
  * pause = 0 goes on. */
 void feed_pause(struct batch_feed *f, int pause);
+/* A graceful stop: no more pulls; once the queue (and a pull in flight) is
+ * drained, feed_next returns an end (b->n = 0) as if the readers had ended. */
+void feed_halt(struct batch_feed *f);
 /* The bad lines the readers have reported skipping (all of them once the
  * feed has ended: every reader's last answer reaches every trainer). */
 int64_t feed_bad_lines(struct batch_feed *f);
@@ -182,6 +185,7 @@ void feed_free(struct batch_feed *f);
 struct eval_result {
     int64_t examples;
     double logloss, ne, auc, ctr, mean_p, calibration; /* calibration = mean_p / ctr */
+    int labeled;                /* 0: unlabeled data, only scored (the figures NAN) */
 };
 
 /* Scores every example of path with the model (forward only); predictions

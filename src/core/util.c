@@ -3,6 +3,7 @@
 #include "shadowsync/core.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -155,4 +156,54 @@ int ss_mkdir_p(const char *dir, struct ss_err *e)
     if (stat(dir, &st) || !S_ISDIR(st.st_mode))
         return ss_fail(e, SS_EIO, "%s: not a directory", dir);
     return 0;
+}
+
+/* ---- a graceful stop on a signal (ss_halt_*) -------------------------- */
+static int halt_sig; /* the first signal taken, or -1: a peer's stop (atomic: lock-free,
+                      * so the handler may set it) */
+
+static void on_halt_signal(int sig)
+{
+    int none = 0;
+    if (__atomic_compare_exchange_n(&halt_sig, &none, sig, 0, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST) || sig == SIGUSR1)
+        return;
+    signal(sig, SIG_DFL); /* a second SIGINT or SIGTERM ends it at once */
+    raise(sig);
+}
+
+void ss_halt_on_signals(int all)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sa.sa_handler = on_halt_signal;
+    sigaction(SIGUSR1, &sa, NULL);
+    if (all) {
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
+}
+
+int ss_halt_signal(void)
+{
+    return __atomic_load_n(&halt_sig, __ATOMIC_RELAXED);
+}
+
+void ss_halt_request(void)
+{
+    int none = 0;
+    __atomic_compare_exchange_n(&halt_sig, &none, -1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+const char *ss_halt_name(void)
+{
+    switch (ss_halt_signal()) {
+    case 0: return NULL;
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "another trainer's stop";
+    }
 }

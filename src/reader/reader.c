@@ -477,7 +477,7 @@ void reader_tell(struct reader *r, struct reader_pos *p)
     p->bad_lines = r->bad_lines;
     p->reported = r->reported;
     p->files_done = r->files_done;
-    p->bytes_done = r->bytes_done;
+    p->bytes_done = r->bytes_done - (r->map ? 0 : r->end - r->pos); /* read again on seek */
     pthread_mutex_unlock(&r->lock);
 }
 

@@ -11,30 +11,40 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* The predictions' lines: the data lines skipped so far (reader_on_skip),
- * merged with the examples by their place in the data. */
+/* The predictions' lines: the data lines skipped so far (reader_on_skip) as
+ * runs of consecutive lines (a file of only bad lines is one run), merged
+ * with the examples by their place in the data. */
+struct skip_run {
+    uint64_t at, n;
+};
+
 struct pred_sink {
     FILE *f;
-    uint64_t *skip;
+    struct skip_run *skip;
     size_t n, head, cap;
 };
 
 static void note_skip(void *arg, uint64_t where)
 {
     struct pred_sink *p = arg;
+    if (p->n > p->head && p->skip[p->n - 1].at + p->skip[p->n - 1].n == where) {
+        p->skip[p->n - 1].n++;
+        return;
+    }
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 64;
         p->skip = ss_xrealloc(p->skip, p->cap * sizeof *p->skip);
     }
-    p->skip[p->n++] = where;
+    p->skip[p->n++] = (struct skip_run){where, 1};
 }
 
 /* Empty lines for the skipped data lines before `upto`, then (unless at
  * the end) the example's probability. */
 static void pred_put(struct pred_sink *p, uint64_t upto, const float *prob)
 {
-    for (; p->head < p->n && (!prob || p->skip[p->head] < upto); p->head++)
-        fputc('\n', p->f);
+    for (; p->head < p->n && (!prob || p->skip[p->head].at < upto); p->head++)
+        for (uint64_t k = 0; k < p->skip[p->head].n; k++)
+            fputc('\n', p->f);
     if (p->head == p->n)
         p->head = p->n = 0;
     if (prob)
@@ -102,7 +112,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
     if (predictions)
         pred_put(&ps, 0, NULL);
     if (rc == 0 && !labeled) {
-        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN};
+        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0};
     } else if (rc == 0) {
         r->examples = (int64_t)have;
         r->logloss = ne_logloss(&acc);
@@ -111,6 +121,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         r->ctr = have ? acc.label_sum / have : NAN;
         r->mean_p = have ? psum / have : NAN;
         r->calibration = r->ctr > 0 ? r->mean_p / r->ctr : NAN;
+        r->labeled = 1;
     }
     free(ps.skip);
     free(prob);

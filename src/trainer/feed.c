@@ -26,6 +26,7 @@ struct batch_feed {
     ssBatchReply **q;
     int depth, head, count, done, stop, rc;
     int pause, pulling;         /* checkpoints: no pull while paused; one in progress */
+    int halt;                   /* feed_halt: no pull again; the queue drains, then it ends */
     pthread_cond_t idle;
     struct ss_err err;
     struct rd *rd;
@@ -56,7 +57,7 @@ static void *feed_main(void *arg)
         if (!r->active)
             continue;
         pthread_mutex_lock(&f->mu);
-        while (f->pause && !f->stop)
+        while ((f->pause || f->halt) && !f->stop)
             pthread_cond_wait(&f->not_full, &f->mu);
         f->pulling = !f->stop;
         pthread_mutex_unlock(&f->mu);
@@ -80,6 +81,7 @@ static void *feed_main(void *arg)
             pthread_mutex_lock(&f->mu);
             f->pulling = 0;
             pthread_cond_broadcast(&f->idle);
+            pthread_cond_broadcast(&f->not_empty); /* a halt waits for no pull in flight */
             pthread_mutex_unlock(&f->mu);
             continue;
         }
@@ -94,7 +96,10 @@ static void *feed_main(void *arg)
         f->q[(f->head + f->count++) % f->depth] = reply;
         f->pulling = 0;
         pthread_cond_broadcast(&f->idle);
-        pthread_cond_signal(&f->not_empty);
+        if (f->halt) /* the others waiting on this pull see the end after it */
+            pthread_cond_broadcast(&f->not_empty);
+        else
+            pthread_cond_signal(&f->not_empty);
         pthread_mutex_unlock(&f->mu);
     }
     pthread_mutex_lock(&f->mu);
@@ -138,8 +143,13 @@ static int take(const ssBatchReply *r, struct batch *b, struct ss_err *e)
 int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
 {
     pthread_mutex_lock(&f->mu);
-    while (f->count == 0 && !f->done && !f->pause)
+    while (f->count == 0 && !f->done && !f->pause && !(f->halt && !f->pulling))
         pthread_cond_wait(&f->not_empty, &f->mu);
+    if (f->count == 0 && f->halt && !f->pulling) { /* halted: its data ends here */
+        pthread_mutex_unlock(&f->mu);
+        b->n = 0;
+        return 0;
+    }
     if (f->count == 0 && f->pause && !f->done) {
         pthread_mutex_unlock(&f->mu);
         b->n = 0;
@@ -171,6 +181,15 @@ void feed_pause(struct batch_feed *f, int pause)
     pthread_cond_broadcast(&f->not_empty);
     while (pause && f->pulling)
         pthread_cond_wait(&f->idle, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void feed_halt(struct batch_feed *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->halt = 1;
+    pthread_cond_broadcast(&f->not_full);
+    pthread_cond_broadcast(&f->not_empty);
     pthread_mutex_unlock(&f->mu);
 }
 

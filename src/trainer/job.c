@@ -99,6 +99,8 @@ struct job {
     int64_t checkpoints, checkpoint_failures;
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
+    FILE *say;           /* notes (NULL: stdout; eval --predictions -: stderr) */
+    int halt_noted;      /* a stop (ss_halt_signal) was seen and said */
     FILE *csv;
 };
 
@@ -170,6 +172,8 @@ static void *worker_main(void *arg)
     int des = j->des != NULL; /* the group decides when to pause */
     for (int64_t it = 1; rc == 0 && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
         struct batch_feed *feed = j->env ? j->env->feed : NULL;
+        if (!feed && ss_halt_signal()) /* stopped: as at the end of the data (a feed drains) */
+            break;
         if (des && !feed && (rc = emb_des_gate(wk->emb, &wk->err)) < 0)
             break;
         if (!des && !feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE)) {
@@ -301,9 +305,11 @@ static void collect(struct job *j, struct figures *f)
  * returns 1 once every other trainer's data has ended. */
 static int beat_figures(struct job *j, struct figures *f, int final)
 {
-    double v[6] = {(double)f->examples, (double)f->iterations, (double)f->syncs,
-                   f->ne.loss_sum, f->ne.label_sum, (double)f->ne.n};
+    double v[7] = {(double)f->examples, (double)f->iterations, (double)f->syncs,
+                   f->ne.loss_sum, f->ne.label_sum, (double)f->ne.n, ss_halt_signal() != 0};
     int all = j->env->beat(j->env->arg, v, final);
+    if (v[6] > 0) /* a trainer was stopped: every one stops */
+        ss_halt_request();
     f->examples = (int64_t)v[0], f->iterations = (int64_t)v[1], f->syncs = (int64_t)v[2];
     struct ne_acc ne = {v[3], v[4], (int64_t)v[5]};
     derive(f, &ne);
@@ -488,8 +494,10 @@ static int setup_model(struct job *j, struct ss_err *e)
     double mb = 0;
     for (int t = 0; t < j->l.n_tables; t++)
         mb += j->l.rows[t] * (j->l.dim + (eo.opt == OPT_ROWWISE_ADAGRAD)) * 4.0 / 1e6;
+    FILE *say = j->say ? j->say : stdout;
     if (mb > 200 && !c->output.quiet)
-        printf("# initializing %d embedding tables (%.0f MB)...\n", j->l.n_tables, mb), fflush(stdout);
+        fprintf(say, "# initializing %d embedding tables (%.0f MB)...\n", j->l.n_tables, mb),
+            fflush(say);
     if ((rc = embps_create(&j->tables, &eo, e)) < 0)
         return rc;
     j->emb = emb_client_local(j->tables);
@@ -870,6 +878,23 @@ static void shadow_failed(void *arg, const struct ss_err *e)
         collective_local_break(j->coll[0]);
 }
 
+/* A stop (ss_halt_signal) seen: the workers end as at the end of their
+ * data, a feed once its queue is drained, and the job ends as it would
+ * then (final sync, checkpoint, eval, model, metrics). */
+static void halt_note(struct job *j)
+{
+    if (j->halt_noted || !ss_halt_signal())
+        return;
+    j->halt_noted = 1;
+    if (j->env && j->env->feed)
+        feed_halt(j->env->feed);
+    if (j->is_master)
+        fprintf(stderr, "# stopping (%s): the workers end at their next batch; then the final "
+                "sync%s, eval and model as at the end of the data%s\n", ss_halt_name(),
+                j->c->checkpoint.dir[0] ? ", checkpoint" : "",
+                j->env ? "" : " (SIGINT or SIGTERM again: at once)");
+}
+
 /* Waits for every worker, printing progress lines and taking checkpoints
  * meanwhile. */
 static void wait_workers(struct job *j)
@@ -882,6 +907,11 @@ static void wait_workers(struct job *j)
     pthread_mutex_lock(&j->mu);
     while (j->workers_left > 0) {
         double now = ss_now();
+        if (!j->halt_noted && ss_halt_signal()) {
+            pthread_mutex_unlock(&j->mu);
+            halt_note(j);
+            pthread_mutex_lock(&j->mu);
+        }
         if (serve) {
             pthread_mutex_unlock(&j->mu);
             if (!ended && serve_checkpoints(j) == 2) /* the master's data ended first */
@@ -909,6 +939,8 @@ static void wait_workers(struct job *j)
         double wait = (ck_on && !serve && ck_next < next ? ck_next : next) - now;
         if (serve && wait > 0.02)
             wait = 0.02;
+        if (wait > 0.25) /* a stop is seen soon */
+            wait = 0.25;
         if (wait < 0)
             wait = 0;
         ts.tv_sec += (time_t)wait;
@@ -918,6 +950,7 @@ static void wait_workers(struct job *j)
         pthread_cond_timedwait(&j->cv, &j->mu, &ts);
     }
     pthread_mutex_unlock(&j->mu);
+    halt_note(j); /* the workers may have seen the stop first */
     if (ck_on && j->env && j->is_master)
         j->env->ckpt_end(j->env->arg); /* no more snapshots until the final one */
     const struct timespec pause = {0, 5000000};
@@ -1107,6 +1140,8 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "checkpoint_failures", (double)j->checkpoint_failures, 0);
     if (j->resumed_from[0])
         fprintf(out, "  \"resumed_from\": \"%s\",\n", j->resumed_from);
+    if (ss_halt_signal()) /* stopped by a signal, maybe before the end of data.train */
+        fprintf(out, "  \"stopped_by\": \"%s\",\n", ss_halt_name());
     /* where the workers' time went, summed over them: reading batches, the
      * embedding lookup, the dense half (on the CPU or the device), the push */
     static const char *const part[4] = {"worker_read_s", "worker_lookup_s", "worker_dense_s",
@@ -1584,15 +1619,17 @@ static void sum_over_trainers(struct job *j, struct figures *f, struct reader_st
     struct hot_stats *h = &f->hot;
     struct cache_stats *k = &f->cache;
     struct des_stats *d = &f->des;
-    double v[28] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
+    double v[29] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
                     ne.label_sum, (double)ne.n, (double)rs->bad_lines, (double)h->batches,
                     (double)h->ps_skipped, (double)h->examples, (double)h->hot_examples,
                     (double)h->lookups, (double)h->hot_lookups, h->bytes_saved,
                     (double)k->lookups, (double)k->hits, (double)k->fetched, (double)k->refreshed,
                     (double)k->uncached, (double)k->rows_pushed, k->bytes_plain, k->bytes_sent,
                     (double)d->rounds, (double)d->lookups, (double)d->pushes, d->bytes_sent,
-                    d->bytes_rows, d->wait_s};
-    j->env->sum(j->env->arg, v, 28);
+                    d->bytes_rows, d->wait_s, ss_halt_signal() != 0};
+    j->env->sum(j->env->arg, v, 29);
+    if (v[28] > 0) /* one stopped late, after its last beat: the job was stopped */
+        ss_halt_request();
     *h = (struct hot_stats){(int64_t)v[7], (int64_t)v[8], (int64_t)v[9], (int64_t)v[10],
                             (int64_t)v[11], (int64_t)v[12], v[13]};
     *k = (struct cache_stats){(int64_t)v[14], (int64_t)v[15], (int64_t)v[16], (int64_t)v[17],
@@ -1673,7 +1710,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     pthread_cond_init(&j.resume_cv, NULL);
-    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN};
+    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN, 0};
     struct figures f = {0};
     struct reader_stats rs = {0};
     float *w = NULL;
@@ -1747,6 +1784,11 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     f.spread = replica_spread(&j); /* collective, even after a failure */
     if (rc < 0)
         goto out;
+    if (f.examples == 0 && ss_halt_signal()) {
+        rc = ss_fail(e, SS_EINVAL, "stopped (%s) before any example was trained: no model saved",
+                     ss_halt_name());
+        goto out;
+    }
     if (f.examples == 0) { /* the job's sum: every trainer stops here alike (DES serves no eval) */
         rc = ss_fail(e, SS_EINVAL, "no training example was read from data.train = %s (%lld bad "
                      "lines%s): nothing trained, no model saved; check data.format, "
@@ -1796,6 +1838,17 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     rc = write_metrics(&j, &f, &ev, &rs, e);
     if (rc == 0 && !c->output.quiet)
         printf("# run directory: %s\n", c->output.dir);
+    if (rc == 0 && ss_halt_signal()) {
+        fflush(stdout);
+        if (c->checkpoint.dir[0])
+            fprintf(stderr, "shadowsync: stopped (%s) after %lld examples: `shadowsync train "
+                    "CONFIG --resume` continues from checkpoint.dir = %s\n", ss_halt_name(),
+                    (long long)f.examples, c->checkpoint.dir);
+        else
+            fprintf(stderr, "shadowsync: stopped (%s) after %lld examples; no checkpoint.dir "
+                    "was set, so no resume can continue this run (its model so far: %s/model)"
+                    "\n", ss_halt_name(), (long long)f.examples, c->output.dir);
+    }
     if (rc == 0 && c->data.eval && *c->data.eval && ev.examples == 0) /* the model is kept */
         rc = ss_fail(e, SS_EINVAL, "no eval example was read from data.eval = %s: the model "
                      "is saved, but not scored; check its format and columns", c->data.eval);
@@ -1833,10 +1886,12 @@ static int close_predictions(FILE *f, const char *path, const char *part, int rc
         return f && fflush(f) != 0 && rc == 0
                    ? ss_fail(e, SS_EIO, "--predictions -: writing them failed: %s", strerror(errno))
                    : rc;
-    int bad = ferror(f) | (fclose(f) != 0);
+    int bad = ferror(f);
+    errno = 0;
+    bad |= fclose(f) != 0; /* the buffer's last write: its errno is the cause */
     if (rc == 0 && bad)
-        rc = ss_fail(e, SS_EIO, "--predictions %s: writing %s failed: %s", path, part,
-                     strerror(errno));
+        rc = ss_fail(e, SS_EIO, "--predictions %s: writing %s failed%s%s", path, part,
+                     errno ? ": " : "", errno ? strerror(errno) : "");
     if (rc == 0 && rename(part, path) != 0)
         rc = ss_fail(e, SS_EIO, "--predictions %s: %s", path, strerror(errno));
     if (rc < 0)
@@ -1851,6 +1906,7 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     j.c = c;
     float *w = NULL;
     FILE *pred = NULL, *say = predictions && !strcmp(predictions, "-") ? stderr : stdout;
+    j.say = say;
     struct eval_result ev;
     int rc;
     if (!c->data.eval || !*c->data.eval) {
@@ -1858,6 +1914,10 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         goto out;
     }
     char part[4200];
+    if (predictions && !*predictions) {
+        rc = ss_fail(e, SS_EINVAL, "--predictions needs a file name (or - for standard output)");
+        goto out;
+    }
     if (predictions && !(pred = open_predictions(predictions, part, sizeof part, e))) {
         rc = SS_EIO;
         goto out;
@@ -1915,14 +1975,18 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     if (predictions)
         fprintf(say, "# predictions: %lld examples scored into %s\n", (long long)ev.examples,
                 strcmp(predictions, "-") ? predictions : "standard output");
-    if (isnan(ev.ne)) { /* no labels */
+    if (!ev.labeled) {
         fprintf(say, "{\"eval_examples\": %lld}\n", (long long)ev.examples);
         goto out;
     }
     print_eval_to(say, "eval", &ev);
-    fprintf(say, "{\"eval_examples\": %lld, \"eval_ne\": %.6f, \"eval_logloss\": %.6f, "
-            "\"eval_auc\": %.6f, \"eval_calibration\": %.6f}\n", (long long)ev.examples, ev.ne,
-            ev.logloss, ev.auc, ev.calibration);
+    char v[4][32]; /* JSON: null where a figure is undefined (eval data of one class) */
+    const double x[4] = {ev.ne, ev.logloss, ev.auc, ev.calibration};
+    for (int i = 0; i < 4; i++)
+        snprintf(v[i], sizeof v[i], isfinite(x[i]) ? "%.6f" : "null", x[i]);
+    fprintf(say, "{\"eval_examples\": %lld, \"eval_ne\": %s, \"eval_logloss\": %s, "
+            "\"eval_auc\": %s, \"eval_calibration\": %s}\n", (long long)ev.examples, v[0], v[1],
+            v[2], v[3]);
 out:
     if (pred)
         close_predictions(pred, predictions, part, rc, e);
