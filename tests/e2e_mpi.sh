@@ -215,6 +215,23 @@ rc=$?
 check "after SIGUSR1, --resume: exits 0, every example once ($(json examples $T/usr1b/metrics.json) of 400000)" \
     sh -c "[ $rc = 0 ] && [ $(json examples $T/usr1b/metrics.json) = 400000 ]"
 
+# the same through tools/submit --slurm's script, Slurm's USR1 to the batch shell played by
+# hand (a host file in place of Slurm's allocation): its trap passes it to mpirun
+tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=2 --set job.embedding_ps=1 \
+    --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
+    --set trainer.worker_threads=1 --set data.train=$T/big/train.tsv --set data.max_examples=400000 \
+    --set data.eval=$T/d/eval.tsv --set output.log_interval_s=0.2 --set output.dir=$T/sbatch \
+    | grep -v '^# submit' > $T/job.sbatch
+echo "localhost slots=6" > $T/hosts
+OMPI_MCA_orte_default_hostfile=$T/hosts timeout -k 10 120 sh $T/job.sbatch > $T/sbatch.log 2>&1 &
+bg=$!
+for i in $(seq 1 600); do grep -q '^\[ *[0-9.]*s\]' $T/sbatch.log && break; sleep 0.05; done
+kill -USR1 $(pgrep -f "^sh $T/job.sbatch")
+wait $bg
+rc=$?
+check "tools/submit --slurm's script passes SIGUSR1 on: the job stops, status 75 ($rc), its model saved" \
+    sh -c "[ $rc = 75 ] && grep -q '^#SBATCH --signal=B:USR1@120' $T/job.sbatch && grep -q '^shadowsync: stopped (SIGUSR1) after [0-9]* examples; no checkpoint.dir' $T/sbatch.log && [ $(json examples $T/sbatch/metrics.json) -lt 400000 ] && [ -s $T/sbatch/model/dense.bin ]"
+
 $MPIRUN -np 3 $BUILD/tests/mpi_collective 2>&1 | grep -E '^(PASS|FAIL)'
 
 # the job's end with a rank stalled before MPI_Finalize, which waits for
