@@ -90,7 +90,9 @@ check "${on}Adagrad + EASGD on the device train to the end" test "$(json example
 # checkpoints read the device copy (weights and Adagrad state); a mid-run one resumes onto the device
 rm -rf $T/gck
 G="--set trainer.device=cuda --set trainer.worker_threads=2 --set optim.dense=adagrad"
-train $BIN gck $G --set checkpoint.dir=$T/gck --set checkpoint.interval_s=0.05
+train $BIN gck $G --set checkpoint.dir=$T/gck --set checkpoint.interval_s=0.05 --set output.eval_every=10000
+check "${on}output.eval_every scores copies read off the device meanwhile: eval.csv has mid-run rows, each NE in (0.5, 1.2) (128 examples' is ~1.4)" \
+    sh -c "[ \$(wc -l < $T/gck/eval.csv) -ge 3 ] && awk -F, 'NR > 1 { if (\$4 >= 1.2 || \$4 <= 0.5) bad = 1 } END { exit bad }' $T/gck/eval.csv"
 rm -rf "$(ls -d $T/gck/ckpt-* | tail -1)" # the final one: resume the one before
 MID=$(ls -d $T/gck/ckpt-* 2>/dev/null | tail -1)
 train $BIN gck2 $G --resume $T/gck

@@ -47,12 +47,15 @@ check "per-role figures: lookups served by each embedding PS" grep -q 'embedding
 check "per-role figures: syncs served by the sync PS" grep -q 'sync_ps 0 (rank 4 on .*): syncs served [1-9]' $T/easgd.log
 check "per-role figures in the run directory (roles.json)" grep -q '"role": "embedding_ps", "index": 1.*"lookups_per_s"' $T/easgd/roles.json
 # the master's progress lines count every trainer's examples (their reports), not its own
-cluster progress sync.algo=easgd output.log_interval_s=0.2 trainer.batch_size=32
+cluster progress sync.algo=easgd output.log_interval_s=0.2 trainer.batch_size=32 output.eval_every=10000
 LINES=$(grep -c '^\[ *[0-9.]*s\]' $T/progress.log); LAST=$(grep '^\[ *[0-9.]*s\]' $T/progress.log | tail -1 | awk '{print $4}')
 check "cluster progress lines: $LINES lines, the last counts both trainers' examples ($LAST of $N)" \
     sh -c "[ $LINES -ge 3 ] && [ '$LAST' = $N ] && [ '$(json examples $T/progress/metrics.json)' = $N ]"
 check "cluster progress lines say done N%, the last done 100.0% (the master's share of data.train)" \
     sh -c "grep '^\[ *[0-9.]*s\]' $T/progress.log | head -1 | grep -q '  done [0-9.]*%' && grep '^\[ *[0-9.]*s\]' $T/progress.log | tail -1 | grep -q '  done 100.0%\$'"
+# ...and with output.eval_every, the master scores data.eval meanwhile over its own client
+check "cluster eval_every: mid-run rows at rising counts in eval.csv, the last the job's eval NE" \
+    sh -c "[ \$(wc -l < $T/progress/eval.csv) -ge 3 ] && awk -F, -v n=$N 'NR > 1 { if (\$1 <= last || \$1 < 10000 || \$1 > n) bad = 1; last = \$1 } END { exit bad || last != n }' $T/progress/eval.csv && grep -q '^eval (trained [0-9]*): examples ' $T/progress.log && awk -v a=\$(tail -1 $T/progress/eval.csv | cut -d, -f4) -v b=$(json eval_ne $T/progress/metrics.json) 'BEGIN { exit !(a - b < 2e-6 && b - a < 2e-6) }'"
 for run in "easgd" "ma sync.algo=ma" "bmuf sync.algo=bmuf" "easgd-fg sync.algo=easgd sync.mode=foreground sync.gap=5" \
            "allreduce-fg sync.algo=allreduce sync.mode=foreground sync.gap=1"; do
     name=${run%% *}

@@ -162,6 +162,32 @@ train donepct --set output.quiet=false --set output.log_interval_s=0.05 --set tr
 check "progress lines: done N% with an eta, rising, then done 100.0%" \
     sh -c "grep '^\[ *[0-9.]*s\]' $T/donepct.log | sed -n 's/.*  done \([0-9.]*\)%  eta [0-9hms]*\$/\1/p' | sort -n -c && grep -q '  done [0-9.]*%  eta ' $T/donepct.log && grep '^\[ *[0-9.]*s\]' $T/donepct.log | tail -1 | grep -q '  done 100.0%\$'"
 
+# output.eval_every: data.eval scored while the job trains, a line and an eval.csv row each,
+# the end-of-run eval the last row
+train midev --set output.quiet=false --set output.eval_every=10000 --set trainer.worker_threads=1
+ME=$T/midev/eval.csv
+check "eval_every: status 0, eval.csv's header, a mid-run row or more, the last row the run's end" \
+    sh -c "[ $? = 0 ] && head -1 $ME | grep -q '^examples,elapsed_s,eval_examples,eval_ne,eval_logloss,eval_auc,eval_calibration\$' && [ \$(wc -l < $ME) -ge 3 ] && tail -1 $ME | grep -q '^$N,'"
+check "eval_every: rows at rising counts, each at or past its due count, on every eval example" \
+    awk -F, -v n=$N 'NR > 1 { if ($1 <= last || $1 < 10000 || $1 > n || $3 != 5000) bad = 1; last = $1 } END { exit bad }' $ME
+check "eval_every: the last row is metrics.json's eval NE" \
+    near "$(tail -1 $ME | cut -d, -f4)" "$(json eval_ne $T/midev/metrics.json)" 0.000002
+check "eval_every: each mid-run eval is a line naming its count" \
+    sh -c "[ \$(grep -c '^eval (trained [0-9]*): examples 5000  ne 0\.[0-9]* ' $T/midev.log) = \$((\$(wc -l < $ME) - 2)) ]"
+# the copies are the live model's: the first scored worse than the end (it learned since),
+# and every one better than the untrained model
+train midev0 --set data.max_examples=128 --set trainer.worker_threads=1
+check "eval_every: the first mid-run eval ($(sed -n 2p $ME | cut -d, -f4)) worse than the end's ($(tail -1 $ME | cut -d, -f4)), better than 128 examples' ($(json eval_ne $T/midev0/metrics.json))" \
+    sh -c "awk -F, -v u=$(json eval_ne $T/midev0/metrics.json) 'NR == 2 { f = \$4 } NR > 1 { l = \$4; if (\$4 >= u) bad = 1 } END { exit !(!bad && f > l + 0.003) }' $ME"
+train midnoev --set output.eval_every=10000 --set data.eval=
+check "eval_every without data.eval: refused before training, naming both keys" \
+    sh -c "[ $? = 1 ] && grep -q 'output.eval_every = 10000 scores data.eval while the job trains, but data.eval is empty' $T/midnoev.log && ! [ -e $T/midnoev/progress.csv ]"
+train middes --set output.eval_every=10000 --set embedding.placement=trainers --set job.trainers=2
+check "eval_every with DES: refused before training, saying why" \
+    sh -c "[ $? = 1 ] && grep -q 'output.eval_every needs the tables on embedding PSs' $T/middes.log"
+train midnone --set data.max_examples=2000
+check "without eval_every: eval.csv holds the end-of-run eval alone" test "$(wc -l < $T/midnone/eval.csv)" = 2
+
 # errors stop before training, naming the key and value
 $BIN train $CFG --set sync.alpha=2 > $T/e1.log 2>&1
 check "out-of-range value: non-zero exit naming the key" \

@@ -130,7 +130,12 @@ struct ss_config {
     struct { double memory_mb; int min_lookups, profile_batches; } hot_embeddings;
     struct { int rows, staleness; } embedding_cache;
     struct { char *dir; double interval_s; } checkpoint;
-    struct { char *dir; double log_interval_s; int save_model, quiet; } output;
+    struct {
+        char *dir;
+        double log_interval_s;
+        int64_t eval_every;          /* training examples between evals of data.eval; 0: at the end */
+        int save_model, quiet;
+    } output;
 };
 
 /* Loads path (NULL = all defaults), then applies the overrides "section.key=value". */

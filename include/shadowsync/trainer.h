@@ -191,10 +191,12 @@ struct eval_result {
 /* Scores every example of path with the model (forward only); predictions
  * (or NULL) gets a line per data line past the headers: the example's
  * probability, or empty where the line was bad or blank. Data without labels
- * (data.label_col = -1) needs predictions; its figures are NAN. */
+ * (data.label_col = -1) needs predictions; its figures are NAN. cancel (or
+ * NULL) is read before each batch: once set, the eval ends there and
+ * returns 1 (its figures unset). */
 int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *emb,
                  const struct ss_config *c, const char *path, FILE *predictions,
-                 struct eval_result *r, struct ss_err *e);
+                 const int *cancel, struct eval_result *r, struct ss_err *e);
 
 /* `shadowsync train`: the embedded default, job.trainers trainers in this
  * process, each with worker_threads Hogwild workers and a shadow thread;

@@ -170,6 +170,9 @@ static const struct key_desc keys[] = {
 
     STR(output, dir, "runs/latest", "run directory"),
     DBL(output, log_interval_s, "5", 0, 1e6, OPEN_MIN, "seconds between progress lines"),
+    I64(output, eval_every, "0", 0, P62,
+        "training examples between evals of data.eval while the job trains (eval.csv; the "
+        "master scores a copy of trainer 0's model on a thread of its own), 0 = only at the end"),
     BOOL(output, save_model, "true", "save the trained model in the run directory"),
     BOOL(output, quiet, "false", "no progress lines"),
 };

@@ -53,7 +53,7 @@ static void pred_put(struct pred_sink *p, uint64_t upto, const float *prob)
 
 int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *emb,
                  const struct ss_config *c, const char *path, FILE *predictions,
-                 struct eval_result *r, struct ss_err *e)
+                 const int *cancel, struct eval_result *r, struct ss_err *e)
 {
     struct schema s;
     int rc = schema_from_config(&s, c, path, e);
@@ -80,6 +80,10 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
     struct ne_acc acc = {0};
     double psum = 0;
     for (;;) {
+        if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+            rc = 1;
+            break;
+        }
         if ((rc = reader_next(rd, &b, e)) < 0 || b.n == 0)
             break;
         if ((rc = emb->ops->lookup(emb, &b, sc.emb, e)) < 0)

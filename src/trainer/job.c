@@ -45,6 +45,21 @@ struct worker {
 
 struct job;
 
+/* A mid-run eval (output.eval_every; mid_eval_poll). */
+struct mid_eval {
+    int64_t every, next;        /* due once the job has trained next examples */
+    struct ss_config c;         /* the job's, its bad lines not named again */
+    float *w;                   /* the copy of trainer 0's replica it scores */
+    int64_t at;                 /* the job's examples when it was copied */
+    double elapsed;             /* ...and the run's seconds then */
+    pthread_t th;
+    int running;                /* a thread started and not yet joined */
+    int done, cancel;           /* atomic: its eval has ended; end it early */
+    int rc;                     /* its eval's: 0, 1 when cancelled, or < 0 with err */
+    struct eval_result ev;
+    struct ss_err err;
+};
+
 struct trainer {
     struct job *job;
     int id;
@@ -101,7 +116,9 @@ struct job {
     double start, frac0; /* this process's start of training, and the reader's place then */
     FILE *say;           /* notes (NULL: stdout; eval --predictions -: stderr) */
     int halt_noted;      /* a stop (ss_halt_signal) was seen and said */
-    FILE *csv;
+    int64_t seen;        /* the job's examples at the last progress report */
+    struct mid_eval mid; /* the master's evals while the job trains */
+    FILE *csv, *eval_csv;
 };
 
 /* Under j->mu: the worker counts as paused until the trainer goes on. */
@@ -377,6 +394,7 @@ static int progress(struct job *j, int final, int print)
     struct figures f;
     collect(j, &f);
     int all = j->env && j->env->beat ? beat_figures(j, &f, final) : 1;
+    j->seen = f.examples;
     if (!j->is_master || !print)
         return all;
     char gap[32], done[64];
@@ -417,9 +435,10 @@ static int open_run_dir(struct job *j, struct ss_err *e)
     static const char *const stale[] = {"model/tables*.bin", "model/dense.bin",
                                         "model/hot.bin",     "model/hot-rows.bin",
                                         "metrics.json",      "roles.json",
-                                        "placement.txt",     "placement.json"};
+                                        "eval.csv",          "placement.txt",
+                                        "placement.json"};
     int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
-    for (int i = 0; i < (planned ? 6 : 8); i++) {
+    for (int i = 0; i < (planned ? 7 : 9); i++) {
         snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
         glob_t g;
         if (glob(p, 0, NULL, &g) == 0) {
@@ -432,6 +451,13 @@ static int open_run_dir(struct job *j, struct ss_err *e)
     if (!(j->csv = fopen(p, "w")))
         return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
     fprintf(j->csv, "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap,done\n");
+    if (!j->c->data.eval || !*j->c->data.eval)
+        return 0;
+    snprintf(p, sizeof p, "%s/eval.csv", dir);
+    if (!(j->eval_csv = fopen(p, "w")))
+        return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
+    fprintf(j->eval_csv, "examples,elapsed_s,eval_examples,eval_ne,eval_logloss,eval_auc,"
+            "eval_calibration\n");
     return 0;
 }
 
@@ -895,8 +921,21 @@ static void halt_note(struct job *j)
                 j->env ? "" : " (SIGINT or SIGTERM again: at once)");
 }
 
+static void mid_eval_poll(struct job *j, int64_t examples);
+
+/* The job's examples: this process's count, or in a cluster job the sum of
+ * the trainers' last reports. */
+static int64_t job_examples(struct job *j)
+{
+    if (j->env)
+        return j->seen;
+    struct figures f;
+    collect(j, &f);
+    return f.examples;
+}
+
 /* Waits for every worker, printing progress lines and taking checkpoints
- * meanwhile. */
+ * and mid-run evals meanwhile. */
 static void wait_workers(struct job *j)
 {
     double interval = j->c->output.log_interval_s, next = ss_now() + interval;
@@ -924,6 +963,11 @@ static void wait_workers(struct job *j)
             pthread_mutex_lock(&j->mu);
             continue;
         }
+        if (j->mid.every) {
+            pthread_mutex_unlock(&j->mu);
+            mid_eval_poll(j, job_examples(j));
+            pthread_mutex_lock(&j->mu);
+        }
         if (now >= next) {
             pthread_mutex_unlock(&j->mu);
             progress(j, 0, 1);
@@ -941,6 +985,8 @@ static void wait_workers(struct job *j)
             wait = 0.02;
         if (wait > 0.25) /* a stop is seen soon */
             wait = 0.25;
+        if (j->mid.every && wait > 0.02) /* an eval starts near its count */
+            wait = 0.02;
         if (wait < 0)
             wait = 0;
         ts.tv_sec += (time_t)wait;
@@ -979,6 +1025,8 @@ static void wait_other_trainers(struct job *j)
         int due = ss_now() >= next;
         if (progress(j, 1, due))
             return;
+        if (j->mid.every)
+            mid_eval_poll(j, j->seen);
         if (due)
             next += interval * (1 + floor((ss_now() - next) / interval));
         nanosleep(&nap, NULL);
@@ -1222,7 +1270,7 @@ static int des_eval(struct job *j, const float *w, const char *path, FILE *pred,
         if (pthread_create(&th[t], NULL, des_serve_main, cs[t]) != 0)
             abort();
     if (rc == 0 && j->is_master) {
-        rc = trainer_eval(&j->l, w, cs[0], j->c, path, pred, ev, e);
+        rc = trainer_eval(&j->l, w, cs[0], j->c, path, pred, NULL, ev, e);
         struct ss_err fe;
         int frc = emb_des_finish(cs[0], &fe); /* the others end with it */
         if (rc == 0 && frc < 0)
@@ -1241,21 +1289,131 @@ static int des_eval(struct job *j, const float *w, const char *path, FILE *pred,
     return rc;
 }
 
-/* Scores path with the model w (its hot rows, if any, from w too). */
-static int eval_with(struct job *j, const float *w, const char *path, FILE *pred,
-                     struct eval_result *ev, struct ss_err *e)
+static void print_eval_to(FILE *f, const char *what, const struct eval_result *ev)
+{
+    fprintf(f, "%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f\n", what,
+           (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
+}
+
+static void print_eval(const char *what, const struct eval_result *ev)
+{
+    print_eval_to(stdout, what, ev);
+}
+
+/* Scores path with the model w (its hot rows, if any, from w too) under
+ * the config c (j->c, or the mid-run evals' copy); cancel as trainer_eval's. */
+static int eval_with(struct job *j, const struct ss_config *c, const float *w, const char *path,
+                     FILE *pred, const int *cancel, struct eval_result *ev, struct ss_err *e)
 {
     if (j->des)
         return des_eval(j, w, path, pred, ev, e);
     struct emb_client *emb = j->emb;
     if (j->hot) { /* only looks up: the replica is not written */
         struct hot_replica r = {j->hot, (float *)w + j->l.n_params, NULL, OPT_SGD, 0, 0};
-        emb = emb_client_hot(j->emb, 0, &r, j->c->trainer.batch_size, NULL);
+        emb = emb_client_hot(j->emb, 0, &r, c->trainer.batch_size, NULL);
     }
-    int rc = trainer_eval(&j->l, w, emb, j->c, path, pred, ev, e);
+    int rc = trainer_eval(&j->l, w, emb, c, path, pred, cancel, ev, e);
     if (emb != j->emb)
         emb->ops->free(emb);
     return rc;
+}
+
+/* output.eval_every: while the job trains, the master scores data.eval
+ * with a copy of trainer 0's replica each time the job has trained that
+ * many more examples, on a thread of its own, so no worker waits: the
+ * copy is taken as the shadow thread takes its own (a Hogwild read; a GPU
+ * trainer's through its staging transfer), and the eval's lookups read the
+ * tables as the workers write them (the job's own client j->emb, which no
+ * worker of a cluster job uses). One eval at a time: one due while another
+ * runs starts once it has ended. Each is a line and a row of eval.csv,
+ * the end-of-run eval the last. */
+static void *mid_eval_main(void *arg)
+{
+    struct job *j = arg;
+    struct mid_eval *m = &j->mid;
+    m->rc = eval_with(j, &m->c, m->w, j->c->data.eval, NULL, &m->cancel, &m->ev, &m->err);
+    __atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&j->mu);
+    pthread_cond_broadcast(&j->cv); /* the main thread reports it */
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* A row of eval.csv: the examples trained when the model was copied, the
+ * run's seconds then, and the eval's figures. */
+static void eval_row(struct job *j, int64_t at, double elapsed, const struct eval_result *ev)
+{
+    if (!j->eval_csv)
+        return;
+    fprintf(j->eval_csv, "%lld,%.3f,%lld,%.6f,%.6f,%.6f,%.6f\n", (long long)at, elapsed,
+            (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
+    fflush(j->eval_csv);
+}
+
+/* Reports an ended mid-run eval (joined here). */
+static void mid_eval_report(struct job *j)
+{
+    struct mid_eval *m = &j->mid;
+    pthread_join(m->th, NULL);
+    m->running = 0;
+    if (m->rc < 0) {
+        fprintf(stderr, "shadowsync: warning: the eval at %lld examples failed, training goes "
+                "on: %s\n", (long long)m->at, m->err.msg);
+    } else if (m->rc == 0) {
+        char what[64];
+        snprintf(what, sizeof what, "eval (trained %lld)", (long long)m->at);
+        if (!j->c->output.quiet)
+            print_eval(what, &m->ev);
+        fflush(stdout);
+        eval_row(j, m->at, m->elapsed, &m->ev);
+    }
+}
+
+/* The master, from its waits: reports an eval that has ended, and starts
+ * one that is due at `examples` (the job's count). */
+static void mid_eval_poll(struct job *j, int64_t examples)
+{
+    struct mid_eval *m = &j->mid;
+    if (m->running && __atomic_load_n(&m->done, __ATOMIC_ACQUIRE))
+        mid_eval_report(j);
+    if (!m->every || m->running || examples < m->next || ss_halt_signal())
+        return;
+    struct trainer *tr = &j->tr[0];
+    size_t np = j->l.n_params;
+    if (!m->w)
+        m->w = ss_aligned(j->n_sync * sizeof(float));
+    if (tr->gpu) {
+        if (gpu_dense_read(tr->gpu, m->w, NULL, &m->err) < 0) {
+            fprintf(stderr, "shadowsync: warning: no eval at %lld examples: trainer 0's model "
+                    "could not be read from its GPU: %s\n", (long long)examples, m->err.msg);
+            m->next += m->every;
+            return;
+        }
+        memcpy(m->w + np, tr->stage + np, (j->n_sync - np) * sizeof(float));
+    } else {
+        memcpy(m->w, tr->w, j->n_sync * sizeof(float));
+    }
+    m->at = examples;
+    m->elapsed = ss_now() - j->t0;
+    m->next = (examples / m->every + 1) * m->every;
+    m->done = 0;
+    m->running = 1;
+    if (pthread_create(&m->th, NULL, mid_eval_main, j) != 0) {
+        fprintf(stderr, "shadowsync: cannot start the eval thread\n");
+        abort();
+    }
+}
+
+/* The end of training: the eval under way is waited for and reported, or
+ * with cancel ended at once, its figures dropped. */
+static void mid_eval_end(struct job *j, int cancel)
+{
+    struct mid_eval *m = &j->mid;
+    if (!m->running)
+        return;
+    if (cancel)
+        __atomic_store_n(&m->cancel, 1, __ATOMIC_RELAXED);
+    mid_eval_report(j);
 }
 
 /* The embedded tables take the output model's hot rows (and trainer 0's
@@ -1601,17 +1759,6 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
     return 0;
 }
 
-static void print_eval_to(FILE *f, const char *what, const struct eval_result *ev)
-{
-    fprintf(f, "%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f\n", what,
-           (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
-}
-
-static void print_eval(const char *what, const struct eval_result *ev)
-{
-    print_eval_to(stdout, what, ev);
-}
-
 /* Cluster job: the figures of every trainer, summed onto each. */
 static void sum_over_trainers(struct job *j, struct figures *f, struct reader_stats *rs)
 {
@@ -1726,6 +1873,19 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     } else if (!env && (rc = trainer_device(c, !c->output.quiet, 0, &j.gpu_dev, &j.gpu_count, e)) < 0) {
         goto out;
     }
+    if (c->output.eval_every && (!c->data.eval || !*c->data.eval)) {
+        rc = ss_fail(e, SS_EINVAL, "config: output.eval_every = %lld scores data.eval while the "
+                     "job trains, but data.eval is empty: give the eval data, or set "
+                     "output.eval_every = 0", (long long)c->output.eval_every);
+        goto out;
+    }
+    if (c->output.eval_every && c->embedding.placement == EMB_ON_TRAINERS) {
+        rc = ss_fail(e, SS_EINVAL, "config: output.eval_every needs the tables on embedding PSs "
+                     "(embedding.placement = ps): with them on the trainers (DES) every trainer "
+                     "takes part in an eval, which only the end of the run allows; set "
+                     "output.eval_every = 0");
+        goto out;
+    }
     if ((rc = setup_model(&j, e)) < 0)
         goto out;
     if ((rc = schema_from_config(&j.schema, c, c->data.train, e)) < 0 ||
@@ -1743,6 +1903,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     if ((rc = setup_hot(&j, e)) < 0)
         goto out;
+    if (j.is_master && c->output.eval_every) {
+        j.mid.every = c->output.eval_every;
+        j.mid.next = (j.base.examples / j.mid.every + 1) * j.mid.every;
+        j.mid.c = *c;
+        j.mid.c.data.report_bad_lines = 0; /* named by the first */
+    }
     if (c->embedding_cache.rows > 0 && j.is_master && !c->output.quiet) {
         int stride = j.l.dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD);
         printf("# embedding cache: %d rows per worker thread (%.1f MB each), staleness %d\n",
@@ -1828,10 +1994,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         print_cache(&f.cache);
     if (j.des)
         print_des(&f.des);
+    mid_eval_end(&j, ss_halt_signal() != 0);
     if (c->data.eval && *c->data.eval) {
-        if ((rc = eval_with(&j, w, c->data.eval, NULL, &ev, e)) < 0)
+        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, &ev, e)) < 0)
             goto out;
         print_eval("eval", &ev);
+        eval_row(&j, f.examples, f.elapsed, &ev);
     }
     if (c->output.save_model && (rc = save_model(&j, w, e)) < 0)
         goto out;
@@ -1853,9 +2021,13 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         rc = ss_fail(e, SS_EINVAL, "no eval example was read from data.eval = %s: the model "
                      "is saved, but not scored; check its format and columns", c->data.eval);
 out:
+    mid_eval_end(&j, 1);
+    free(j.mid.w);
     free(w);
     if (j.csv)
         fclose(j.csv);
+    if (j.eval_csv)
+        fclose(j.eval_csv);
     free_trainers(&j);
     if (j.reader)
         reader_close(j.reader);
@@ -1965,7 +2137,7 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     snprintf(dense, sizeof dense, "%s/hot.bin", src);
     if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, j.l.pooling, dense, e)) < 0)
         goto out;
-    if ((rc = eval_with(&j, w, c->data.eval, pred, &ev, e)) < 0)
+    if ((rc = eval_with(&j, c, w, c->data.eval, pred, NULL, &ev, e)) < 0)
         goto out;
     if ((rc = close_predictions(pred, predictions, part, 0, e)) < 0) {
         pred = NULL;
