@@ -2,7 +2,8 @@
 # Sanitizer builds on a short job (STYLE.md "Tests"): ASan+UBSan and TSan
 # builds of everything, their unit tests, and a 2 trainers x 2 workers run
 # with MA in the shadow thread and EASGD in foreground mode, and one taking
-# checkpoints every 20 ms (the workers' pause under foreground MA), and the
+# checkpoints every 20 ms (the workers' pause under foreground MA), one
+# scoring data.eval meanwhile (output.eval_every, with hot rows), and the
 # device trainer (trainer.device = cuda) on the CPU simulation of the device
 # library (src/gpu/sim.c) with Adagrad and MA in the shadow thread: its
 # parity test and a 2x2 run; DES (embedding.placement = trainers) with
@@ -33,7 +34,7 @@ for kind in asan tsan; do
     for run in "sync.algo=ma sync.mode=shadow" "sync.algo=easgd sync.mode=foreground" \
                "sync.algo=ma sync.mode=foreground checkpoint.dir=$T/ck checkpoint.interval_s=0.02" \
                "sync.algo=allreduce sync.mode=shadow" \
-               "sync.algo=bmuf sync.mode=shadow hot_embeddings.memory_mb=0.05 checkpoint.dir=$T/ckh checkpoint.interval_s=0.02" \
+               "sync.algo=bmuf sync.mode=shadow hot_embeddings.memory_mb=0.05 checkpoint.dir=$T/ckh checkpoint.interval_s=0.02 output.eval_every=1000" \
                "sync.algo=ma sync.mode=shadow embedding_cache.rows=3000 checkpoint.dir=$T/ckc checkpoint.interval_s=0.02" \
                "sync.algo=ma sync.mode=shadow embedding.placement=trainers checkpoint.dir=$T/ckd checkpoint.interval_s=0.02"; do
         sets=""; for s in $run; do sets="$sets --set $s"; done
@@ -56,11 +57,11 @@ for kind in asan tsan; do
            --set data.eval=$T/d/eval.tsv --set output.dir=$T/run --set output.quiet=true \
            --set job.trainers=2 --set trainer.worker_threads=2 --set trainer.device=cuda \
            --set optim.dense=adagrad --set sync.algo=ma --set hot_embeddings.memory_mb=0.05 \
-           --set checkpoint.dir=$T/ckg --set checkpoint.interval_s=0.02 > $T/run.log 2>&1 \
+           --set checkpoint.dir=$T/ckg --set checkpoint.interval_s=0.02 --set output.eval_every=1000 > $T/run.log 2>&1 \
        && ! grep -qE 'Sanitizer|runtime error' $T/run.log; then
-        echo "PASS $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread, hot rows, checkpoints"
+        echo "PASS $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread, hot rows, checkpoints, mid-run evals"
     else
-        echo "FAIL $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread, hot rows, checkpoints"; head -40 $T/run.log
+        echo "FAIL $kind: 2x2 train on the device (CPU simulation), Adagrad, MA in the shadow thread, hot rows, checkpoints, mid-run evals"; head -40 $T/run.log
     fi
 done
 exit 0

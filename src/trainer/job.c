@@ -1389,9 +1389,9 @@ static void mid_eval_poll(struct job *j, int64_t examples)
             m->next += m->every;
             return;
         }
-        memcpy(m->w + np, tr->stage + np, (j->n_sync - np) * sizeof(float));
+        ss_copy(m->w + np, tr->stage + np, j->n_sync - np); /* Hogwild reads */
     } else {
-        memcpy(m->w, tr->w, j->n_sync * sizeof(float));
+        ss_copy(m->w, tr->w, j->n_sync);
     }
     m->at = examples;
     m->elapsed = ss_now() - j->t0;
