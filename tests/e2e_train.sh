@@ -49,6 +49,15 @@ EV=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/eval.log)
 check "eval of the saved model reproduces the run's eval NE ($EV vs $NE1)" \
     awk -v a="$EV" -v b="$NE1" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }'
 
+# eval's figures come from every core's share of the data: one core gives the same figures
+if command -v taskset > /dev/null && [ "$(nproc)" -gt 1 ]; then
+    taskset -c 0 $BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one/model > $T/eval1.log 2>&1
+    check "eval on 1 core and on $(nproc) threads: the same figures" \
+        sh -c "[ -n \"\$(tail -1 $T/eval.log)\" ] && [ \"\$(tail -1 $T/eval1.log)\" = \"\$(tail -1 $T/eval.log)\" ]"
+else
+    echo "SKIP eval on 1 core against several: skipped: one core here (or no taskset)"
+fi
+
 # eval --predictions: a probability per input line, in order, that gives the reported logloss;
 # unlabeled data (data.label_col = -1) scores the same; bad and blank lines keep their line
 $BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one --predictions $T/pred.txt > $T/pred.log 2>&1

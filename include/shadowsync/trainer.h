@@ -188,14 +188,17 @@ struct eval_result {
     int labeled;                /* 0: unlabeled data, only scored (the figures NAN) */
 };
 
-/* Scores every example of path with the model (forward only); predictions
- * (or NULL) gets a line per data line past the headers: the example's
+/* Scores every example of path with the model (forward only), on threads
+ * threads (the calling one and threads - 1 more), thread t looking up
+ * through emb[t] (one client may be given several times where it takes
+ * concurrent calls). predictions (or NULL: the figures alone) gets a line
+ * per data line past the headers, written by one thread: the example's
  * probability, or empty where the line was bad or blank. Data without labels
  * (data.label_col = -1) needs predictions; its figures are NAN. cancel (or
  * NULL) is read before each batch: once set, the eval ends there and
  * returns 1 (its figures unset). */
-int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *emb,
-                 const struct ss_config *c, const char *path, FILE *predictions,
+int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *const *emb,
+                 int threads, const struct ss_config *c, const char *path, FILE *predictions,
                  const int *cancel, struct eval_result *r, struct ss_err *e);
 
 /* `shadowsync train`: the embedded default, job.trainers trainers in this

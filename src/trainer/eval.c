@@ -1,15 +1,20 @@
 /* Scoring a data set with a model, forward only: eval NE, logloss, AUC and
- * calibration (DESIGN §3, §7). One thread; the probabilities are kept for
- * the AUC (4 bytes + 4 bytes per example). With a predictions file, each
- * example's probability goes there in the input's order, and each data line
- * that gave no example (bad or blank) an empty line, so the file lines up
- * with the data's lines past their headers; data without labels
- * (data.label_col = -1) is only scored into it. */
+ * calibration (DESIGN §3, §7). The figures alone are scored by several
+ * threads, each reading its share of the data (every threads-th example,
+ * as the trainers share data.train) through its own client; the
+ * probabilities are kept for the AUC (4 bytes + 4 bytes per example). With
+ * a predictions file, one thread writes each example's probability there
+ * in the input's order, and each data line that gave no example (bad or
+ * blank) an empty line, so the file lines up with the data's lines past
+ * their headers; data without labels (data.label_col = -1) is only scored
+ * into it. */
 #include "shadowsync/reader.h"
 #include "shadowsync/trainer.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The predictions' lines: the data lines skipped so far (reader_on_skip) as
  * runs of consecutive lines (a file of only bad lines is one run), merged
@@ -51,8 +56,82 @@ static void pred_put(struct pred_sink *p, uint64_t upto, const float *prob)
         fprintf(p->f, "%.6g\n", *prob);
 }
 
-int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *emb,
-                 const struct ss_config *c, const char *path, FILE *predictions,
+/* One thread's share of an eval: its reader, client and figures. */
+struct eval_part {
+    const struct model_layout *l;
+    const float *params;
+    struct emb_client *emb;
+    struct reader *rd;
+    int cap, labeled;
+    struct pred_sink *ps;       /* the predictions (thread 0 of 1 only) */
+    const int *cancel;
+    float *prob, *label;        /* its examples' scores and labels, for the AUC */
+    size_t have;
+    struct ne_acc acc;
+    double psum;
+    int rc;                     /* 0, 1 (cancelled) or < 0 with err */
+    struct ss_err err;
+    pthread_t th;
+};
+
+static void *eval_part_run(void *arg)
+{
+    struct eval_part *p = arg;
+    const struct model_layout *l = p->l;
+    struct batch b;
+    batch_init(&b, p->cap, l->n_dense, l->n_tables);
+    struct model_scratch sc;
+    model_scratch_init(&sc, l, p->cap);
+    size_t room = 1 << 16;
+    p->prob = ss_xmalloc(room * sizeof(float));
+    p->label = ss_xmalloc(room * sizeof(float));
+    int rc = 0;
+    for (;;) {
+        if (p->cancel && __atomic_load_n(p->cancel, __ATOMIC_RELAXED)) {
+            rc = 1;
+            break;
+        }
+        if ((rc = reader_next(p->rd, &b, &p->err)) < 0 || b.n == 0)
+            break;
+        if ((rc = p->emb->ops->lookup(p->emb, &b, sc.emb, &p->err)) < 0)
+            break;
+        model_pool_scale(l, &b, sc.emb);
+        model_forward(l, p->params, &b, &sc);
+        for (int i = 0; p->ps && i < b.n; i++)
+            pred_put(p->ps, b.example_id[i], &sc.prob[i]);
+        if (!p->labeled) {
+            p->have += b.n;
+            continue;
+        }
+        ne_add(&p->acc, sc.prob, b.label, b.n);
+        if (p->have + b.n > room) {
+            room = 2 * (p->have + b.n);
+            float *np = realloc(p->prob, room * sizeof(float));
+            if (np)
+                p->prob = np;
+            float *nl = np ? realloc(p->label, room * sizeof(float)) : NULL;
+            if (nl)
+                p->label = nl;
+            if (!np || !nl) {
+                rc = ss_fail(&p->err, SS_ENOMEM, "eval: out of memory for %zu scores", room);
+                break;
+            }
+        }
+        for (int i = 0; i < b.n; i++) {
+            p->prob[p->have + i] = sc.prob[i];
+            p->label[p->have + i] = b.label[i];
+            p->psum += sc.prob[i];
+        }
+        p->have += b.n;
+    }
+    p->rc = rc;
+    model_scratch_free(&sc);
+    batch_free(&b);
+    return NULL;
+}
+
+int trainer_eval(const struct model_layout *l, const float *params, struct emb_client *const *emb,
+                 int threads, const struct ss_config *c, const char *path, FILE *predictions,
                  const int *cancel, struct eval_result *r, struct ss_err *e)
 {
     struct schema s;
@@ -63,61 +142,60 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
     if (!labeled && !predictions)
         return ss_fail(e, SS_EINVAL, "%s: data.label_col = -1 (no labels): nothing to measure; "
                        "`shadowsync eval --predictions FILE` scores unlabeled data", path);
-    struct reader *rd;
-    rc = reader_open(&rd, path, &s, 0, c->data.report_bad_lines, e);
-    if (rc < 0)
-        return rc;
+    int n = predictions || threads < 1 ? 1 : threads;
     struct pred_sink ps = {predictions, NULL, 0, 0, 0};
-    if (predictions)
-        reader_on_skip(rd, note_skip, &ps);
-    int cap = c->trainer.batch_size < 1024 ? 1024 : c->trainer.batch_size;
-    struct batch b;
-    batch_init(&b, cap, l->n_dense, l->n_tables);
-    struct model_scratch sc;
-    model_scratch_init(&sc, l, cap);
-    size_t have = 0, room = 1 << 16;
-    float *prob = ss_xmalloc(room * sizeof(float)), *label = ss_xmalloc(room * sizeof(float));
+    struct eval_part *parts = ss_xcalloc((size_t)n, sizeof *parts);
+    for (int t = 0; t < n && rc == 0; t++) {
+        struct eval_part *p = &parts[t];
+        *p = (struct eval_part){.l = l, .params = params, .emb = emb[t], .labeled = labeled,
+                                .cap = c->trainer.batch_size < 1024 ? 1024 : c->trainer.batch_size,
+                                .ps = predictions ? &ps : NULL, .cancel = cancel};
+        /* bad lines: each share names the first of its own */
+        rc = reader_open(&p->rd, path, &s, 0, c->data.report_bad_lines, e);
+        if (rc == 0 && n > 1)
+            reader_set_share(p->rd, t, n);
+    }
+    if (rc == 0 && predictions)
+        reader_on_skip(parts[0].rd, note_skip, &ps);
+    for (int t = 1; rc == 0 && t < n; t++)
+        if (pthread_create(&parts[t].th, NULL, eval_part_run, &parts[t]) != 0) {
+            fprintf(stderr, "shadowsync: cannot start eval thread %d\n", t);
+            abort();
+        }
+    if (rc == 0)
+        eval_part_run(&parts[0]);
+    for (int t = 1; rc == 0 && t < n; t++)
+        pthread_join(parts[t].th, NULL);
     struct ne_acc acc = {0};
     double psum = 0;
-    for (;;) {
-        if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
-            rc = 1;
-            break;
-        }
-        if ((rc = reader_next(rd, &b, e)) < 0 || b.n == 0)
-            break;
-        if ((rc = emb->ops->lookup(emb, &b, sc.emb, e)) < 0)
-            break;
-        model_pool_scale(l, &b, sc.emb);
-        model_forward(l, params, &b, &sc);
-        for (int i = 0; predictions && i < b.n; i++)
-            pred_put(&ps, b.example_id[i], &sc.prob[i]);
-        if (!labeled) {
-            have += b.n;
-            continue;
-        }
-        ne_add(&acc, sc.prob, b.label, b.n);
-        if (have + b.n > room) {
-            room = 2 * (have + b.n);
-            prob = realloc(prob, room * sizeof(float));
-            label = realloc(label, room * sizeof(float));
-            if (!prob || !label) {
-                rc = ss_fail(e, SS_ENOMEM, "eval: out of memory for %zu scores", room);
-                break;
-            }
-        }
-        for (int i = 0; i < b.n; i++) {
-            prob[have + i] = sc.prob[i];
-            label[have + i] = b.label[i];
-            psum += sc.prob[i];
-        }
-        have += b.n;
+    size_t have = 0;
+    int failed = -1, cancelled = 0;
+    for (int t = 0; rc == 0 && t < n; t++) {
+        if (parts[t].rc < 0 && failed < 0)
+            failed = t;
+        cancelled |= parts[t].rc > 0;
+        ne_merge(&acc, &parts[t].acc);
+        psum += parts[t].psum;
+        have += parts[t].have;
     }
+    if (rc == 0 && failed >= 0) /* the first share's error, else a cancel */
+        rc = parts[failed].rc, *e = parts[failed].err;
+    else if (rc == 0 && cancelled)
+        rc = 1;
     if (predictions)
         pred_put(&ps, 0, NULL);
     if (rc == 0 && !labeled) {
         *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0};
     } else if (rc == 0) {
+        float *prob = parts[0].prob, *label = parts[0].label;
+        if (n > 1) { /* every share's scores, for the AUC */
+            prob = ss_xmalloc((have ? have : 1) * sizeof(float));
+            label = ss_xmalloc((have ? have : 1) * sizeof(float));
+            for (int t = 0, at = 0; t < n; at += (int)parts[t].have, t++) {
+                memcpy(prob + at, parts[t].prob, parts[t].have * sizeof(float));
+                memcpy(label + at, parts[t].label, parts[t].have * sizeof(float));
+            }
+        }
         r->examples = (int64_t)have;
         r->logloss = ne_logloss(&acc);
         r->ne = ne_value(&acc);
@@ -126,12 +204,16 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         r->mean_p = have ? psum / have : NAN;
         r->calibration = r->ctr > 0 ? r->mean_p / r->ctr : NAN;
         r->labeled = 1;
+        if (n > 1)
+            free(prob), free(label);
     }
+    for (int t = 0; t < n; t++) {
+        free(parts[t].prob);
+        free(parts[t].label);
+        if (parts[t].rd)
+            reader_close(parts[t].rd);
+    }
+    free(parts);
     free(ps.skip);
-    free(prob);
-    free(label);
-    model_scratch_free(&sc);
-    batch_free(&b);
-    reader_close(rd);
     return rc;
 }

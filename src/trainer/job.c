@@ -18,6 +18,7 @@
 #include <glob.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -1270,7 +1271,7 @@ static int des_eval(struct job *j, const float *w, const char *path, FILE *pred,
         if (pthread_create(&th[t], NULL, des_serve_main, cs[t]) != 0)
             abort();
     if (rc == 0 && j->is_master) {
-        rc = trainer_eval(&j->l, w, cs[0], j->c, path, pred, NULL, ev, e);
+        rc = trainer_eval(&j->l, w, cs, 1, j->c, path, pred, NULL, ev, e);
         struct ss_err fe;
         int frc = emb_des_finish(cs[0], &fe); /* the others end with it */
         if (rc == 0 && frc < 0)
@@ -1300,21 +1301,48 @@ static void print_eval(const char *what, const struct eval_result *ev)
     print_eval_to(stdout, what, ev);
 }
 
+/* Threads for an eval with the workers done: the cores this process may
+ * run on (at most 32). */
+static int eval_threads(void)
+{
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n < 1 ? 1 : n > 32 ? 32 : n;
+}
+
 /* Scores path with the model w (its hot rows, if any, from w too) under
- * the config c (j->c, or the mid-run evals' copy); cancel as trainer_eval's. */
+ * the config c (j->c, or the mid-run evals' copy) on threads threads (one
+ * with pred, or with DES); cancel as trainer_eval's. Each thread looks up
+ * through j->emb (in process, it takes concurrent calls) or, in a cluster
+ * job, a client of its own to the embedding PSs. */
 static int eval_with(struct job *j, const struct ss_config *c, const float *w, const char *path,
-                     FILE *pred, const int *cancel, struct eval_result *ev, struct ss_err *e)
+                     FILE *pred, const int *cancel, int threads, struct eval_result *ev,
+                     struct ss_err *e)
 {
     if (j->des)
         return des_eval(j, w, path, pred, ev, e);
-    struct emb_client *emb = j->emb;
-    if (j->hot) { /* only looks up: the replica is not written */
-        struct hot_replica r = {j->hot, (float *)w + j->l.n_params, NULL, OPT_SGD, 0, 0};
-        emb = emb_client_hot(j->emb, 0, &r, c->trainer.batch_size, NULL);
+    int n = pred || threads < 1 ? 1 : threads, rc = 0;
+    struct emb_client **own = ss_xcalloc((size_t)n, sizeof *own);
+    struct emb_client **emb = ss_xcalloc((size_t)n, sizeof *emb);
+    for (int t = 0; t < n; t++) {
+        emb[t] = j->emb;
+        if (t > 0 && j->env && (rc = j->env->make_emb(j->env->arg, &own[t], e)) < 0)
+            break;
+        if (own[t])
+            emb[t] = own[t];
+        if (j->hot) { /* only looks up: the replica is not written */
+            struct hot_replica r = {j->hot, (float *)w + j->l.n_params, NULL, OPT_SGD, 0, 0};
+            emb[t] = emb_client_hot(emb[t], own[t] != NULL, &r, c->trainer.batch_size, NULL);
+            own[t] = emb[t];
+        }
     }
-    int rc = trainer_eval(&j->l, w, emb, c, path, pred, cancel, ev, e);
-    if (emb != j->emb)
-        emb->ops->free(emb);
+    if (rc == 0)
+        rc = trainer_eval(&j->l, w, emb, n, c, path, pred, cancel, ev, e);
+    for (int t = 0; t < n; t++)
+        if (own[t])
+            own[t]->ops->free(own[t]);
+    free(emb);
+    free(own);
     return rc;
 }
 
@@ -1331,7 +1359,7 @@ static void *mid_eval_main(void *arg)
 {
     struct job *j = arg;
     struct mid_eval *m = &j->mid;
-    m->rc = eval_with(j, &m->c, m->w, j->c->data.eval, NULL, &m->cancel, &m->ev, &m->err);
+    m->rc = eval_with(j, &m->c, m->w, j->c->data.eval, NULL, &m->cancel, 1, &m->ev, &m->err);
     __atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&j->mu);
     pthread_cond_broadcast(&j->cv); /* the main thread reports it */
@@ -1996,7 +2024,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         print_des(&f.des);
     mid_eval_end(&j, ss_halt_signal() != 0);
     if (c->data.eval && *c->data.eval) {
-        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, &ev, e)) < 0)
+        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, eval_threads(), &ev, e)) < 0)
             goto out;
         print_eval("eval", &ev);
         eval_row(&j, f.examples, f.elapsed, &ev);
@@ -2137,7 +2165,7 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     snprintf(dense, sizeof dense, "%s/hot.bin", src);
     if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, j.l.pooling, dense, e)) < 0)
         goto out;
-    if ((rc = eval_with(&j, c, w, c->data.eval, pred, NULL, &ev, e)) < 0)
+    if ((rc = eval_with(&j, c, w, c->data.eval, pred, NULL, eval_threads(), &ev, e)) < 0)
         goto out;
     if ((rc = close_predictions(pred, predictions, part, 0, e)) < 0) {
         pred = NULL;
