@@ -84,6 +84,15 @@ sed -n 6,7p $T/d/eval.tsv > $T/holes/b.tsv
 $BIN eval $CFG --set data.eval=$T/holes --model $T/one/model --predictions $T/pred5.txt > $T/pred5.log 2>&1
 EXPECT=$(sed -n 1,3p $T/pred.txt; echo; echo; sed -n 4,5p $T/pred.txt; echo; sed -n 6,7p $T/pred.txt)
 check "a bad or blank line gets an empty line, across files" test "$(cat $T/pred5.txt)" = "$EXPECT" -a "$(wc -l < $T/pred5.txt)" = 10
+# several threads keep their lines for the end, one writes as it goes: the same files
+if command -v taskset > /dev/null && [ "$(nproc)" -gt 1 ]; then
+    taskset -c 0 $BIN eval $CFG --set data.eval=$T/holes --model $T/one/model --predictions $T/pred5b.txt > /dev/null 2>&1
+    taskset -c 0 $BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one/model --predictions $T/predb.txt > /dev/null 2>&1
+    check "--predictions on 1 core (written as it goes) and on $(nproc) threads (kept, then written): the same files" \
+        sh -c "cmp -s $T/pred5.txt $T/pred5b.txt && cmp -s $T/pred.txt $T/predb.txt"
+else
+    echo "SKIP --predictions on 1 core against several: skipped: one core here (or no taskset)"
+fi
 $BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one/model --predictions $T/no/such/dir/p.txt > $T/pred6.log 2>&1
 check "an unwritable --predictions path: status 1 naming it" \
     sh -c "[ $? = 1 ] && grep -q 'predictions $T/no/such/dir/p.txt: cannot write' $T/pred6.log"

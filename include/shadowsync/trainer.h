@@ -192,7 +192,7 @@ struct eval_result {
  * threads (the calling one and threads - 1 more), thread t looking up
  * through emb[t] (one client may be given several times where it takes
  * concurrent calls). predictions (or NULL: the figures alone) gets a line
- * per data line past the headers, written by one thread: the example's
+ * per data line past the headers, in their order: the example's
  * probability, or empty where the line was bad or blank. Data without labels
  * (data.label_col = -1) needs predictions; its figures are NAN. cancel (or
  * NULL) is read before each batch: once set, the eval ends there and

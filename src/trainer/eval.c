@@ -2,12 +2,13 @@
  * calibration (DESIGN §3, §7). The figures alone are scored by several
  * threads, each reading its share of the data (every threads-th example,
  * as the trainers share data.train) through its own client; the
- * probabilities are kept for the AUC (4 bytes + 4 bytes per example). With
- * a predictions file, one thread writes each example's probability there
- * in the input's order, and each data line that gave no example (bad or
- * blank) an empty line, so the file lines up with the data's lines past
- * their headers; data without labels (data.label_col = -1) is only scored
- * into it. */
+ * probabilities are kept for the AUC (4 bytes + 4 bytes per example). A
+ * predictions file gets each example's probability in the input's order,
+ * and each data line that gave no example (bad or blank) an empty line, so
+ * the file lines up with the data's lines past their headers; data without
+ * labels (data.label_col = -1) is only scored into it. One thread writes it
+ * as it goes; several keep their lines' places and scores (16 bytes a line)
+ * and the lines are written in place order at the end. */
 #include "shadowsync/reader.h"
 #include "shadowsync/trainer.h"
 
@@ -56,6 +57,59 @@ static void pred_put(struct pred_sink *p, uint64_t upto, const float *prob)
         fprintf(p->f, "%.6g\n", *prob);
 }
 
+/* A thread's predictions kept for the end (several threads): a data line's
+ * place (example_id's encoding) and its score, or none for a skipped line
+ * (a blank one is seen by every share; a bad one by its owner). */
+struct scored_line {
+    uint64_t at;
+    float p;
+    int good;
+};
+
+struct line_buf {
+    struct scored_line *v;
+    size_t n, cap;
+};
+
+static void line_put(struct line_buf *b, uint64_t at, float p, int good)
+{
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 4096;
+        b->v = ss_xrealloc(b->v, b->cap * sizeof *b->v);
+    }
+    b->v[b->n++] = (struct scored_line){at, p, good};
+}
+
+static void note_skip_kept(void *arg, uint64_t where)
+{
+    line_put(arg, where, 0, 0);
+}
+
+static int by_place(const void *a, const void *b)
+{
+    uint64_t x = ((const struct scored_line *)a)->at, y = ((const struct scored_line *)b)->at;
+    return x < y ? -1 : x > y;
+}
+
+/* The kept lines of every share, in place order, each place once. */
+static void lines_write(FILE *f, struct line_buf *bufs, int n)
+{
+    struct line_buf all = {0};
+    for (int t = 0; t < n; t++)
+        for (size_t i = 0; i < bufs[t].n; i++)
+            line_put(&all, bufs[t].v[i].at, bufs[t].v[i].p, bufs[t].v[i].good);
+    qsort(all.v, all.n, sizeof *all.v, by_place);
+    for (size_t i = 0; i < all.n; i++) {
+        if (i > 0 && all.v[i].at == all.v[i - 1].at)
+            continue;
+        if (all.v[i].good)
+            fprintf(f, "%.6g\n", all.v[i].p);
+        else
+            fputc('\n', f);
+    }
+    free(all.v);
+}
+
 /* One thread's share of an eval: its reader, client and figures. */
 struct eval_part {
     const struct model_layout *l;
@@ -63,7 +117,9 @@ struct eval_part {
     struct emb_client *emb;
     struct reader *rd;
     int cap, labeled;
-    struct pred_sink *ps;       /* the predictions (thread 0 of 1 only) */
+    struct pred_sink *ps;       /* the predictions, written as they come (one thread) */
+    struct line_buf lines;      /* ...or kept for the end (several) */
+    int keep;
     const int *cancel;
     float *prob, *label;        /* its examples' scores and labels, for the AUC */
     size_t have;
@@ -99,6 +155,8 @@ static void *eval_part_run(void *arg)
         model_forward(l, p->params, &b, &sc);
         for (int i = 0; p->ps && i < b.n; i++)
             pred_put(p->ps, b.example_id[i], &sc.prob[i]);
+        for (int i = 0; p->keep && i < b.n; i++)
+            line_put(&p->lines, b.example_id[i], sc.prob[i], 1);
         if (!p->labeled) {
             p->have += b.n;
             continue;
@@ -142,21 +200,24 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
     if (!labeled && !predictions)
         return ss_fail(e, SS_EINVAL, "%s: data.label_col = -1 (no labels): nothing to measure; "
                        "`shadowsync eval --predictions FILE` scores unlabeled data", path);
-    int n = predictions || threads < 1 ? 1 : threads;
+    int n = threads < 1 ? 1 : threads;
     struct pred_sink ps = {predictions, NULL, 0, 0, 0};
     struct eval_part *parts = ss_xcalloc((size_t)n, sizeof *parts);
     for (int t = 0; t < n && rc == 0; t++) {
         struct eval_part *p = &parts[t];
         *p = (struct eval_part){.l = l, .params = params, .emb = emb[t], .labeled = labeled,
                                 .cap = c->trainer.batch_size < 1024 ? 1024 : c->trainer.batch_size,
-                                .ps = predictions ? &ps : NULL, .cancel = cancel};
+                                .ps = predictions && n == 1 ? &ps : NULL,
+                                .keep = predictions && n > 1, .cancel = cancel};
         /* bad lines: each share names the first of its own */
         rc = reader_open(&p->rd, path, &s, 0, c->data.report_bad_lines, e);
         if (rc == 0 && n > 1)
             reader_set_share(p->rd, t, n);
     }
-    if (rc == 0 && predictions)
+    if (rc == 0 && predictions && n == 1)
         reader_on_skip(parts[0].rd, note_skip, &ps);
+    for (int t = 0; rc == 0 && predictions && n > 1 && t < n; t++)
+        reader_on_skip(parts[t].rd, note_skip_kept, &parts[t].lines);
     for (int t = 1; rc == 0 && t < n; t++)
         if (pthread_create(&parts[t].th, NULL, eval_part_run, &parts[t]) != 0) {
             fprintf(stderr, "shadowsync: cannot start eval thread %d\n", t);
@@ -182,8 +243,13 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         rc = parts[failed].rc, *e = parts[failed].err;
     else if (rc == 0 && cancelled)
         rc = 1;
-    if (predictions)
+    if (predictions && n == 1)
         pred_put(&ps, 0, NULL);
+    struct line_buf *kept = ss_xcalloc((size_t)n, sizeof *kept);
+    for (int t = 0; t < n; t++)
+        kept[t] = parts[t].lines;
+    if (rc == 0 && predictions && n > 1)
+        lines_write(predictions, kept, n);
     if (rc == 0 && !labeled) {
         *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0};
     } else if (rc == 0) {
@@ -208,11 +274,13 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
             free(prob), free(label);
     }
     for (int t = 0; t < n; t++) {
+        free(kept[t].v);
         free(parts[t].prob);
         free(parts[t].label);
         if (parts[t].rd)
             reader_close(parts[t].rd);
     }
+    free(kept);
     free(parts);
     free(ps.skip);
     return rc;

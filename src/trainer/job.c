@@ -1312,7 +1312,7 @@ static int eval_threads(void)
 
 /* Scores path with the model w (its hot rows, if any, from w too) under
  * the config c (j->c, or the mid-run evals' copy) on threads threads (one
- * with pred, or with DES); cancel as trainer_eval's. Each thread looks up
+ * with DES); cancel as trainer_eval's. Each thread looks up
  * through j->emb (in process, it takes concurrent calls) or, in a cluster
  * job, a client of its own to the embedding PSs. */
 static int eval_with(struct job *j, const struct ss_config *c, const float *w, const char *path,
@@ -1321,7 +1321,7 @@ static int eval_with(struct job *j, const struct ss_config *c, const float *w, c
 {
     if (j->des)
         return des_eval(j, w, path, pred, ev, e);
-    int n = pred || threads < 1 ? 1 : threads, rc = 0;
+    int n = threads < 1 ? 1 : threads, rc = 0;
     struct emb_client **own = ss_xcalloc((size_t)n, sizeof *own);
     struct emb_client **emb = ss_xcalloc((size_t)n, sizeof *emb);
     for (int t = 0; t < n; t++) {
