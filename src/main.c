@@ -336,6 +336,7 @@ static int cmd_train(int argc, char **argv)
     }
     if (!a.config)
         return bad_usage("train needs a CONFIG file");
+    ss_halt_block(); /* before any thread (MPI_Init's too): a SIGUSR1 waits for its taker */
     struct ss_config c;
     if ((rc = load_config(&c, &a)))
         return rc;

@@ -69,6 +69,17 @@ check "after SIGTERM, --resume: the uninterrupted run's eval NE ($(json eval_ne 
 FIRST=$(grep '^\[ *[0-9.]*s\]' $T/stop2.log | head -1)
 check "after SIGTERM, --resume: done% goes on from where the data was left ($FIRST)" \
     sh -c "echo '$FIRST' | awk -v n=$N '{ for (i = 1; i < NF; i++) { if (\$i == \"examples\") e = \$(i + 1); if (\$i == \"done\") d = \$(i + 1) + 0 } } END { exit !(e > 0 && d - 100 * e / n < 5 && 100 * e / n - d < 5) }'"
+# a stop once the training has ended (here in the final eval) stops nothing: status 0,
+# no stopped_by, the eval whole
+$BIN gen --out $T/ev --examples 1000 --eval-examples 300000 --seed 6 --config configs/tiny.ini > /dev/null 2>&1
+train late data.eval=$T/ev/eval.tsv data.max_examples=20000 > $T/late.log 2>&1 &
+bg=$!
+for i in $(seq 1 400); do grep -q '^train:' $T/late.log && break; sleep 0.01; done
+kill -TERM $(pid_of late) 2> /dev/null
+wait $bg
+rc=$?
+check "SIGTERM after the training (in the final eval): status 0 ($rc), no stopped_by, every eval example" \
+    sh -c "[ $rc = 0 ] && grep -q '^train:' $T/late.log && ! grep -q stopped_by $T/late/metrics.json && [ '$(json eval_examples $T/late/metrics.json)' = 300000 ]"
 # a second SIGINT or SIGTERM ends it at once: nothing written at its end
 train stop2 trainer.worker_threads=1 > $T/stop3.log 2>&1 &
 bg=$!

@@ -218,6 +218,25 @@ rc=$?
 check "after SIGUSR1, --resume: exits 0, every example once ($(json examples $T/usr1b/metrics.json) of 400000)" \
     sh -c "[ $rc = 0 ] && [ $(json examples $T/usr1b/metrics.json) = 400000 ]"
 
+# SIGUSR1 over and over to every rank once the training has ended (the master's final eval
+# over its connections to the PS): no call fails for it (the signals wait for a thread of
+# their own, so none interrupts a socket's recv), and the job ends as it would, status 0
+$BIN gen --out $T/ev --examples 1000 --eval-examples 300000 --seed 6 --config configs/tiny.ini > /dev/null 2>&1
+timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
+    --set job.sync_ps=1 --set sync.algo=ma --set job.bind=127.0.0.1 --set trainer.worker_threads=1 \
+    --set data.train=$T/d/train.tsv --set data.max_examples=20000 --set data.eval=$T/ev/eval.tsv \
+    --set output.dir=$T/usr1late > $T/usr1late.log 2>&1 &
+bg=$!
+for i in $(seq 1 1000); do grep -q '^train:' $T/usr1late.log && break; sleep 0.01; done
+sent=0
+while pids=$(pgrep -f "^$BIN train .*output.dir=$T/usr1late\$"); do
+    kill -USR1 $pids 2> /dev/null && sent=$((sent + 1)); sleep 0.005
+done
+wait $bg
+rc=$?
+check "SIGUSR1 to every rank $sent times in the final eval: status 0 ($rc), no failed call, no stopped_by, every eval example" \
+    sh -c "[ $rc = 0 ] && [ $sent -gt 10 ] && ! grep -q 'Interrupted system call' $T/usr1late.log && ! grep -q stopped_by $T/usr1late/metrics.json && [ '$(json eval_examples $T/usr1late/metrics.json)' = 300000 ]"
+
 # the same through tools/submit --slurm's script, Slurm's USR1 to the batch shell played by
 # hand (a host file in place of Slurm's allocation): its trap passes it to mpirun
 tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=2 --set job.embedding_ps=1 \

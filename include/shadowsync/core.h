@@ -47,8 +47,19 @@ int ss_cpu_has_avx512(void);           /* F, BW, DQ and VL: what OpenBLAS's Skyl
  * SIGINT and SIGTERM) only marks the process halted, and a second SIGINT
  * or SIGTERM ends it at once; the trainers poll ss_halt_signal (the first
  * signal, -1 when a peer's stop was passed on by ss_halt_request, 0 none)
- * and end their training as if the data had ended. */
+ * and end their training as if the data had ended. The signals are
+ * blocked in the threads the process makes and taken by a thread of their
+ * own (sigwait), so none interrupts a call on a socket with a timeout,
+ * which Linux does not restart (an RPC would fail with EINTR):
+ * ss_halt_block, before any thread starts (MPI_Init's included), blocks
+ * SIGUSR1 (held until ss_halt_on_signals takes it); ss_halt_on_signals
+ * blocks the rest in the calling thread and starts the taker.
+ * ss_halt_freeze, once the training has ended, fixes what ss_halt_signal
+ * says from then on: a signal after it stops nothing (a second SIGINT or
+ * SIGTERM still ends the process at once). */
+void ss_halt_block(void);
 void ss_halt_on_signals(int all);
+void ss_halt_freeze(void);
 int ss_halt_signal(void);
 void ss_halt_request(void);
 const char *ss_halt_name(void);  /* "SIGTERM", ...; NULL when not halted */

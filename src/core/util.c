@@ -3,6 +3,7 @@
 #include "shadowsync/core.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <errno.h>
@@ -161,15 +162,51 @@ int ss_mkdir_p(const char *dir, struct ss_err *e)
 /* ---- a graceful stop on a signal (ss_halt_*) -------------------------- */
 static int halt_sig; /* the first signal taken, or -1: a peer's stop (atomic: lock-free,
                       * so the handler may set it) */
+static int halt_frozen = -2; /* ss_halt_freeze's value of halt_sig; -2: not frozen */
+static sigset_t halt_set;    /* the signals the taker waits for */
 
-static void on_halt_signal(int sig)
+/* Marks the stop; returns 1 when it was the first (a second SIGINT or
+ * SIGTERM then ends the process at once). */
+static int halt_mark(int sig)
 {
     int none = 0;
-    if (__atomic_compare_exchange_n(&halt_sig, &none, sig, 0, __ATOMIC_SEQ_CST,
-                                    __ATOMIC_SEQ_CST) || sig == SIGUSR1)
+    return __atomic_compare_exchange_n(&halt_sig, &none, sig, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST) || sig == SIGUSR1;
+}
+
+/* A thread made before the signals were blocked (a library's) may still
+ * take one. */
+static void on_halt_signal(int sig)
+{
+    if (halt_mark(sig))
         return;
-    signal(sig, SIG_DFL); /* a second SIGINT or SIGTERM ends it at once */
-    raise(sig);
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered once the handler returns */
+}
+
+static void *halt_taker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int sig;
+        if (sigwait(&halt_set, &sig) != 0 || halt_mark(sig))
+            continue;
+        signal(sig, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        raise(sig);
+        pthread_sigmask(SIG_UNBLOCK, &one, NULL); /* the default action: the end */
+    }
+    return NULL;
+}
+
+void ss_halt_block(void)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &s, NULL);
 }
 
 void ss_halt_on_signals(int all)
@@ -179,16 +216,34 @@ void ss_halt_on_signals(int all)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sa.sa_handler = on_halt_signal;
+    sigemptyset(&halt_set);
+    sigaddset(&halt_set, SIGUSR1);
     sigaction(SIGUSR1, &sa, NULL);
     if (all) {
+        sigaddset(&halt_set, SIGINT);
+        sigaddset(&halt_set, SIGTERM);
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
     }
+    pthread_sigmask(SIG_BLOCK, &halt_set, NULL); /* and in every thread made from here */
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, halt_taker, NULL) != 0)
+        pthread_sigmask(SIG_UNBLOCK, &halt_set, NULL); /* the handler takes them here */
+    pthread_attr_destroy(&at);
+}
+
+void ss_halt_freeze(void)
+{
+    __atomic_store_n(&halt_frozen, __atomic_load_n(&halt_sig, __ATOMIC_SEQ_CST), __ATOMIC_SEQ_CST);
 }
 
 int ss_halt_signal(void)
 {
-    return __atomic_load_n(&halt_sig, __ATOMIC_RELAXED);
+    int f = __atomic_load_n(&halt_frozen, __ATOMIC_RELAXED);
+    return f != -2 ? f : __atomic_load_n(&halt_sig, __ATOMIC_RELAXED);
 }
 
 void ss_halt_request(void)

@@ -145,7 +145,9 @@ int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
     pthread_mutex_lock(&f->mu);
     while (f->count == 0 && !f->done && !f->pause && !(f->halt && !f->pulling))
         pthread_cond_wait(&f->not_empty, &f->mu);
-    if (f->count == 0 && f->halt && !f->pulling) { /* halted: its data ends here */
+    /* halted: its data ends here, unless the last pull failed (its batch
+     * would be lost: the reader has moved past it) */
+    if (f->count == 0 && f->halt && !f->pulling && !(f->done && f->rc < 0)) {
         pthread_mutex_unlock(&f->mu);
         b->n = 0;
         return 0;

@@ -1956,6 +1956,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     }
     wait_workers(&j);
     wait_other_trainers(&j);
+    ss_halt_freeze(); /* the training has ended: a signal from here on stops nothing */
     rc = finish_trainers(&j, e);
     struct ss_err rbe = {0};
     if (read_back(&j, &rbe) < 0 && rc == 0) /* the model and final checkpoint read w */
@@ -2009,6 +2010,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
            "sync_gap %s  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, gap_text(f.sync_gap, 0, gap), (long long)rs.bad_lines);
+    fflush(stdout); /* seen before the eval, which may take a while */
     int64_t read = rs.bad_lines + f.examples - (j.resumed_from[0] ? j.base.examples : 0);
     if (rs.bad_lines * 100 > read) /* over 1 % of this run's lines: a file not meant, a layout */
         fprintf(stderr, "shadowsync: warning: %lld of the %lld lines read from data.train = %s "
