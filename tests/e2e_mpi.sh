@@ -254,6 +254,13 @@ rc=$?
 check "tools/submit --slurm's script passes SIGUSR1 on: the job stops, status 75 ($rc), its model saved" \
     sh -c "[ $rc = 75 ] && grep -q '^#SBATCH --signal=B:USR1@120' $T/job.sbatch && grep -q '^shadowsync: stopped (SIGUSR1) after [0-9]* examples; no checkpoint.dir' $T/sbatch.log && [ $(json examples $T/sbatch/metrics.json) -lt 400000 ] && [ -s $T/sbatch/model/dense.bin ]"
 
+tools/submit configs/tiny.ini --slurm --dry-run --signal-lead 900 > $T/lead.txt 2>&1
+check "tools/submit --slurm --signal-lead 900: the script asks for SIGUSR1 15 minutes ahead" \
+    grep -q '^#SBATCH --signal=B:USR1@900$' $T/lead.txt
+tools/submit configs/tiny.ini --slurm --dry-run --signal-lead 0 > $T/lead0.txt 2>&1
+check "tools/submit --signal-lead 0: refused (status 2), naming the range" \
+    sh -c "[ $? = 2 ] && grep -q 'signal-lead 0: seconds from 1 to 65535' $T/lead0.txt"
+
 $MPIRUN -np 3 $BUILD/tests/mpi_collective 2>&1 | grep -E '^(PASS|FAIL)'
 
 # the job's end with a rank stalled before MPI_Finalize, which waits for

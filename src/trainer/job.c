@@ -377,7 +377,7 @@ static const char *done_text(struct job *j, double f, int csv, char buf[64])
         return buf;
     }
     int n = snprintf(buf, 64, "  done %.1f%%", 100 * f);
-    if (j->frac0 >= 0 && f > j->frac0 && f < 1 && t > 0) {
+    if (j->frac0 >= 0 && f > j->frac0 && f < 1 && t > 0 && !ss_halt_signal()) { /* stopped: none */
         double left = t * (1 - f) / (f - j->frac0);
         long s = left < 3.6e7 ? (long)(left + 0.5) : 36000000L;
         if (s >= 3600)
