@@ -69,6 +69,15 @@ check "after SIGTERM, --resume: the uninterrupted run's eval NE ($(json eval_ne 
 FIRST=$(grep '^\[ *[0-9.]*s\]' $T/stop2.log | head -1)
 check "after SIGTERM, --resume: done% goes on from where the data was left ($FIRST)" \
     sh -c "echo '$FIRST' | awk -v n=$N '{ for (i = 1; i < NF; i++) { if (\$i == \"examples\") e = \$(i + 1); if (\$i == \"done\") d = \$(i + 1) + 0 } } END { exit !(e > 0 && d - 100 * e / n < 5 && 100 * e / n - d < 5) }'"
+# SIGUSR1 stops the embedded default too
+train usr1 trainer.worker_threads=1 > $T/usr1.log 2>&1 &
+bg=$!
+first_line $T/usr1.log
+kill -USR1 $(pid_of usr1)
+wait $bg
+rc=$?
+check "SIGUSR1 (embedded): status 75 ($rc), stopped_by SIGUSR1, short of the data ($(json examples $T/usr1/metrics.json) of $N)" \
+    sh -c "[ $rc = 75 ] && grep -q '\"stopped_by\": \"SIGUSR1\"' $T/usr1/metrics.json && [ $(json examples $T/usr1/metrics.json) -lt $N ]"
 # a stop once the training has ended (here in the final eval) stops nothing: status 0,
 # no stopped_by, the eval whole
 $BIN gen --out $T/ev --examples 1000 --eval-examples 300000 --seed 6 --config configs/tiny.ini > /dev/null 2>&1
