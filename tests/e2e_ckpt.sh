@@ -27,18 +27,26 @@ wait_ckpt() { for i in $(seq 1 200); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null |
 train full trainer.worker_threads=1 > $T/full.log 2>&1
 REF=$(json eval_ne $T/full/metrics.json)
 
-(train run trainer.worker_threads=1 checkpoint.dir=$T/ck checkpoint.interval_s=0.3 > $T/run1.log 2>&1 &)
+(train run trainer.worker_threads=1 checkpoint.dir=$T/ck checkpoint.interval_s=0.3 output.log_interval_s=0.1 > $T/run1.log 2>&1 &)
 wait_ckpt $T/ck
 sleep 0.4
 pkill -9 -f "output.dir=$T/run" ; sleep 0.3
 check "a run killed with kill -9 left a complete checkpoint" sh -c "ls $T/ck | grep -q '^ckpt-0000[0-9][0-9]$'"
 check "the killed run had not finished" sh -c "! [ -f $T/run/metrics.json ]"
+tail -n +2 $T/run/progress.csv > $T/run-killed.csv
 EXTRA=--resume train run trainer.worker_threads=1 checkpoint.dir=$T/ck checkpoint.interval_s=0.3 > $T/run2.log 2>&1
 rc=$?
 M=$T/run/metrics.json
 check "resume: exits 0" test $rc = 0
 check "resume: names the checkpoint and 0 batches in flight" grep -q "resuming from $T/ck/ckpt-[0-9]*: [1-9][0-9]* examples done, 0 batches in flight" $T/run2.log
 check "resume: every example trained exactly once over the kill ($(json examples $M) of $N)" test "$(json examples $M)" = $N
+# progress.csv goes on from the checkpoint: the killed run's rows up to it kept, those past it
+# (trained, then lost with the kill) dropped
+X=$(sed -n 's/^# resuming from .*: \([0-9]*\) examples done.*/\1/p' $T/run2.log)
+awk -F, -v x="$X" '$2 <= x' $T/run-killed.csv > $T/run-kept.csv
+awk -F, -v x="$X" '$2 > x' $T/run-killed.csv > $T/run-lost.csv
+check "resume: progress.csv keeps the killed run's $(wc -l < $T/run-kept.csv) rows up to the checkpoint ($X), drops its $(wc -l < $T/run-lost.csv) past it" \
+    sh -c "[ -n '$X' ] && [ -s $T/run-kept.csv ] && [ \"\$(sed -n 2,$(($(wc -l < $T/run-kept.csv) + 1))p $T/run/progress.csv)\" = \"\$(cat $T/run-kept.csv)\" ] && ! grep -qxFf $T/run-lost.csv $T/run/progress.csv"
 NE=$(json eval_ne $M)
 check "resume: the uninterrupted run's eval NE ($NE vs $REF, one worker: bit for bit)" near "$NE" "$REF" 0.000001
 check "resume: metrics.json names the checkpoint it resumed from" grep -q '"resumed_from": ' $M
@@ -61,8 +69,16 @@ check "SIGTERM: the run stops with status 75, saying how to resume ($rc)" \
     sh -c "[ $rc = 75 ] && grep -q 'stopping (SIGTERM): the workers end at their next batch' $T/stop1.log && grep -q '^shadowsync: stopped (SIGTERM) after [0-9]* examples: .*--resume. continues from checkpoint.dir = $T/ckstop' $T/stop1.log"
 check "SIGTERM: metrics.json names it, short of the data ($(json examples $M) of $N), the model and eval there" \
     sh -c "grep -q '\"stopped_by\": \"SIGTERM\"' $M && [ $(json examples $M) -gt 0 ] && [ $(json examples $M) -lt $N ] && [ -s $T/stop/model/dense.bin ] && [ $(json eval_examples $M) = 5000 ]"
+STOPPED=$(json examples $M)
+grep '^[0-9.]*,[0-9]*,' $T/stop/progress.csv > $T/stop-rows1.csv
 EXTRA=--resume train stop trainer.worker_threads=1 checkpoint.dir=$T/ckstop > $T/stop2.log 2>&1
 rc=$?
+check "after SIGTERM, --resume: eval.csv goes on from the stopped run's row ($STOPPED, then $N)" \
+    sh -c "[ \"\$(cut -d, -f1 $T/stop/eval.csv | tr '\n' ' ')\" = 'examples $STOPPED $N ' ]"
+K=$(wc -l < $T/stop-rows1.csv)
+sed -n "2,$((K + 1))p" $T/stop/progress.csv > $T/stop-rows2.csv
+check "...and progress.csv keeps the stopped run's $K rows, then its own, the examples rising" \
+    sh -c "[ $K -gt 0 ] && cmp -s $T/stop-rows1.csv $T/stop-rows2.csv && [ \$(wc -l < $T/stop/progress.csv) -gt $((K + 1)) ] && awk -F, 'NR > 1 { if (\$2 < last) bad = 1; last = \$2 } END { exit bad }' $T/stop/progress.csv"
 check "after SIGTERM, --resume: exits 0, every example once ($(json examples $M) of $N), no stopped_by" \
     sh -c "[ $rc = 0 ] && [ $(json examples $M) = $N ] && ! grep -q stopped_by $M"
 check "after SIGTERM, --resume: the uninterrupted run's eval NE ($(json eval_ne $M) vs $REF)" near "$(json eval_ne $M)" "$REF" 0.000001

@@ -436,10 +436,9 @@ static int open_run_dir(struct job *j, struct ss_err *e)
     static const char *const stale[] = {"model/tables*.bin", "model/dense.bin",
                                         "model/hot.bin",     "model/hot-rows.bin",
                                         "metrics.json",      "roles.json",
-                                        "eval.csv",          "placement.txt",
-                                        "placement.json"};
+                                        "placement.txt",     "placement.json"};
     int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
-    for (int i = 0; i < (planned ? 7 : 9); i++) {
+    for (int i = 0; i < (planned ? 6 : 8); i++) {
         snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
         glob_t g;
         if (glob(p, 0, NULL, &g) == 0) {
@@ -448,18 +447,74 @@ static int open_run_dir(struct job *j, struct ss_err *e)
             globfree(&g);
         }
     }
-    snprintf(p, sizeof p, "%s/progress.csv", dir);
-    if (!(j->csv = fopen(p, "w")))
-        return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
-    fprintf(j->csv, "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap,done\n");
-    if (!j->c->data.eval || !*j->c->data.eval)
-        return 0;
-    snprintf(p, sizeof p, "%s/eval.csv", dir);
-    if (!(j->eval_csv = fopen(p, "w")))
-        return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
-    fprintf(j->eval_csv, "examples,elapsed_s,eval_examples,eval_ne,eval_logloss,eval_auc,"
-            "eval_calibration\n");
     return 0;
+}
+
+/* dir/name for the run's rows under header. A resumed run's file goes on
+ * from the checkpoint: the earlier run's rows up to its examples (column
+ * col) are kept, those past it (trained after it, then lost) dropped. */
+static FILE *csv_open(const char *dir, const char *name, const char *header, int col,
+                      int64_t upto, struct ss_err *e)
+{
+    char p[4200], *line = NULL;
+    size_t cap = 0, n = 0, room = 0;
+    char **keep = NULL;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *old = upto >= 0 ? fopen(p, "r") : NULL;
+    for (int first = 1; old && getline(&line, &cap, old) > 0; first = 0) {
+        if (first && strcmp(line, header)) /* another layout: none kept */
+            break;
+        const char *f = line;
+        for (int k = 0; k < col && f; k++)
+            if ((f = strchr(f, ',')))
+                f++;
+        if (first || !f || strtoll(f, NULL, 10) > upto || !strchr(line, '\n'))
+            continue;
+        if (n == room)
+            keep = ss_xrealloc(keep, (room = room ? 2 * room : 64) * sizeof *keep);
+        keep[n] = ss_xmalloc(strlen(line) + 1);
+        strcpy(keep[n++], line);
+    }
+    free(line);
+    if (old)
+        fclose(old);
+    FILE *out = fopen(p, "w");
+    if (!out)
+        ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
+    else
+        fputs(header, out);
+    for (size_t i = 0; i < n; i++) {
+        if (out)
+            fputs(keep[i], out);
+        free(keep[i]);
+    }
+    free(keep);
+    if (out)
+        fflush(out);
+    return out;
+}
+
+/* progress.csv, and eval.csv when there is eval data (after a resume's
+ * checkpoint is loaded: j->base). */
+static int open_csvs(struct job *j, struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    int64_t upto = j->resumed_from[0] ? j->base.examples : -1;
+    j->csv = csv_open(c->output.dir, "progress.csv",
+                      "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap,done\n", 1, upto, e);
+    if (!j->csv)
+        return SS_EIO;
+    if (!c->data.eval || !*c->data.eval) { /* an earlier run's rows are not this one's */
+        char p[4200];
+        snprintf(p, sizeof p, "%s/eval.csv", c->output.dir);
+        if (upto < 0)
+            unlink(p);
+        return 0;
+    }
+    j->eval_csv = csv_open(c->output.dir, "eval.csv",
+                           "examples,elapsed_s,eval_examples,eval_ne,eval_logloss,eval_auc,"
+                           "eval_calibration\n", 0, upto, e);
+    return j->eval_csv ? 0 : SS_EIO;
 }
 
 /* embedding.placement = trainers: the plan over the trainers (the cluster
@@ -1928,6 +1983,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (env && !env->feed)
         reader_set_share(j.reader, env->index, env->count);
     if ((resume || (env && env->resume_from)) && (rc = load_checkpoint(&j, e)) < 0)
+        goto out;
+    if (j.is_master && (rc = open_csvs(&j, e)) < 0)
         goto out;
     if ((rc = setup_hot(&j, e)) < 0)
         goto out;
