@@ -237,6 +237,29 @@ rc=$?
 check "SIGUSR1 to every rank $sent times in the final eval: status 0 ($rc), no failed call, no stopped_by, every eval example" \
     sh -c "[ $rc = 0 ] && [ $sent -gt 10 ] && ! grep -q 'Interrupted system call' $T/usr1late.log && ! grep -q stopped_by $T/usr1late/metrics.json && [ '$(json eval_examples $T/usr1late/metrics.json)' = 300000 ]"
 
+# a SIGUSR1 that comes while the ranks start (MPI_Init, the plan) waits for its taker, and
+# a thread made before it was blocked (OpenBLAS's) only marks it: no rank dies of it
+timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
+    --set job.sync_ps=1 --set sync.algo=ma --set job.bind=127.0.0.1 --set trainer.worker_threads=1 \
+    --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/usr1early > $T/usr1early.log 2>&1 &
+bg=$!
+blocked=0
+for i in $(seq 1 500); do # each rank once its main thread blocks SIGUSR1 (bit 10 of SigBlk)
+    pids=$(pgrep -f "^$BIN train .*output.dir=$T/usr1early\$")
+    blocked=0
+    for p in $pids; do
+        m=$(awk '/^SigBlk/ { print $2 }' /proc/$p/status 2> /dev/null)
+        [ -n "$m" ] && [ $(( 0x$m & 512 )) != 0 ] && blocked=$((blocked + 1))
+    done
+    [ "$blocked" = 4 ] && break
+    sleep 0.005
+done
+kill -USR1 $pids 2> /dev/null
+wait $bg
+rc=$?
+check "SIGUSR1 to every rank as it starts ($blocked of 4 blocking it): none dies of it, the job stops (status $rc)" \
+    sh -c "[ $blocked = 4 ] && [ $rc = 75 -o $rc = 1 ] && grep -q 'stopped (SIGUSR1)' $T/usr1early.log && ! grep -qi 'signal 10\|User defined signal' $T/usr1early.log"
+
 # the same through tools/submit --slurm's script, Slurm's USR1 to the batch shell played by
 # hand (a host file in place of Slurm's allocation): its trap passes it to mpirun
 tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=2 --set job.embedding_ps=1 \

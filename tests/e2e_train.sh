@@ -91,6 +91,11 @@ $BIN eval $CFG --set data.eval=$T/evshards --model $T/one/model --predictions $T
 $BIN eval $CFG --set data.eval=$T/headed.tsv --set data.header=1 --model $T/one/model --predictions $T/pred8.txt > /dev/null 2>&1
 check "--predictions of binary shards, and of the text with a header line: the text's lines" \
     sh -c "cmp -s $T/pred.txt $T/pred7.txt && cmp -s $T/pred.txt $T/pred8.txt"
+# data.report_bad_lines counts over all the eval's threads together
+(for i in $(seq 1 20); do echo "bad line $i"; sed -n ${i}p $T/d/eval.tsv; done) > $T/bad20.tsv
+$BIN eval $CFG --set data.eval=$T/bad20.tsv --model $T/one/model > $T/bad20.log 2>&1
+check "eval of data with 20 bad lines names data.report_bad_lines = 5 of them, on any thread count" \
+    test "$(grep -c "^$T/bad20.tsv:[0-9]*: " $T/bad20.log)" = 5
 # several threads keep their lines for the end, one writes as it goes: the same files
 if command -v taskset > /dev/null && [ "$(nproc)" -gt 1 ]; then
     taskset -c 0 $BIN eval $CFG --set data.eval=$T/holes --model $T/one/model --predictions $T/pred5b.txt > /dev/null 2>&1

@@ -184,13 +184,26 @@ static void on_halt_signal(int sig)
     raise(sig); /* delivered once the handler returns */
 }
 
+static const char *sig_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGUSR1";
+}
+
 static void *halt_taker(void *arg)
 {
     (void)arg;
+    int said = 0;
     for (;;) {
         int sig;
-        if (sigwait(&halt_set, &sig) != 0 || halt_mark(sig))
+        if (sigwait(&halt_set, &sig) != 0)
             continue;
+        if (halt_mark(sig)) { /* a thread of its own: it may say that it stops nothing */
+            if (!said && __atomic_load_n(&halt_frozen, __ATOMIC_SEQ_CST) == 0)
+                fprintf(stderr, "# %s after the training had ended: the run goes on to its "
+                        "end%s\n", sig_name(sig), sig == SIGUSR1 ? "" : " (a second one: at once)");
+            said |= __atomic_load_n(&halt_frozen, __ATOMIC_SEQ_CST) == 0;
+            continue;
+        }
         signal(sig, SIG_DFL);
         sigset_t one;
         sigemptyset(&one);
@@ -203,6 +216,12 @@ static void *halt_taker(void *arg)
 
 void ss_halt_block(void)
 {
+    struct sigaction sa; /* a thread made before (OpenBLAS's) may take it: it marks only */
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sa.sa_handler = on_halt_signal;
+    sigaction(SIGUSR1, &sa, NULL);
     sigset_t s;
     sigemptyset(&s);
     sigaddset(&s, SIGUSR1);
@@ -254,11 +273,6 @@ void ss_halt_request(void)
 
 const char *ss_halt_name(void)
 {
-    switch (ss_halt_signal()) {
-    case 0: return NULL;
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGUSR1: return "SIGUSR1";
-    default: return "another trainer's stop";
-    }
+    int sig = ss_halt_signal();
+    return sig == 0 ? NULL : sig < 0 ? "another trainer's stop" : sig_name(sig);
 }

@@ -91,23 +91,34 @@ static int by_place(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The kept lines of every share, in place order, each place once. */
+/* The kept lines of every share, in place order, each place once: each
+ * share's sorted in place (its skipped lines came in as their batch was
+ * read, before its examples), then merged as they are written. */
 static void lines_write(FILE *f, struct line_buf *bufs, int n)
 {
-    struct line_buf all = {0};
+    size_t *head = ss_xcalloc((size_t)n, sizeof *head);
     for (int t = 0; t < n; t++)
-        for (size_t i = 0; i < bufs[t].n; i++)
-            line_put(&all, bufs[t].v[i].at, bufs[t].v[i].p, bufs[t].v[i].good);
-    qsort(all.v, all.n, sizeof *all.v, by_place);
-    for (size_t i = 0; i < all.n; i++) {
-        if (i > 0 && all.v[i].at == all.v[i - 1].at)
+        qsort(bufs[t].v, bufs[t].n, sizeof *bufs[t].v, by_place);
+    uint64_t last = 0;
+    for (int written = 0;;) {
+        int from = -1;
+        for (int t = 0; t < n; t++)
+            if (head[t] < bufs[t].n &&
+                (from < 0 || bufs[t].v[head[t]].at < bufs[from].v[head[from]].at))
+                from = t;
+        if (from < 0)
+            break;
+        const struct scored_line *next = &bufs[from].v[head[from]++];
+        if (written && next->at == last) /* a blank line: every share saw it */
             continue;
-        if (all.v[i].good)
-            fprintf(f, "%.6g\n", all.v[i].p);
+        written = 1;
+        last = next->at;
+        if (next->good)
+            fprintf(f, "%.6g\n", next->p);
         else
             fputc('\n', f);
     }
-    free(all.v);
+    free(head);
 }
 
 /* One thread's share of an eval: its reader, client and figures. */
@@ -202,6 +213,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
                        "`shadowsync eval --predictions FILE` scores unlabeled data", path);
     int n = threads < 1 ? 1 : threads;
     struct pred_sink ps = {predictions, NULL, 0, 0, 0};
+    int named = c->data.report_bad_lines;
     struct eval_part *parts = ss_xcalloc((size_t)n, sizeof *parts);
     for (int t = 0; t < n && rc == 0; t++) {
         struct eval_part *p = &parts[t];
@@ -209,8 +221,9 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
                                 .cap = c->trainer.batch_size < 1024 ? 1024 : c->trainer.batch_size,
                                 .ps = predictions && n == 1 ? &ps : NULL,
                                 .keep = predictions && n > 1, .cancel = cancel};
-        /* bad lines: each share names the first of its own */
         rc = reader_open(&p->rd, path, &s, 0, c->data.report_bad_lines, e);
+        if (rc == 0) /* data.report_bad_lines named in all, whichever share meets them */
+            reader_share_reports(p->rd, &named);
         if (rc == 0 && n > 1)
             reader_set_share(p->rd, t, n);
     }
@@ -257,7 +270,8 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         if (n > 1) { /* every share's scores, for the AUC */
             prob = ss_xmalloc((have ? have : 1) * sizeof(float));
             label = ss_xmalloc((have ? have : 1) * sizeof(float));
-            for (int t = 0, at = 0; t < n; at += (int)parts[t].have, t++) {
+            size_t at = 0;
+            for (int t = 0; t < n; at += parts[t].have, t++) {
                 memcpy(prob + at, parts[t].prob, parts[t].have * sizeof(float));
                 memcpy(label + at, parts[t].label, parts[t].have * sizeof(float));
             }

@@ -1381,8 +1381,13 @@ static int eval_with(struct job *j, const struct ss_config *c, const float *w, c
     struct emb_client **emb = ss_xcalloc((size_t)n, sizeof *emb);
     for (int t = 0; t < n; t++) {
         emb[t] = j->emb;
-        if (t > 0 && j->env && (rc = j->env->make_emb(j->env->arg, &own[t], e)) < 0)
+        struct ss_err me;
+        if (t > 0 && j->env && j->env->make_emb(j->env->arg, &own[t], &me) < 0) {
+            fprintf(stderr, "shadowsync: the eval runs on %d thread(s), not %d: another client "
+                    "to the embedding PSs could not be made: %s\n", t, n, me.msg);
+            n = t; /* (a limit on open files, say) */
             break;
+        }
         if (own[t])
             emb[t] = own[t];
         if (j->hot) { /* only looks up: the replica is not written */
@@ -1459,7 +1464,10 @@ static void mid_eval_poll(struct job *j, int64_t examples)
     struct mid_eval *m = &j->mid;
     if (m->running && __atomic_load_n(&m->done, __ATOMIC_ACQUIRE))
         mid_eval_report(j);
-    if (!m->every || m->running || examples < m->next || ss_halt_signal())
+    pthread_mutex_lock(&j->mu);
+    int ending = j->workers_left < j->n_tr * j->n_wk; /* its count is (near) the last */
+    pthread_mutex_unlock(&j->mu);
+    if (!m->every || m->running || examples < m->next || ss_halt_signal() || ending)
         return;
     struct trainer *tr = &j->tr[0];
     size_t np = j->l.n_params;
@@ -1849,17 +1857,15 @@ static void sum_over_trainers(struct job *j, struct figures *f, struct reader_st
     struct hot_stats *h = &f->hot;
     struct cache_stats *k = &f->cache;
     struct des_stats *d = &f->des;
-    double v[29] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
+    double v[28] = {(double)f->examples, (double)f->iterations, (double)f->syncs, ne.loss_sum,
                     ne.label_sum, (double)ne.n, (double)rs->bad_lines, (double)h->batches,
                     (double)h->ps_skipped, (double)h->examples, (double)h->hot_examples,
                     (double)h->lookups, (double)h->hot_lookups, h->bytes_saved,
                     (double)k->lookups, (double)k->hits, (double)k->fetched, (double)k->refreshed,
                     (double)k->uncached, (double)k->rows_pushed, k->bytes_plain, k->bytes_sent,
                     (double)d->rounds, (double)d->lookups, (double)d->pushes, d->bytes_sent,
-                    d->bytes_rows, d->wait_s, ss_halt_signal() != 0};
-    j->env->sum(j->env->arg, v, 29);
-    if (v[28] > 0) /* one stopped late, after its last beat: the job was stopped */
-        ss_halt_request();
+                    d->bytes_rows, d->wait_s}; /* a stop came with the beats, or too late */
+    j->env->sum(j->env->arg, v, 28);
     *h = (struct hot_stats){(int64_t)v[7], (int64_t)v[8], (int64_t)v[9], (int64_t)v[10],
                             (int64_t)v[11], (int64_t)v[12], v[13]};
     *k = (struct cache_stats){(int64_t)v[14], (int64_t)v[15], (int64_t)v[16], (int64_t)v[17],
@@ -2082,14 +2088,14 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (j.des)
         print_des(&f.des);
     mid_eval_end(&j, ss_halt_signal() != 0);
+    if (c->output.save_model && (rc = save_model(&j, w, e)) < 0) /* kept if the eval fails */
+        goto out;
     if (c->data.eval && *c->data.eval) {
         if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, eval_threads(), &ev, e)) < 0)
             goto out;
         print_eval("eval", &ev);
         eval_row(&j, f.examples, f.elapsed, &ev);
     }
-    if (c->output.save_model && (rc = save_model(&j, w, e)) < 0)
-        goto out;
     rc = write_metrics(&j, &f, &ev, &rs, e);
     if (rc == 0 && !c->output.quiet)
         printf("# run directory: %s\n", c->output.dir);
