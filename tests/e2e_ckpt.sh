@@ -103,8 +103,8 @@ for i in $(seq 1 400); do grep -q '^train:' $T/late.log && break; sleep 0.01; do
 kill -TERM $(pid_of late) 2> /dev/null
 wait $bg
 rc=$?
-check "SIGTERM after the training (in the final eval): status 0 ($rc), no stopped_by, every eval example" \
-    sh -c "[ $rc = 0 ] && grep -q '^train:' $T/late.log && ! grep -q stopped_by $T/late/metrics.json && [ '$(json eval_examples $T/late/metrics.json)' = 300000 ]"
+check "SIGTERM after the training (in the final eval): status 0 ($rc), saying so, no stopped_by, every eval example" \
+    sh -c "[ $rc = 0 ] && grep -q '^train:' $T/late.log && grep -q '^# SIGTERM after the training had ended: the run goes on to its end (a second one: at once)' $T/late.log && ! grep -q stopped_by $T/late/metrics.json && [ '$(json eval_examples $T/late/metrics.json)' = 300000 ]"
 # a second SIGINT or SIGTERM ends it at once: nothing written at its end
 train stop2 trainer.worker_threads=1 > $T/stop3.log 2>&1 &
 bg=$!

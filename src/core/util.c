@@ -167,11 +167,37 @@ static sigset_t halt_set;    /* the signals the taker waits for */
 
 /* Marks the stop; returns 1 when it was the first (a second SIGINT or
  * SIGTERM then ends the process at once). */
+/* Says once that a signal after the training stops nothing (write(2):
+ * async-signal-safe, the handler calls it too). */
+static void late_note(int sig)
+{
+    static int said;
+    static const char *const note[3] = {
+        "# SIGINT after the training had ended: the run goes on to its end "
+        "(a second one: at once)\n",
+        "# SIGTERM after the training had ended: the run goes on to its end "
+        "(a second one: at once)\n",
+        "# SIGUSR1 after the training had ended: the run goes on to its end\n"};
+    int zero = 0;
+    if (__atomic_load_n(&halt_frozen, __ATOMIC_SEQ_CST) != 0 ||
+        !__atomic_compare_exchange_n(&said, &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return;
+    const char *m = note[sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2];
+    ssize_t w = write(2, m, strlen(m));
+    (void)w;
+}
+
+/* Marks the stop; returns 1 unless it was a second SIGINT or SIGTERM,
+ * which ends the process at once. */
 static int halt_mark(int sig)
 {
     int none = 0;
-    return __atomic_compare_exchange_n(&halt_sig, &none, sig, 0, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST) || sig == SIGUSR1;
+    if (__atomic_compare_exchange_n(&halt_sig, &none, sig, 0, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST) || sig == SIGUSR1) {
+        late_note(sig);
+        return 1;
+    }
+    return 0;
 }
 
 /* A thread made before the signals were blocked (a library's) may still
@@ -192,18 +218,10 @@ static const char *sig_name(int sig)
 static void *halt_taker(void *arg)
 {
     (void)arg;
-    int said = 0;
     for (;;) {
         int sig;
-        if (sigwait(&halt_set, &sig) != 0)
+        if (sigwait(&halt_set, &sig) != 0 || halt_mark(sig))
             continue;
-        if (halt_mark(sig)) { /* a thread of its own: it may say that it stops nothing */
-            if (!said && __atomic_load_n(&halt_frozen, __ATOMIC_SEQ_CST) == 0)
-                fprintf(stderr, "# %s after the training had ended: the run goes on to its "
-                        "end%s\n", sig_name(sig), sig == SIGUSR1 ? "" : " (a second one: at once)");
-            said |= __atomic_load_n(&halt_frozen, __ATOMIC_SEQ_CST) == 0;
-            continue;
-        }
         signal(sig, SIG_DFL);
         sigset_t one;
         sigemptyset(&one);
