@@ -99,7 +99,7 @@ check "SIGUSR1 (embedded): status 75 ($rc), stopped_by SIGUSR1, short of the dat
 $BIN gen --out $T/ev --examples 1000 --eval-examples 300000 --seed 6 --config configs/tiny.ini > /dev/null 2>&1
 train late data.eval=$T/ev/eval.tsv data.max_examples=20000 > $T/late.log 2>&1 &
 bg=$!
-for i in $(seq 1 400); do grep -q '^train:' $T/late.log && break; sleep 0.01; done
+for i in $(seq 1 3000); do grep -q '^train:' $T/late.log && break; sleep 0.01; done
 kill -TERM $(pid_of late) 2> /dev/null
 wait $bg
 rc=$?

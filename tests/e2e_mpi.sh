@@ -227,7 +227,7 @@ timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini --set job.trainers=2
     --set data.train=$T/d/train.tsv --set data.max_examples=20000 --set data.eval=$T/ev/eval.tsv \
     --set output.dir=$T/usr1late > $T/usr1late.log 2>&1 &
 bg=$!
-for i in $(seq 1 1000); do grep -q '^train:' $T/usr1late.log && break; sleep 0.01; done
+for i in $(seq 1 3000); do grep -q '^train:' $T/usr1late.log && break; sleep 0.01; done
 sent=0
 while pids=$(pgrep -f "^$BIN train .*output.dir=$T/usr1late\$"); do
     kill -USR1 $pids 2> /dev/null && sent=$((sent + 1)); sleep 0.005
@@ -244,7 +244,7 @@ timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini --set job.trainers=2
     --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/usr1early > $T/usr1early.log 2>&1 &
 bg=$!
 blocked=0
-for i in $(seq 1 500); do # each rank once its main thread blocks SIGUSR1 (bit 10 of SigBlk)
+for i in $(seq 1 3000); do # each rank once its main thread blocks SIGUSR1 (bit 10 of SigBlk)
     pids=$(pgrep -f "^$BIN train .*output.dir=$T/usr1early\$")
     blocked=0
     for p in $pids; do
