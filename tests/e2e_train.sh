@@ -37,6 +37,8 @@ NE1=$(json eval_ne $M)
 check "eval NE well below 1 (it learned): $NE1" lt "$NE1" 0.975
 check "eval NE not below the Bayes NE $BAYES" lt "$BAYES" "$NE1"
 check "eval AUC above 0.62" lt 0.62 "$(json eval_auc $M)"
+check "metrics.json: the end-of-run eval's seconds ($(json eval_seconds $M)) and threads ($(json eval_threads $M), one per core here)" \
+    sh -c "[ '$(json eval_threads $M)' = $(nproc | awk '{ print ($1 > 32 ? 32 : $1) }') ] && awk -v s='$(json eval_seconds $M)' 'BEGIN { exit !(s > 0 && s < 60) }'"
 check "progress.csv written" test "$(wc -l < $T/one/progress.csv)" -ge 2
 check "resolved config written" grep -q '^worker_threads *= *1' $T/one/config.ini
 check "model saved" test -s $T/one/model/dense.bin -a -s $T/one/model/tables.bin

@@ -119,6 +119,8 @@ struct job {
     int halt_noted;      /* a stop (ss_halt_signal) was seen and said */
     int64_t seen;        /* the job's examples at the last progress report */
     struct mid_eval mid; /* the master's evals while the job trains */
+    double eval_s;       /* the end-of-run eval's seconds, and its threads */
+    int eval_threads;
     FILE *csv, *eval_csv;
 };
 
@@ -1235,6 +1237,8 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "eval_auc", ev->auc, 0);
     json_num(out, "eval_calibration", ev->calibration, 0);
     json_num(out, "eval_examples", (double)ev->examples, 0);
+    json_num(out, "eval_seconds", j->eval_s, 0);
+    json_num(out, "eval_threads", j->eval_threads, 0);
     json_num(out, "syncs", (double)f->syncs, 0);
     json_num(out, "avg_sync_gap", f->sync_gap, 0);
     json_num(out, "replica_spread", f->spread, 0);
@@ -2091,8 +2095,11 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (c->output.save_model && (rc = save_model(&j, w, e)) < 0) /* kept if the eval fails */
         goto out;
     if (c->data.eval && *c->data.eval) {
-        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, eval_threads(), &ev, e)) < 0)
+        double t0 = ss_now();
+        j.eval_threads = j.des ? 1 : eval_threads(); /* DES: a collective, one thread */
+        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, j.eval_threads, &ev, e)) < 0)
             goto out;
+        j.eval_s = ss_now() - t0;
         print_eval("eval", &ev);
         eval_row(&j, f.examples, f.elapsed, &ev);
     }
