@@ -165,8 +165,6 @@ static int halt_sig; /* the first signal taken, or -1: a peer's stop (atomic: lo
 static int halt_frozen = -2; /* ss_halt_freeze's value of halt_sig; -2: not frozen */
 static sigset_t halt_set;    /* the signals the taker waits for */
 
-/* Marks the stop; returns 1 when it was the first (a second SIGINT or
- * SIGTERM then ends the process at once). */
 /* Says once that a signal after the training stops nothing (write(2):
  * async-signal-safe, the handler calls it too). */
 static void late_note(int sig)
@@ -232,14 +230,21 @@ static void *halt_taker(void *arg)
     return NULL;
 }
 
-void ss_halt_block(void)
+/* sig marks the stop in whichever thread takes it: a thread made before
+ * the signals were blocked (OpenBLAS's) may. */
+static void halt_handler(int sig)
 {
-    struct sigaction sa; /* a thread made before (OpenBLAS's) may take it: it marks only */
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sa.sa_handler = on_halt_signal;
-    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(sig, &sa, NULL);
+}
+
+void ss_halt_block(void)
+{
+    halt_handler(SIGUSR1);
     sigset_t s;
     sigemptyset(&s);
     sigaddset(&s, SIGUSR1);
@@ -248,19 +253,14 @@ void ss_halt_block(void)
 
 void ss_halt_on_signals(int all)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sa.sa_handler = on_halt_signal;
     sigemptyset(&halt_set);
     sigaddset(&halt_set, SIGUSR1);
-    sigaction(SIGUSR1, &sa, NULL);
+    halt_handler(SIGUSR1);
     if (all) {
         sigaddset(&halt_set, SIGINT);
         sigaddset(&halt_set, SIGTERM);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+        halt_handler(SIGINT);
+        halt_handler(SIGTERM);
     }
     pthread_sigmask(SIG_BLOCK, &halt_set, NULL); /* and in every thread made from here */
     pthread_t th;

@@ -91,36 +91,6 @@ static int by_place(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The kept lines of every share, in place order, each place once: each
- * share's sorted in place (its skipped lines came in as their batch was
- * read, before its examples), then merged as they are written. */
-static void lines_write(FILE *f, struct line_buf *bufs, int n)
-{
-    size_t *head = ss_xcalloc((size_t)n, sizeof *head);
-    for (int t = 0; t < n; t++)
-        qsort(bufs[t].v, bufs[t].n, sizeof *bufs[t].v, by_place);
-    uint64_t last = 0;
-    for (int written = 0;;) {
-        int from = -1;
-        for (int t = 0; t < n; t++)
-            if (head[t] < bufs[t].n &&
-                (from < 0 || bufs[t].v[head[t]].at < bufs[from].v[head[from]].at))
-                from = t;
-        if (from < 0)
-            break;
-        const struct scored_line *next = &bufs[from].v[head[from]++];
-        if (written && next->at == last) /* a blank line: every share saw it */
-            continue;
-        written = 1;
-        last = next->at;
-        if (next->good)
-            fprintf(f, "%.6g\n", next->p);
-        else
-            fputc('\n', f);
-    }
-    free(head);
-}
-
 /* One thread's share of an eval: its reader, client and figures. */
 struct eval_part {
     const struct model_layout *l;
@@ -140,6 +110,36 @@ struct eval_part {
     struct ss_err err;
     pthread_t th;
 };
+
+/* The kept lines of every share, in place order, each place once: each
+ * share's sorted in place (its skipped lines came in as their batch was
+ * read, before its examples), then merged as they are written. */
+static void lines_write(FILE *f, struct eval_part *parts, int n)
+{
+    size_t *head = ss_xcalloc((size_t)n, sizeof *head);
+    for (int t = 0; t < n; t++)
+        qsort(parts[t].lines.v, parts[t].lines.n, sizeof *parts[t].lines.v, by_place);
+    uint64_t last = 0;
+    for (int written = 0;;) {
+        int from = -1;
+        for (int t = 0; t < n; t++)
+            if (head[t] < parts[t].lines.n &&
+                (from < 0 || parts[t].lines.v[head[t]].at < parts[from].lines.v[head[from]].at))
+                from = t;
+        if (from < 0)
+            break;
+        const struct scored_line *next = &parts[from].lines.v[head[from]++];
+        if (written && next->at == last) /* a blank line: every share saw it */
+            continue;
+        written = 1;
+        last = next->at;
+        if (next->good)
+            fprintf(f, "%.6g\n", next->p);
+        else
+            fputc('\n', f);
+    }
+    free(head);
+}
 
 static void *eval_part_run(void *arg)
 {
@@ -258,11 +258,8 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         rc = 1;
     if (predictions && n == 1)
         pred_put(&ps, 0, NULL);
-    struct line_buf *kept = ss_xcalloc((size_t)n, sizeof *kept);
-    for (int t = 0; t < n; t++)
-        kept[t] = parts[t].lines;
     if (rc == 0 && predictions && n > 1)
-        lines_write(predictions, kept, n);
+        lines_write(predictions, parts, n);
     if (rc == 0 && !labeled) {
         *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0};
     } else if (rc == 0) {
@@ -288,13 +285,12 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
             free(prob), free(label);
     }
     for (int t = 0; t < n; t++) {
-        free(kept[t].v);
+        free(parts[t].lines.v);
         free(parts[t].prob);
         free(parts[t].label);
         if (parts[t].rd)
             reader_close(parts[t].rd);
     }
-    free(kept);
     free(parts);
     free(ps.skip);
     return rc;

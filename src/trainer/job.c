@@ -458,11 +458,16 @@ static int open_run_dir(struct job *j, struct ss_err *e)
 static FILE *csv_open(const char *dir, const char *name, const char *header, int col,
                       int64_t upto, struct ss_err *e)
 {
-    char p[4200], *line = NULL;
-    size_t cap = 0, n = 0, room = 0;
-    char **keep = NULL;
+    char p[4200], tmp[4300], *line = NULL;
+    size_t cap = 0;
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *old = upto >= 0 ? fopen(p, "r") : NULL;
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    FILE *out = fopen(tmp, "w"), *old = upto >= 0 && out ? fopen(p, "r") : NULL;
+    if (!out) {
+        ss_fail(e, SS_EIO, "%s: cannot write: %s", tmp, strerror(errno));
+        return NULL;
+    }
+    fputs(header, out);
     for (int first = 1; old && getline(&line, &cap, old) > 0; first = 0) {
         if (first && strcmp(line, header)) /* another layout: none kept */
             break;
@@ -470,29 +475,18 @@ static FILE *csv_open(const char *dir, const char *name, const char *header, int
         for (int k = 0; k < col && f; k++)
             if ((f = strchr(f, ',')))
                 f++;
-        if (first || !f || strtoll(f, NULL, 10) > upto || !strchr(line, '\n'))
-            continue;
-        if (n == room)
-            keep = ss_xrealloc(keep, (room = room ? 2 * room : 64) * sizeof *keep);
-        keep[n] = ss_xmalloc(strlen(line) + 1);
-        strcpy(keep[n++], line);
+        if (!first && f && strtoll(f, NULL, 10) <= upto && strchr(line, '\n'))
+            fputs(line, out);
     }
     free(line);
     if (old)
         fclose(old);
-    FILE *out = fopen(p, "w");
-    if (!out)
+    if (fflush(out) != 0 || rename(tmp, p) != 0) {
         ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
-    else
-        fputs(header, out);
-    for (size_t i = 0; i < n; i++) {
-        if (out)
-            fputs(keep[i], out);
-        free(keep[i]);
+        fclose(out);
+        unlink(tmp);
+        return NULL;
     }
-    free(keep);
-    if (out)
-        fflush(out);
     return out;
 }
 
@@ -762,18 +756,32 @@ static int stage_push(void *arg, struct ss_err *e)
     return gpu_dense_add(tr->gpu, tr->snap, e);
 }
 
-/* A GPU trainer's w and state brought up to date from the device, and its
- * hot rows from beside the staging copy (workers paused or done). */
-static int read_back(struct job *j, struct ss_err *e)
+/* Trainer tr's model into w (and its optimizer state into state, or
+ * NULL): a GPU trainer's dense part from the device, its hot rows from
+ * beside the staging copy; a CPU trainer's from tr->w. Hogwild reads while
+ * the workers train. */
+static int model_of(struct job *j, struct trainer *tr, float *w, float *state, struct ss_err *e)
 {
     size_t np = j->l.n_params;
+    if (!tr->gpu) {
+        if (w != tr->w)
+            ss_copy(w, tr->w, j->n_sync);
+        return 0;
+    }
+    int rc = gpu_dense_read(tr->gpu, w, state, e);
+    if (rc == 0)
+        ss_copy(w + np, tr->stage + np, j->n_sync - np);
+    return rc;
+}
+
+/* A GPU trainer's w and state brought up to date from the device
+ * (workers paused or done). */
+static int read_back(struct job *j, struct ss_err *e)
+{
     for (int t = 0; t < j->n_tr; t++) {
-        struct trainer *tr = &j->tr[t];
-        int rc = tr->gpu ? gpu_dense_read(tr->gpu, tr->w, tr->state, e) : 0;
+        int rc = model_of(j, &j->tr[t], j->tr[t].w, j->tr[t].state, e);
         if (rc < 0)
             return rc;
-        if (tr->gpu)
-            memcpy(tr->w + np, tr->stage + np, (j->n_sync - np) * sizeof(float));
     }
     return 0;
 }
@@ -979,7 +987,7 @@ static void halt_note(struct job *j)
                 j->env ? "" : " (SIGINT or SIGTERM again: at once)");
 }
 
-static void mid_eval_poll(struct job *j, int64_t examples);
+static void mid_eval_poll(struct job *j, int64_t examples, int ending);
 
 /* The job's examples: this process's count, or in a cluster job the sum of
  * the trainers' last reports. */
@@ -1022,8 +1030,9 @@ static void wait_workers(struct job *j)
             continue;
         }
         if (j->mid.every) {
+            int ending = j->workers_left < j->n_tr * j->n_wk;
             pthread_mutex_unlock(&j->mu);
-            mid_eval_poll(j, job_examples(j));
+            mid_eval_poll(j, job_examples(j), ending);
             pthread_mutex_lock(&j->mu);
         }
         if (now >= next) {
@@ -1083,8 +1092,8 @@ static void wait_other_trainers(struct job *j)
         int due = ss_now() >= next;
         if (progress(j, 1, due))
             return;
-        if (j->mid.every)
-            mid_eval_poll(j, j->seen);
+        if (j->mid.every) /* reports one under way; starts none: this trainer's data ended */
+            mid_eval_poll(j, j->seen, 1);
         if (due)
             next += interval * (1 + floor((ss_now() - next) / interval));
         nanosleep(&nap, NULL);
@@ -1380,7 +1389,7 @@ static int eval_with(struct job *j, const struct ss_config *c, const float *w, c
 {
     if (j->des)
         return des_eval(j, w, path, pred, ev, e);
-    int n = threads < 1 ? 1 : threads, rc = 0;
+    int n = threads < 1 ? 1 : threads;
     struct emb_client **own = ss_xcalloc((size_t)n, sizeof *own);
     struct emb_client **emb = ss_xcalloc((size_t)n, sizeof *emb);
     for (int t = 0; t < n; t++) {
@@ -1400,8 +1409,7 @@ static int eval_with(struct job *j, const struct ss_config *c, const float *w, c
             own[t] = emb[t];
         }
     }
-    if (rc == 0)
-        rc = trainer_eval(&j->l, w, emb, n, c, path, pred, cancel, ev, e);
+    int rc = trainer_eval(&j->l, w, emb, n, c, path, pred, cancel, ev, e);
     for (int t = 0; t < n; t++)
         if (own[t])
             own[t]->ops->free(own[t]);
@@ -1462,31 +1470,23 @@ static void mid_eval_report(struct job *j)
 }
 
 /* The master, from its waits: reports an eval that has ended, and starts
- * one that is due at `examples` (the job's count). */
-static void mid_eval_poll(struct job *j, int64_t examples)
+ * one that is due at `examples` (the job's count) unless a worker's data
+ * has ended (its count is then at or near the last: the end's eval
+ * follows). */
+static void mid_eval_poll(struct job *j, int64_t examples, int ending)
 {
     struct mid_eval *m = &j->mid;
     if (m->running && __atomic_load_n(&m->done, __ATOMIC_ACQUIRE))
         mid_eval_report(j);
-    pthread_mutex_lock(&j->mu);
-    int ending = j->workers_left < j->n_tr * j->n_wk; /* its count is (near) the last */
-    pthread_mutex_unlock(&j->mu);
     if (!m->every || m->running || examples < m->next || ss_halt_signal() || ending)
         return;
-    struct trainer *tr = &j->tr[0];
-    size_t np = j->l.n_params;
     if (!m->w)
         m->w = ss_aligned(j->n_sync * sizeof(float));
-    if (tr->gpu) {
-        if (gpu_dense_read(tr->gpu, m->w, NULL, &m->err) < 0) {
-            fprintf(stderr, "shadowsync: warning: no eval at %lld examples: trainer 0's model "
-                    "could not be read from its GPU: %s\n", (long long)examples, m->err.msg);
-            m->next += m->every;
-            return;
-        }
-        ss_copy(m->w + np, tr->stage + np, j->n_sync - np); /* Hogwild reads */
-    } else {
-        ss_copy(m->w, tr->w, j->n_sync);
+    if (model_of(j, &j->tr[0], m->w, NULL, &m->err) < 0) {
+        fprintf(stderr, "shadowsync: warning: no eval at %lld examples: trainer 0's model "
+                "could not be read from its GPU: %s\n", (long long)examples, m->err.msg);
+        m->next += m->every;
+        return;
     }
     m->at = examples;
     m->elapsed = ss_now() - j->t0;
