@@ -165,7 +165,8 @@ stall stall-master 4 0 "the job's progress" job.embedding_ps=2 sync.algo=none \
     output.log_interval_s=0.5
 # the master stalled in its final eval, where the others wait at the job's
 # end with no deadline of their own: their heartbeat threads find it
-cat $T/d/train.tsv $T/d/train.tsv > $T/eval-big.tsv # seconds of eval: it is stopped in it
+# seconds of eval (on every core: 4 copies), so it is stopped in it
+cat $T/d/train.tsv $T/d/train.tsv $T/d/train.tsv $T/d/train.tsv > $T/eval-big.tsv
 AT='^train:'
 stalled stall-final 4 0 job.embedding_ps=2 sync.algo=none data.max_examples=20000 \
     data.eval=$T/eval-big.tsv
