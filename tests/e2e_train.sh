@@ -211,6 +211,10 @@ check "eval_every: each mid-run eval is a line naming its count" \
 train midev0 --set data.max_examples=128 --set trainer.worker_threads=1
 check "eval_every: the first mid-run eval ($(sed -n 2p $ME | cut -d, -f4)) worse than the end's ($(tail -1 $ME | cut -d, -f4)), better than 128 examples' ($(json eval_ne $T/midev0/metrics.json))" \
     sh -c "awk -F, -v u=$(json eval_ne $T/midev0/metrics.json) 'NR == 2 { f = \$4 } NR > 1 { l = \$4; if (\$4 >= u) bad = 1 } END { exit !(!bad && f > l + 0.003) }' $ME"
+# under sync.output = average the mid-run evals score the replicas' mean, as the end's does
+train midavg --set output.eval_every=10000 --set job.trainers=2 --set sync.algo=none --set sync.output=average --set trainer.worker_threads=1
+check "eval_every, sync.output = average with 2 unsynced trainers: mid-run rows, each NE in (0.5, 1.2), the last metrics.json's" \
+    sh -c "[ \$(wc -l < $T/midavg/eval.csv) -ge 3 ] && awk -F, 'NR > 1 { if (\$4 >= 1.2 || \$4 <= 0.5) bad = 1 } END { exit bad }' $T/midavg/eval.csv && tail -1 $T/midavg/eval.csv | cut -d, -f4 | grep -q '^$(json eval_ne $T/midavg/metrics.json | cut -c1-6)'"
 train midnoev --set output.eval_every=10000 --set data.eval=
 check "eval_every without data.eval: refused before training, naming both keys" \
     sh -c "[ $? = 1 ] && grep -q 'output.eval_every = 10000 scores data.eval while the job trains, but data.eval is empty' $T/midnoev.log && ! [ -e $T/midnoev/progress.csv ]"

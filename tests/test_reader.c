@@ -514,6 +514,28 @@ static void write_criteo_file(const char *rel, int64_t lines, int bad_every)
     free(data);
 }
 
+/* k threads drain r; their example ids, sorted, into all (up to cap). */
+static int64_t pull_threaded(struct reader *r, int k, uint64_t *all, int64_t cap, int *failed)
+{
+    struct worker w[8];
+    pthread_t th[8];
+    for (int t = 0; t < k; t++) {
+        w[t] = (struct worker){.r = r, .cap = cap, .ids = malloc((size_t)cap * 8)};
+        pthread_create(&th[t], NULL, worker_main, &w[t]);
+    }
+    int64_t n = 0;
+    *failed = 0;
+    for (int t = 0; t < k; t++) {
+        pthread_join(th[t], NULL);
+        for (int64_t i = 0; i < w[t].n && n < cap; i++)
+            all[n++] = w[t].ids[i];
+        *failed |= w[t].failed;
+        free(w[t].ids);
+    }
+    qsort(all, (size_t)n, 8, cmp_u64);
+    return n;
+}
+
 static void test_exactly_once(void)
 {
     struct schema s;
@@ -538,24 +560,9 @@ static void test_exactly_once(void)
     CHECK(rc == 0, "reader opens a directory", "%s", e.msg);
     if (rc)
         return;
-    struct worker w[4];
-    pthread_t th[4];
-    for (int k = 0; k < 4; k++) {
-        w[k] = (struct worker){.r = r, .cap = total, .ids = malloc((size_t)total * 8)};
-        pthread_create(&th[k], NULL, worker_main, &w[k]);
-    }
-    for (int k = 0; k < 4; k++)
-        pthread_join(th[k], NULL);
     uint64_t *all = malloc((size_t)total * 8 + 8);
-    int64_t n = 0;
     int failed = 0;
-    for (int k = 0; k < 4; k++) {
-        for (int64_t i = 0; i < w[k].n && n < total; i++)
-            all[n++] = w[k].ids[i];
-        failed |= w[k].failed;
-        free(w[k].ids);
-    }
-    qsort(all, (size_t)n, 8, cmp_u64);
+    int64_t n = pull_threaded(r, 4, all, total, &failed);
     /* expected ids, in sorted order: file f, lines not bad */
     int ok = n == total && !failed;
     int64_t at = 0;
@@ -568,8 +575,29 @@ static void test_exactly_once(void)
     CHECK(ok && st.examples == total && st.bad_lines == 21 && st.files_done == 3,
           "4 threads get every example exactly once", "n %lld of %lld, bad %lld, files %lld",
           (long long)n, (long long)total, (long long)st.bad_lines, (long long)st.files_done);
-    free(all);
     reader_close(r);
+
+    /* max_examples with the lines parsed outside the lock: exactly the first
+     * max good examples, whoever parses a bad line (one in 7 here) */
+    write_criteo_file("bad7.tsv", 20000, 7);
+    path_of(p, sizeof p, "bad7.tsv");
+    for (int round = 0; round < 5; round++) {
+        int64_t max = 1000 + 2311 * round;
+        rc = reader_open(&r, p, &s, max, 0, &e);
+        n = pull_threaded(r, 4, all, total, &failed);
+        ok = n == max && !failed;
+        at = 0;
+        for (int64_t i = 0; ok && at < max; i++)
+            if (i % 7 != 6)
+                ok &= all[at++] == (uint64_t)i;
+        reader_stats(r, &st);
+        CHECK(rc == 0 && ok && st.examples == max && st.bad_lines == (max - 1) / 6,
+              "4 threads under max_examples get exactly its first good examples",
+              "max %lld: n %lld, bad %lld", (long long)max, (long long)n,
+              (long long)st.bad_lines);
+        reader_close(r);
+    }
+    free(all);
 }
 
 /* Three readers over the same files with shares 0..2 of 3 split the

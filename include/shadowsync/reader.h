@@ -2,7 +2,8 @@
  *
  * A reader owns an ordered list of files (text with a schema, or binary
  * shards) and hands out batches under one lock, so every example goes to
- * exactly one caller whatever the number of workers and trainers. Bad text
+ * exactly one caller whatever the number of workers and trainers; text
+ * lines are split under it and parsed by each caller after. Bad text
  * lines are counted and skipped; the first few are reported as
  * file:line: reason. Binary shards are read with no parsing.
  *
@@ -77,8 +78,8 @@ void reader_set_share(struct reader *r, int index, int count);
 /* fn(arg, where) for each data line of a text file past its header that
  * yields no example (bad or blank), where in batch.example_id's form
  * (file index << 40 | 0-based line), in the order read, from inside
- * reader_next: a lone reader's caller can line its outputs up with the
- * input's lines. */
+ * reader_next (the caller's thread, outside the reader's lock): a lone
+ * reader's caller can line its outputs up with the input's lines. */
 void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), void *arg);
 /* Readers of one data set on several threads name *pool bad lines among
  * them (taken atomically) rather than report_bad each. */

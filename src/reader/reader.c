@@ -5,6 +5,12 @@
  * (a last line without newline counts; a longer line is reported bad and
  * skipped); header lines are skipped per file; blank lines are ignored; bad
  * lines are counted, the first report_bad printed as FILE:LINE: reason.
+ * Only the split is under the lock: a call copies its lines out into a
+ * scratch of its own (the reader keeps one per concurrent caller) and
+ * parses them after letting go, so the callers parse in parallel. A lone
+ * reader's data.max_examples counts good examples: lines out for parsing
+ * count as good until parsed, and a caller that would stop only because of
+ * them waits for their outcome (bad ones give their room back).
  * Binary shards are all checked at open, then mmap'ed and copied record by
  * record with no parsing. example_id = (file index << 40) | (0-based line or
  * record index). An error (I/O, corrupt shard) is sticky: every later call
@@ -40,6 +46,9 @@ struct reader {
     void *skip_arg;
     uint64_t bytes_done;
     uint64_t bytes_total; /* the files' sizes (binary: less their headers) */
+    int64_t parsing;      /* text lines taken out to parse, not yet counted */
+    pthread_cond_t parsed;            /* parsing went down */
+    struct scratch *spare;            /* scratches not in use */
     int err_code;
     char err_msg[sizeof(((struct ss_err *)0)->msg)];
 
@@ -69,21 +78,21 @@ static int fail_sticky(struct reader *r, int code, struct ss_err *e)
     return code;
 }
 
-/* A data line (1-based) that yields no example: bad, or blank. */
-static void skipped(struct reader *r, int64_t line)
+/* A data line (1-based) of file `file` that yields no example: bad, or blank. */
+static void skipped(struct reader *r, int file, int64_t line)
 {
     if (r->on_skip)
-        r->on_skip(r->skip_arg, (uint64_t)r->cur << 40 | (uint64_t)(line - 1));
+        r->on_skip(r->skip_arg, (uint64_t)file << 40 | (uint64_t)(line - 1));
 }
 
-static void bad_line(struct reader *r, int64_t line, const char *why)
+/* Under the lock. */
+static void bad_line(struct reader *r, int file, int64_t line, const char *why)
 {
-    skipped(r, line);
     r->bad_lines++;
     if (r->report_pool ? __atomic_fetch_sub(r->report_pool, 1, __ATOMIC_RELAXED) > 0
                        : r->reported < r->report_bad) {
         r->reported++;
-        fprintf(stderr, "%s:%lld: %s\n", r->files[r->cur], (long long)line, why);
+        fprintf(stderr, "%s:%lld: %s\n", r->files[file], (long long)line, why);
     }
 }
 
@@ -122,8 +131,8 @@ static int text_fill(struct reader *r, struct ss_err *e)
 }
 
 /* The next line of the current file (without its '\n'): 1, 0 at its end,
- * or a negative code. Lines longer than the buffer are reported and
- * skipped here. */
+ * 2 for a line longer than the buffer (line line_no + 1; its bytes are
+ * skipped on the next calls), or a negative code. */
 static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *e)
 {
     for (;;) {
@@ -146,11 +155,9 @@ static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *
         if (r->skipping) {
             r->pos = r->end = 0;
         } else if (r->pos == 0 && r->end == r->buf_cap) {
-            char why[64];
-            snprintf(why, sizeof why, "line longer than %zu bytes", r->buf_cap);
-            bad_line(r, r->line_no + 1, why);
             r->skipping = 1;
             r->pos = r->end = 0;
+            return 2;
         } else if (r->pos > 0) {
             memmove(r->buf, r->buf + r->pos, r->end - r->pos);
             r->end -= r->pos;
@@ -162,13 +169,15 @@ static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *
     }
 }
 
-/* Below data.max_examples: good examples handed out by a lone reader; with
- * shares, the examples met in the data by all of them together. */
+/* Below data.max_examples: good examples handed out by a lone reader (its
+ * lines out for parsing counted as good); with shares, the examples met in
+ * the data by all of them together. */
 static int more(const struct reader *r)
 {
     if (!r->max_examples)
         return 1;
-    return r->share_count > 1 ? r->seen < r->max_examples : r->handed < r->max_examples;
+    return r->share_count > 1 ? r->seen < r->max_examples
+                              : r->handed + r->parsing < r->max_examples;
 }
 
 /* Counts one example met in the data; true when it is this reader's. */
@@ -178,10 +187,71 @@ static int mine(struct reader *r)
     return r->share_count <= 1 || k % r->share_count == r->share_index;
 }
 
-static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
+/* A caller's lines, copied out under the lock and parsed after it: in
+ * the order read, the lines to parse and the skipped ones (blank, or too
+ * long) whose turn comes among them. */
+enum { LINE_PARSE, LINE_BLANK, LINE_LONG };
+
+struct taken {
+    int file, kind;
+    int64_t line_no;
+    size_t off, len; /* in bytes */
+};
+
+struct scratch {
+    struct scratch *next;
+    struct taken *v;
+    int n, cap, to_parse;
+    char *bytes;
+    size_t used, bytes_cap;
+};
+
+/* Under the lock. */
+static struct scratch *scratch_get(struct reader *r)
 {
-    struct ss_err le;
-    while (b->n < b->cap && more(r)) {
+    struct scratch *w = r->spare;
+    if (w)
+        r->spare = w->next;
+    else
+        w = ss_xcalloc(1, sizeof *w);
+    return w;
+}
+
+static void scratch_add(struct scratch *w, struct reader *r, int kind, const char *p, size_t len)
+{
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 256;
+        w->v = ss_xrealloc(w->v, (size_t)w->cap * sizeof *w->v);
+    }
+    if (w->used + len > w->bytes_cap) {
+        w->bytes_cap = w->bytes_cap ? 2 * w->bytes_cap : 256u << 10;
+        if (w->bytes_cap < w->used + len)
+            w->bytes_cap = w->used + len;
+        w->bytes = ss_xrealloc(w->bytes, w->bytes_cap);
+    }
+    if (len)
+        memcpy(w->bytes + w->used, p, len);
+    w->v[w->n++] = (struct taken){r->cur, kind, kind == LINE_LONG ? r->line_no + 1 : r->line_no,
+                                  w->used, len};
+    w->used += len;
+    w->to_parse += kind == LINE_PARSE;
+}
+
+/* Under the lock: splits up to `want` lines of this caller's into w
+ * (skipped lines on the way too). With nothing taken yet, waits while only
+ * other callers' lines out for parsing hold a lone reader at max_examples. */
+static int text_take(struct reader *r, struct scratch *w, int want, int may_wait,
+                     struct ss_err *e)
+{
+    w->n = w->to_parse = 0;
+    w->used = 0;
+    while (w->to_parse < want) {
+        if (!more(r)) {
+            if (!may_wait || w->to_parse || !r->parsing || r->err_code)
+                return 0;
+            pthread_cond_wait(&r->parsed, &r->lock);
+            continue;
+        }
         if (!r->is_open) {
             if (r->cur >= r->n_files)
                 return 0;
@@ -202,28 +272,82 @@ static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
             r->cur++;
             continue;
         }
+        if (rc == 2) {
+            scratch_add(w, r, LINE_LONG, NULL, 0);
+            continue;
+        }
         if (r->line_no <= r->s.header_lines)
             continue;
         if (len == 0 || (len == 1 && line[0] == '\r')) {
-            skipped(r, r->line_no);
+            scratch_add(w, r, LINE_BLANK, NULL, 0);
             continue;
         }
         if (!mine(r))
             continue;
-        int slot = b->n;
-        rc = parse_line(&r->s, line, len, b, &le);
-        if (rc == SS_EFORMAT) {
-            bad_line(r, r->line_no, le.msg);
-            continue;
-        }
-        if (rc) {
-            ss_fail(e, rc, "%s:%lld: %s", r->files[r->cur], (long long)r->line_no, le.msg);
-            return rc;
-        }
-        b->example_id[slot] = (uint64_t)r->cur << 40 | (uint64_t)(r->line_no - 1);
-        r->handed++;
+        scratch_add(w, r, LINE_PARSE, line, len);
+        r->parsing++;
     }
     return 0;
+}
+
+/* Unlocked: parses w's lines into b, in order. Returns 0, or a hard
+ * error (bad lines are counted under the lock and skipped). */
+static int text_parse(struct reader *r, struct scratch *w, struct batch *b, struct ss_err *e)
+{
+    char why[64];
+    struct ss_err le;
+    for (int i = 0; i < w->n; i++) {
+        const struct taken *t = &w->v[i];
+        const char *reason = NULL;
+        if (t->kind == LINE_LONG) {
+            snprintf(why, sizeof why, "line longer than %zu bytes", r->buf_cap);
+            reason = why;
+        } else if (t->kind == LINE_PARSE) {
+            int slot = b->n;
+            int rc = parse_line(&r->s, w->bytes + t->off, t->len, b, &le);
+            if (rc == 0) {
+                b->example_id[slot] = (uint64_t)t->file << 40 | (uint64_t)(t->line_no - 1);
+                continue;
+            }
+            if (rc != SS_EFORMAT)
+                return ss_fail(e, rc, "%s:%lld: %s", r->files[t->file], (long long)t->line_no,
+                               le.msg);
+            reason = le.msg;
+        }
+        skipped(r, t->file, t->line_no);
+        if (reason) {
+            pthread_mutex_lock(&r->lock);
+            bad_line(r, t->file, t->line_no, reason);
+            pthread_mutex_unlock(&r->lock);
+        }
+    }
+    return 0;
+}
+
+/* Under the lock (let go while parsing): fills b up to its cap. */
+static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
+{
+    struct scratch *w = scratch_get(r);
+    int rc = 0;
+    while (b->n < b->cap) {
+        if ((rc = text_take(r, w, b->cap - b->n, b->n == 0, e)) < 0 || w->n == 0)
+            break;
+        pthread_mutex_unlock(&r->lock);
+        int before = b->n;
+        rc = text_parse(r, w, b, e);
+        pthread_mutex_lock(&r->lock);
+        r->parsing -= w->to_parse;
+        r->handed += b->n - before;
+        if (w->to_parse)
+            pthread_cond_broadcast(&r->parsed);
+        if (rc < 0 || r->err_code) /* another caller's hard error stops this one too */
+            break;
+    }
+    w->next = r->spare;
+    r->spare = w;
+    if (rc == 0 && r->err_code)
+        rc = ss_fail(e, r->err_code, "%s", r->err_msg);
+    return rc;
 }
 
 /* ---- binary ---------------------------------------------------------- */
@@ -411,6 +535,7 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
         r->buf = ss_xmalloc(r->buf_cap);
     }
     pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->parsed, NULL);
     *out = r;
     return 0;
 }
@@ -602,6 +727,14 @@ void reader_close(struct reader *r)
             close(r->fd);
     }
     pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->parsed);
+    while (r->spare) {
+        struct scratch *w = r->spare;
+        r->spare = w->next;
+        free(w->v);
+        free(w->bytes);
+        free(w);
+    }
     reader_free_files(r->files, r->n_files);
     free(r->buf);
     free(r);

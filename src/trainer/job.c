@@ -1419,7 +1419,7 @@ static int eval_with(struct job *j, const struct ss_config *c, const float *w, c
 }
 
 /* output.eval_every: while the job trains, the master scores data.eval
- * with a copy of trainer 0's replica each time the job has trained that
+ * with a copy of the model (eval_model) each time the job has trained that
  * many more examples, on a thread of its own, so no worker waits: the
  * copy is taken as the shadow thread takes its own (a Hogwild read; a GPU
  * trainer's through its staging transfer), and the eval's lookups read the
@@ -1469,6 +1469,28 @@ static void mid_eval_report(struct job *j)
     }
 }
 
+/* What a mid-run eval scores, into w: the model the run would output now.
+ * That is trainer 0's replica, or with sync.output = average the replicas'
+ * mean where they are all in this process (the embedded default); a
+ * cluster job's master has only its own, as averaging would hold up the
+ * other trainers. */
+static int eval_model(struct job *j, float *w, struct ss_err *e)
+{
+    int rc = model_of(j, &j->tr[0], w, NULL, e);
+    if (rc < 0 || j->c->sync.output != OUT_AVERAGE || j->env || j->n_tr < 2)
+        return rc;
+    size_t n = j->n_sync;
+    float *one = ss_aligned(n * sizeof(float));
+    for (int t = 1; rc == 0 && t < j->n_tr; t++)
+        if ((rc = model_of(j, &j->tr[t], one, NULL, e)) == 0)
+            for (size_t i = 0; i < n; i++)
+                w[i] += one[i];
+    for (size_t i = 0; i < n; i++)
+        w[i] /= (float)j->n_tr;
+    free(one);
+    return rc;
+}
+
 /* The master, from its waits: reports an eval that has ended, and starts
  * one that is due at `examples` (the job's count) unless a worker's data
  * has ended (its count is then at or near the last: the end's eval
@@ -1482,8 +1504,8 @@ static void mid_eval_poll(struct job *j, int64_t examples, int ending)
         return;
     if (!m->w)
         m->w = ss_aligned(j->n_sync * sizeof(float));
-    if (model_of(j, &j->tr[0], m->w, NULL, &m->err) < 0) {
-        fprintf(stderr, "shadowsync: warning: no eval at %lld examples: trainer 0's model "
+    if (eval_model(j, m->w, &m->err) < 0) {
+        fprintf(stderr, "shadowsync: warning: no eval at %lld examples: a trainer's model "
                 "could not be read from its GPU: %s\n", (long long)examples, m->err.msg);
         m->next += m->every;
         return;
