@@ -186,6 +186,7 @@ struct eval_result {
     int64_t examples;
     double logloss, ne, auc, ctr, mean_p, calibration; /* calibration = mean_p / ctr */
     int labeled;                /* 0: unlabeled data, only scored (the figures NAN) */
+    int threads;                /* the threads that scored it */
 };
 
 /* Scores every example of path with the model (forward only), on threads

@@ -261,7 +261,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
     if (rc == 0 && predictions && n > 1)
         lines_write(predictions, parts, n);
     if (rc == 0 && !labeled) {
-        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0};
+        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0, n};
     } else if (rc == 0) {
         float *prob = parts[0].prob, *label = parts[0].label;
         if (n > 1) { /* every share's scores, for the AUC */
@@ -281,6 +281,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         r->mean_p = have ? psum / have : NAN;
         r->calibration = r->ctr > 0 ? r->mean_p / r->ctr : NAN;
         r->labeled = 1;
+        r->threads = n;
         if (n > 1)
             free(prob), free(label);
     }

@@ -1972,7 +1972,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     pthread_cond_init(&j.resume_cv, NULL);
-    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN, 0};
+    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
     struct figures f = {0};
     struct reader_stats rs = {0};
     float *w = NULL;
@@ -2118,10 +2118,11 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     if (c->data.eval && *c->data.eval) {
         double t0 = ss_now();
-        j.eval_threads = j.des ? 1 : eval_threads(); /* DES: a collective, one thread */
-        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, j.eval_threads, &ev, e)) < 0)
+        int threads = j.des ? 1 : eval_threads(); /* DES: a collective, one thread */
+        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, threads, &ev, e)) < 0)
             goto out;
         j.eval_s = ss_now() - t0;
+        j.eval_threads = ev.threads; /* fewer where a thread's client could not be made */
         print_eval("eval", &ev);
         eval_row(&j, f.examples, f.elapsed, &ev);
     }
