@@ -1,7 +1,9 @@
 /* The reader service and the trainer's prefetch queue on loopback: two
  * readers, each with its share of one generated file, feed every example
- * exactly once to several worker threads; a wrong token and a bad max are
- * refused while the service serves on. */
+ * exactly once to the worker threads of three trainers' queues at once
+ * (each service parses their calls in parallel) while saves of its
+ * position go through; a wrong token and a bad max are refused while the
+ * service serves on. */
 #include "check.h"
 #include "rpc_check.h"
 #include "shadowsync/reader.h"
@@ -15,20 +17,22 @@
 
 #define N 3000
 static const char *token = "aaaabbbbccccddddaaaabbbbccccdddd";
-static struct batch_feed *feed;
+#define FEEDS 3
+static struct batch_feed *feed[FEEDS];
+static int workers_left = 2 * FEEDS;
 static uint64_t seen[N + 64];
 static int n_seen, bad;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void *worker(void *arg)
 {
-    (void)arg;
+    struct batch_feed *f = arg;
     struct batch b;
     batch_init(&b, 100, 13, 26);
     struct ss_err e;
     for (;;) {
         batch_clear(&b);
-        if (feed_next(feed, &b, &e) < 0) {
+        if (feed_next(f, &b, &e) < 0) {
             __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
             break;
         }
@@ -40,6 +44,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&mu);
     }
     batch_free(&b);
+    __atomic_fetch_sub(&workers_left, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -49,7 +54,9 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int raw_next(int port, const char *tok, int max, char *why)
+/* One next_batch (max examples) or, with save_to, one save call to the
+ * service at port: 0, 1 refused (why), or -1. */
+static int raw_call(int port, const char *tok, int max, const char *save_to, char *why)
 {
     struct rpc_conn *conn;
     struct ss_err e;
@@ -63,13 +70,20 @@ static int raw_next(int port, const char *tok, int max, char *why)
     ssBatchReply *reply = g_object_new(SS_TYPE_BATCH_REPLY, NULL);
     ssRpcError *rerr = NULL;
     GError *gerr = NULL;
-    int rc = call_outcome(ss_reader_client_next_batch(cl, &reply, t, max, &rerr, &gerr),
+    gint64 bytes = 0;
+    int rc = call_outcome(save_to ? ss_reader_client_save(cl, &bytes, t, save_to, &rerr, &gerr)
+                                  : ss_reader_client_next_batch(cl, &reply, t, max, &rerr, &gerr),
                           &rerr, &gerr, why);
     g_object_unref(reply);
     g_byte_array_unref(t);
     g_object_unref(cl);
     rpc_conn_close(conn);
     return rc;
+}
+
+static int raw_next(int port, const char *tok, int max, char *why)
+{
+    return raw_call(port, tok, max, NULL, why);
 }
 
 int main(void)
@@ -102,6 +116,7 @@ int main(void)
         rc |= reader_open(&r[k], path, &s, 0, 0, &e);
         reader_set_share(r[k], k, 2);
         svc[k] = reader_service_create(r[k], s.n_dense, s.n_cat, token);
+        reader_service_save_root(svc[k], dir);
         rc |= rpc_server_start(&srv[k], "127.0.0.1", 0, reader_service_processor(svc[k]), &e);
         ep[k] = (struct reader_endpoint){k ? "reader 1" : "reader 0", "127.0.0.1",
                                          rpc_server_port(srv[k])};
@@ -114,26 +129,43 @@ int main(void)
     CHECK(raw_next(ep[0].port, token, 0, why) == 1 && strstr(why, "max = 0"),
           "a bad max is refused", "%s", why);
 
-    rc = feed_start(&feed, ep, 2, token, 100, 3, 2000, &e);
-    CHECK(rc == 0, "the prefetch queue connects to both readers", "%s", e.msg);
-    pthread_t th[3];
-    for (int k = 0; k < 3; k++)
-        pthread_create(&th[k], NULL, worker, NULL);
-    for (int k = 0; k < 3; k++)
+    for (int f = 0; f < FEEDS; f++)
+        rc |= feed_start(&feed[f], ep, 2, token, 7 + 31 * f, 3, 2000, &e);
+    CHECK(rc == 0, "3 prefetch queues connect to both readers", "%s", e.msg);
+    pthread_t th[2 * FEEDS];
+    for (int k = 0; k < 2 * FEEDS; k++)
+        pthread_create(&th[k], NULL, worker, feed[k / 2]);
+    char pos[300];
+    snprintf(pos, sizeof pos, "%s/reader.pos", dir);
+    int saves = 0, save_failed = 0;
+    while (__atomic_load_n(&workers_left, __ATOMIC_ACQUIRE) > 0 && saves < 50) {
+        save_failed |= raw_call(ep[saves % 2].port, token, 0, pos, why) != 0;
+        saves++;
+    }
+    for (int k = 0; k < 2 * FEEDS; k++)
         pthread_join(th[k], NULL);
     qsort(seen, (size_t)n_seen, sizeof *seen, cmp);
     int dup = 0;
     for (int i = 1; i < n_seen; i++)
         dup += seen[i] == seen[i - 1];
     CHECK(!bad && n_seen == N && dup == 0,
-          "3 workers over the queue get every example of the 2 shares once",
+          "6 workers of 3 queues, calling each service at once, get every example of the 2 shares once",
           "seen %d of %d, %d repeated, failed %d", n_seen, N, dup, bad);
+    struct reader *back;
+    int loaded = reader_open(&back, path, &s, 0, 0, &e) == 0 &&
+                 reader_load_pos(back, pos, &e) == 0;
+    if (loaded)
+        reader_close(back);
+    CHECK(saves > 0 && !save_failed && loaded,
+          "saves of the position go through while the calls stream, and load back",
+          "%d saves, failed %d, %s", saves, save_failed, e.msg);
     int64_t served, examples, refused;
     reader_service_counts(svc[0], &served, &examples, &refused);
     CHECK(refused == 2 && examples > 0 && examples < N, "each reader served its share, refusals counted",
           "served %lld examples %lld refused %lld", (long long)served, (long long)examples,
           (long long)refused);
-    feed_free(feed);
+    for (int f = 0; f < FEEDS; f++)
+        feed_free(feed[f]);
     for (int k = 0; k < 2; k++) {
         rpc_server_stop(srv[k]);
         reader_service_free(svc[k]);

@@ -2,7 +2,10 @@
  * training data (every example k with k mod job.readers = its index) and
  * answers next_batch with up to `max` examples, already parsed, as binary
  * blobs; n = 0 once its share has ended. Requests are validated (token,
- * max) and a bad one is refused while the service serves on. */
+ * max) and a bad one is refused while the service serves on. Each
+ * connection's thread fills a batch of its own, so the trainers' calls
+ * parse in parallel; a save waits for the calls under way and holds off
+ * new ones, so no batch is half handed out when the position is taken. */
 #include "internal.h"
 #include "shadowsync/rpc.h"
 
@@ -13,11 +16,17 @@
 #include <string.h>
 #include <unistd.h>
 
-struct reader_service {
-    pthread_mutex_t mu;         /* one batch buffer, filled under the lock */
-    struct reader *r;
+struct spare {
     struct batch b;
-    int cap;                    /* b's room, read without the lock (b.cap moves under it) */
+    struct spare *next;
+};
+
+struct reader_service {
+    pthread_rwlock_t serving;   /* next_batch calls share it; a save takes it alone */
+    pthread_mutex_t mu;         /* the counts and the spare batches */
+    struct reader *r;
+    struct spare *spare;
+    int cap, n_dense, n_cat;    /* a batch's room and shape */
     char token[64];
     char save_root[4096];       /* saves go only below it: the job's checkpoint.dir */
     ThriftProcessor *proc;
@@ -41,6 +50,16 @@ static GByteArray *blob(const void *p, size_t bytes)
     return a;
 }
 
+/* A call's batch back to the spares, and the call's share of serving. */
+static void rd_put_back(struct reader_service *s, struct spare *sp)
+{
+    pthread_mutex_lock(&s->mu);
+    sp->next = s->spare;
+    s->spare = sp;
+    pthread_mutex_unlock(&s->mu);
+    pthread_rwlock_unlock(&s->serving);
+}
+
 static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray *token,
                         const gint32 max, ssRpcError **err, GError **error)
 {
@@ -52,15 +71,23 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
         return rpc_refuse(&s->refused, err, SS_EINVAL, "bad request: max = %d (1..%d)", max,
                           s->cap);
     struct ss_err e = {0};
+    pthread_rwlock_rdlock(&s->serving);
     pthread_mutex_lock(&s->mu);
-    struct batch *b = &s->b;
+    struct spare *sp = s->spare;
+    if (sp)
+        s->spare = sp->next;
+    pthread_mutex_unlock(&s->mu);
+    if (!sp) {
+        sp = ss_xcalloc(1, sizeof *sp);
+        batch_init(&sp->b, s->cap, s->n_dense, s->n_cat);
+    }
+    struct batch *b = &sp->b;
     batch_clear(b);
-    int cap = b->cap;
-    b->cap = max < cap ? max : cap;
+    b->cap = max;
     int rc = reader_next(s->r, b, &e);
-    b->cap = cap;
+    b->cap = s->cap;
     if (rc < 0) {
-        pthread_mutex_unlock(&s->mu);
+        rd_put_back(s, sp);
         return rpc_refuse(&s->refused, err, rc, "reader failed: %s", e.msg);
     }
     ssBatchReply *r = *ret;
@@ -81,9 +108,11 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     r->__isset_bad_lines = TRUE;
     r->done = reader_fraction(s->r);
     r->__isset_done = TRUE;
+    pthread_mutex_lock(&s->mu);
     s->served++;
     s->examples += n;
     pthread_mutex_unlock(&s->mu);
+    rd_put_back(s, sp);
     return TRUE;
 }
 
@@ -95,9 +124,9 @@ static gboolean rd_save(ssReaderIf *iface, gint64 *ret, const GByteArray *token,
     if (!rpc_save_request_ok(&s->refused, err, token, s->token, path, s->save_root))
         return FALSE;
     struct ss_err e = {0};
-    pthread_mutex_lock(&s->mu); /* no batch half handed out */
+    pthread_rwlock_wrlock(&s->serving); /* no batch half handed out */
     int rc = reader_save_pos(s->r, path, &e);
-    pthread_mutex_unlock(&s->mu);
+    pthread_rwlock_unlock(&s->serving);
     if (rc < 0)
         return rpc_refuse(&s->refused, err, SS_EIO, "save failed: %s", e.msg);
     *ret = (gint64)sizeof(struct reader_pos);
@@ -119,11 +148,17 @@ struct reader_service *reader_service_create(struct reader *r, int n_dense, int 
                                              const char *token)
 {
     struct reader_service *s = ss_xcalloc(1, sizeof *s);
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra); /* a save is not starved by a stream of calls */
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->serving, &ra);
+    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&s->mu, NULL);
     s->r = r;
     snprintf(s->token, sizeof s->token, "%s", token);
-    batch_init(&s->b, 4096, n_dense, n_cat);
-    s->cap = s->b.cap;
+    s->cap = 4096;
+    s->n_dense = n_dense;
+    s->n_cat = n_cat;
     RdHandler *h = g_object_new(rd_handler_get_type(), NULL);
     h->svc = s;
     s->proc = rpc_processor_new(SS_TYPE_READER_PROCESSOR, h);
@@ -150,8 +185,14 @@ void reader_service_free(struct reader_service *s)
     if (!s)
         return;
     g_object_unref(s->proc);
-    batch_free(&s->b);
+    while (s->spare) {
+        struct spare *sp = s->spare;
+        s->spare = sp->next;
+        batch_free(&sp->b);
+        free(sp);
+    }
     pthread_mutex_destroy(&s->mu);
+    pthread_rwlock_destroy(&s->serving);
     free(s);
 }
 
