@@ -8,7 +8,7 @@
 CC      ?= gcc
 BUILD   ?= build
 GEN_DIR := $(BUILD)/gen
-PKGS    := thrift_c_glib gobject-2.0 glib-2.0 ompi-c openblas
+PKGS    := thrift_c_glib gobject-2.0 glib-2.0 ompi-c openblas zlib
 OPT     ?= -O3 -march=native -g
 WERROR  ?= -Werror
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp-simd -Wall -Wextra $(WERROR) -Iinclude -I$(GEN_DIR) $(OPT) \

@@ -157,6 +157,20 @@ check "convert writes shards" test -f $T/shards/part-00004.bin
 train bin --set trainer.worker_threads=1 --set data.train=$T/shards
 check "training on shards = training on text (1 worker, bit-identical)" \
     cmp -s $T/one/model/dense.bin $T/bin/model/dense.bin
+# gzip: the same run on the gzipped text (training, eval with predictions, convert)
+gzip -c $T/d/train.tsv > $T/train.tsv.gz
+gzip -c $T/d/eval.tsv > $T/eval.tsv.gz
+train gz --set trainer.worker_threads=1 --set data.train=$T/train.tsv.gz --set data.eval=$T/eval.tsv.gz
+check "training on gzipped text = training on the text (1 worker, bit-identical)" \
+    sh -c "cmp -s $T/one/model/dense.bin $T/gz/model/dense.bin && [ '$(json eval_ne $T/gz/metrics.json)' = '$(json eval_ne $T/one/metrics.json)' ]"
+$BIN eval $CFG --set data.eval=$T/eval.tsv.gz --model $T/one/model --predictions $T/predgz.txt > /dev/null 2>&1
+$BIN convert $CFG --in $T/train.tsv.gz --out $T/gzshards --shard-examples 14000 > /dev/null 2>&1
+check "eval --predictions and convert read gzip: the text's lines, the text's shards" \
+    sh -c "cmp -s $T/pred.txt $T/predgz.txt && cmp -s $T/shards/part-00002.bin $T/gzshards/part-00002.bin"
+head -c 100000 $T/train.tsv.gz > $T/trunc.tsv.gz
+train gztrunc --set data.train=$T/trunc.tsv.gz
+check "a truncated gzip file ends the run with an error naming it" \
+    sh -c "[ $? != 0 ] && grep -q '$T/trunc.tsv.gz: the gzip stream is truncated' $T/gztrunc.log"
 head -c 1000 $T/shards/part-00000.bin > $T/trunc.bin
 train csvbin --set data.train=$T/shards --set data.format=csv
 check "data.format = csv on binary shards is refused, naming both" \

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static char root[64];
 
@@ -1072,6 +1073,35 @@ static int64_t drain(struct reader *r, struct batch *b, uint64_t *ids, float *la
 /* A position taken after k batches: a new reader seeking to it hands out
  * exactly what the first one would have, for text (with bad lines) and
  * binary shards; a position over other files is refused. */
+/* rel (under root) gzipped into rel_gz; with keep < 1, only that share of
+ * the compressed bytes (a truncated download), or with flip, some bytes in
+ * the middle of the stream changed. */
+static void gzip_file(const char *rel, const char *rel_gz, double keep, int flip)
+{
+    char p[512];
+    path_of(p, sizeof p, rel);
+    size_t n = 0;
+    char *data = read_all(p, &n);
+    size_t cap = compressBound((uLong)n) + 64;
+    unsigned char *z = malloc(cap);
+    z_stream zs = {0};
+    deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY); /* 16: gzip */
+    zs.next_in = (unsigned char *)data;
+    zs.avail_in = (uInt)n;
+    zs.next_out = z;
+    zs.avail_out = (uInt)cap;
+    deflate(&zs, Z_FINISH);
+    size_t zn = zs.total_out;
+    deflateEnd(&zs);
+    if (keep < 1)
+        zn = (size_t)(zn * keep);
+    for (int i = 0; flip && i < 64; i++)
+        z[zn / 2 + (size_t)i] ^= 0x5a;
+    write_file(rel_gz, (char *)z, zn);
+    free(z);
+    free(data);
+}
+
 static void test_tell_seek(void)
 {
     char made[256];
@@ -1089,12 +1119,21 @@ static void test_tell_seek(void)
     bs = s;
     bs.format = FMT_BINARY;
     CHECK(rc == 0, "position test data converted to shards", "%s", e.msg);
+    char gz[256];
+    path_of(gz, sizeof gz, "posgz");
+    mkdir(gz, 0755);
+    gzip_file("pos/a.tsv", "posgz/a.tsv.gz", 1, 0);
+    gzip_file("pos/b.tsv", "posgz/b.tsv.gz", 1, 0);
     enum { CAP = 2000 };
     uint64_t *ia = malloc(CAP * 8), *ib = malloc(CAP * 8);
     float *la = malloc(CAP * 4), *lb = malloc(CAP * 4);
-    for (int kind = 0; kind < 2; kind++) {
-        const struct schema *sc = kind ? &bs : &s;
-        const char *path = kind ? bin : dir;
+    static const char *const kinds[] = {
+        "text: a reader seeking to a position hands out the same rest",
+        "binary: a reader seeking to a position hands out the same rest",
+        "gzip: a reader seeking to a position hands out the same rest"};
+    for (int kind = 0; kind < 3; kind++) {
+        const struct schema *sc = kind == 1 ? &bs : &s;
+        const char *path = kind == 1 ? bin : kind ? gz : dir;
         for (int k = 0; k < 30; k += 7) {
             struct reader *a, *b2;
             struct batch b;
@@ -1113,8 +1152,7 @@ static void test_tell_seek(void)
             reader_stats(b2, &sb);
             CHECK(rc == 0 && na == nb && !memcmp(ia, ib, na * 8) && !memcmp(la, lb, na * 4) &&
                       sa.examples == sb.examples && sa.bad_lines == sb.bad_lines,
-                  kind ? "binary: a reader seeking to a position hands out the same rest"
-                       : "text: a reader seeking to a position hands out the same rest",
+                  kinds[kind],
                   "after %d batches: rc %d, %lld vs %lld examples, bad %lld vs %lld: %s", k, rc,
                   (long long)na, (long long)nb, (long long)sa.bad_lines,
                   (long long)sb.bad_lines, e.msg);
@@ -1141,6 +1179,84 @@ static void test_tell_seek(void)
     free(lb);
 }
 
+/* gzip input: the same examples, ids, bad lines and reports as the text
+ * it holds; exactly once under threads over a folder of both kinds;
+ * progress in compressed bytes; a truncated or corrupt file an error
+ * naming it. */
+static void test_gzip(void)
+{
+    struct schema s;
+    struct ss_err e = {0};
+    criteo_schema(&s);
+    char p[512], pz[512];
+    path_of(p, sizeof p, "gz");
+    mkdir(p, 0755);
+    write_criteo_file("gz/a.tsv", 3000, 100);
+    gzip_file("gz/a.tsv", "a.tsv.gz", 1, 0);
+    path_of(p, sizeof p, "gz/a.tsv");
+    path_of(pz, sizeof pz, "a.tsv.gz");
+    enum { CAP = 3100 };
+    uint64_t *ia = malloc(CAP * 8), *ib = malloc(CAP * 8);
+    struct reader_stats sa, sb;
+    int64_t na = read_all_examples(p, &s, 128, 0, ia, CAP, &sa, &e);
+    capture_begin();
+    int64_t nb = read_all_examples(pz, &s, 128, 0, ib, CAP, &sb, &e);
+    char *err = capture_end();
+    char want[600];
+    snprintf(want, sizeof want, "%s:100: expected 40 fields, found 1", pz);
+    CHECK(na == 2970 && nb == na && !memcmp(ia, ib, (size_t)na * 8) && sb.bad_lines == 30 &&
+              sb.bad_lines == sa.bad_lines && err && strstr(err, want),
+          "gzip: the same examples and ids as its text, bad lines counted and reported as FILE:LINE",
+          "%lld vs %lld examples, bad %lld vs %lld: %s", (long long)nb, (long long)na,
+          (long long)sb.bad_lines, (long long)sa.bad_lines, e.msg);
+    free(err);
+
+    /* progress: compressed bytes of the file's */
+    struct reader *r;
+    struct batch b;
+    batch_init(&b, 1500, 13, 26);
+    reader_open(&r, pz, &s, 0, 0, &e);
+    reader_next(r, &b, &e);
+    double mid = reader_fraction(r);
+    while (b.n > 0)
+        reader_next(r, &b, &e);
+    CHECK(mid > 0 && mid <= 1 && reader_fraction(r) == 1, "gzip: the fraction done is of the compressed bytes, 1 at the end",
+          "%.3f midway", mid);
+    reader_close(r);
+
+    /* a folder of gzip and plain files, 4 threads: every example once */
+    gzip_file("gz/a.tsv", "gz/b.tsv.gz", 1, 0);
+    path_of(p, sizeof p, "gz");
+    free(ia);
+    ia = malloc(2 * CAP * 8);
+    reader_open(&r, p, &s, 0, 0, &e);
+    int failed = 0;
+    int64_t n = pull_threaded(r, 4, ia, 2 * CAP, &failed);
+    int ok = n == 2 * 2970 && !failed;
+    for (int64_t i = 0; ok && i < n; i++) /* file 0 a.tsv, 1 b.tsv.gz; every 100th line bad */
+        ok &= ia[i] == ((uint64_t)(i / 2970) << 40 | (uint64_t)(i % 2970 + i % 2970 / 99));
+    CHECK(ok, "gzip: 4 threads over a folder of gzip and plain files get every example once",
+          "%lld of %d, failed %d", (long long)n, 2 * 2970, failed);
+    reader_close(r);
+
+    /* truncated, corrupt */
+    for (int k = 0; k < 2; k++) {
+        gzip_file("gz/a.tsv", "bad.tsv.gz", k ? 1 : 0.6, k);
+        path_of(pz, sizeof pz, "bad.tsv.gz");
+        reader_open(&r, pz, &s, 0, 0, &e);
+        int rc;
+        while ((rc = reader_next(r, &b, &e)) == 0 && b.n > 0)
+            ;
+        CHECK(rc < 0 && strstr(e.msg, pz) && (k || strstr(e.msg, "truncated")),
+              k ? "gzip: a corrupt file is an error naming it" : "gzip: a truncated file is an error naming it, not an end",
+              "rc %d: %s", rc, e.msg);
+        reader_close(r);
+    }
+    batch_free(&b);
+    free(ia);
+    free(ib);
+}
+
 int main(void)
 {
     strcpy(root, "/tmp/ss_test_reader.XXXXXX");
@@ -1159,6 +1275,7 @@ int main(void)
     test_gen();
     test_gen_multihot();
     test_tell_seek();
+    test_gzip();
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_DONE();
 }

@@ -2,6 +2,8 @@
  * under one lock, so every example goes to exactly one caller.
  *
  * Text files are read with read(2) into one 4 MiB buffer and split on '\n'
+ * (gzip files, known by their magic bytes, through zlib: positions are then
+ * offsets into the uncompressed text, and a resume reads up to its own)
  * (a last line without newline counts; a longer line is reported bad and
  * skipped); header lines are skipped per file; blank lines are ignored; bad
  * lines are counted, the first report_bad printed as FILE:LINE: reason.
@@ -25,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define TEXT_BUF (4u << 20)       /* the longest line read */
 #define TEXT_BUF_MIN (64u << 10)
@@ -54,6 +57,8 @@ struct reader {
 
     /* text */
     int fd;
+    gzFile gz;          /* the current file is gzip: read through it (it owns fd) */
+    z_off_t gz_in;      /* its compressed bytes counted in bytes_done */
     char *buf;
     size_t buf_cap;  /* TEXT_BUF, or less when every file is smaller */
     size_t pos, end; /* unread bytes buf[pos, end) */
@@ -98,6 +103,22 @@ static void bad_line(struct reader *r, int file, int64_t line, const char *why)
 
 /* ---- text ------------------------------------------------------------ */
 
+/* fd's first bytes are gzip's magic. */
+static int is_gzip_fd(int fd)
+{
+    unsigned char m[2];
+    return pread(fd, m, 2, 0) == 2 && m[0] == 0x1f && m[1] == 0x8b;
+}
+
+static int is_gzip(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int gz = fd >= 0 && is_gzip_fd(fd);
+    if (fd >= 0)
+        close(fd);
+    return gz;
+}
+
 static int text_open(struct reader *r, struct ss_err *e)
 {
     const char *f = r->files[r->cur];
@@ -105,6 +126,16 @@ static int text_open(struct reader *r, struct ss_err *e)
     if (r->fd < 0)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    r->gz = NULL;
+    r->gz_in = 0;
+    if (is_gzip_fd(r->fd)) {
+        if (!(r->gz = gzdopen(r->fd, "rb"))) {
+            close(r->fd);
+            r->fd = -1;
+            return ss_fail(e, SS_EIO, "%s: cannot read it as gzip (out of memory?)", f);
+        }
+        gzbuffer(r->gz, 1u << 20);
+    }
     r->pos = r->end = 0;
     r->eof = r->skipping = 0;
     r->line_no = 0;
@@ -112,9 +143,43 @@ static int text_open(struct reader *r, struct ss_err *e)
     return 0;
 }
 
+static void text_close(struct reader *r)
+{
+    if (r->gz)
+        gzclose(r->gz); /* and its fd */
+    else if (r->fd >= 0)
+        close(r->fd);
+    r->gz = NULL;
+    r->fd = -1;
+}
+
+/* Inflates more into buf[end..): a truncated or corrupt stream is an error
+ * naming the file, never a quiet end. */
+static int gz_fill(struct reader *r, struct ss_err *e)
+{
+    int k = gzread(r->gz, r->buf + r->end, (unsigned)(r->buf_cap - r->end)), zerr = Z_OK;
+    const char *msg = gzerror(r->gz, &zerr);
+    if (k < 0 || (k == 0 && zerr != Z_OK))
+        return ss_fail(e, SS_EIO, "%s: %s after %llu uncompressed bytes", r->files[r->cur],
+                       zerr == Z_BUF_ERROR ? "the gzip stream is truncated" : msg,
+                       (unsigned long long)r->file_read);
+    z_off_t in = gzoffset(r->gz);
+    if (in > r->gz_in) {
+        r->bytes_done += (uint64_t)(in - r->gz_in);
+        r->gz_in = in;
+    }
+    if (k == 0)
+        r->eof = 1;
+    r->end += (size_t)k;
+    r->file_read += (uint64_t)k;
+    return 0;
+}
+
 /* Reads more into buf[end..). */
 static int text_fill(struct reader *r, struct ss_err *e)
 {
+    if (r->gz)
+        return gz_fill(r, e);
     for (;;) {
         ssize_t k = read(r->fd, r->buf + r->end, r->buf_cap - r->end);
         if (k < 0 && errno == EINTR)
@@ -266,7 +331,7 @@ static int text_take(struct reader *r, struct scratch *w, int want, int may_wait
         if (rc < 0)
             return rc;
         if (rc == 0) {
-            close(r->fd);
+            text_close(r);
             r->is_open = 0;
             r->files_done++;
             r->cur++;
@@ -524,7 +589,8 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
         size_t biggest = 0;
         for (int i = 0; i < r->n_files; i++) {
             struct stat st;
-            if (stat(r->files[i], &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size >= TEXT_BUF) {
+            if (stat(r->files[i], &st) != 0 || !S_ISREG(st.st_mode) ||
+                (size_t)st.st_size >= TEXT_BUF || is_gzip(r->files[i])) {
                 biggest = TEXT_BUF;
                 break;
             }
@@ -601,6 +667,7 @@ void reader_tell(struct reader *r, struct reader_pos *p)
     p->is_open = r->is_open;
     p->skipping = r->skipping;
     p->offset = r->map ? (int64_t)r->at : (int64_t)(r->file_read - (r->end - r->pos));
+    /* (gzip: of the uncompressed text, and bytes_done counts compressed bytes) */
     p->line_no = r->line_no;
     p->rec = (int64_t)r->rec;
     p->ids_left = (int64_t)r->ids_left;
@@ -609,7 +676,7 @@ void reader_tell(struct reader *r, struct reader_pos *p)
     p->bad_lines = r->bad_lines;
     p->reported = r->reported;
     p->files_done = r->files_done;
-    p->bytes_done = r->bytes_done - (r->map ? 0 : r->end - r->pos); /* read again on seek */
+    p->bytes_done = r->bytes_done - (r->map || r->gz ? 0 : r->end - r->pos); /* read again on seek */
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -640,9 +707,17 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
             }
         } else {
             rc = text_open(r, e);
-            if (rc == 0 && lseek(r->fd, p->offset, SEEK_SET) != p->offset)
+            if (rc == 0 && r->gz) { /* inflates up to it */
+                if (gzseek(r->gz, (z_off_t)p->offset, SEEK_SET) != (z_off_t)p->offset)
+                    rc = ss_fail(e, SS_EIO, "%s: cannot reach byte %lld of its uncompressed text",
+                                 r->files[r->cur], (long long)p->offset);
+                r->gz_in = gzoffset(r->gz);
+            } else if (rc == 0 && lseek(r->fd, p->offset, SEEK_SET) != p->offset) {
                 rc = ss_fail(e, SS_EIO, "%s: cannot seek to byte %lld: %s", r->files[r->cur],
                              (long long)p->offset, strerror(errno));
+            }
+            if (rc < 0 && r->fd >= 0)
+                text_close(r);
             if (rc == 0) {
                 r->file_read = (uint64_t)p->offset;
                 r->line_no = p->line_no;
@@ -696,7 +771,7 @@ void reader_stats(struct reader *r, struct reader_stats *st)
 double reader_fraction(struct reader *r)
 {
     pthread_mutex_lock(&r->lock);
-    uint64_t ahead = r->is_open && !r->map ? r->end - r->pos : 0; /* read, not yet parsed */
+    uint64_t ahead = r->is_open && !r->map && !r->gz ? r->end - r->pos : 0; /* read, not yet split */
     double f = r->bytes_total ? (double)(r->bytes_done - ahead) / (double)r->bytes_total : 0;
     if (r->max_examples > 0) {
         double g = (double)(r->share_count > 1 ? r->seen : r->handed) / (double)r->max_examples;
@@ -723,8 +798,8 @@ void reader_close(struct reader *r)
     if (r->is_open) {
         if (r->map)
             munmap((void *)r->map, r->map_len);
-        else if (r->fd >= 0)
-            close(r->fd);
+        else
+            text_close(r);
     }
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->parsed);

@@ -1,4 +1,4 @@
-/* Text lines through the Criteo parser and a CSV schema with a header line
+/* Text lines (plain or gzip) through the Criteo parser and a CSV schema with a header line
  * and a multi-hot column, via the reader (buffering, long lines, bad lines
  * counted). */
 #include "fuzz_common.h"
