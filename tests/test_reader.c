@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -535,6 +536,39 @@ static int64_t pull_threaded(struct reader *r, int k, uint64_t *all, int64_t cap
     }
     qsort(all, (size_t)n, 8, cmp_u64);
     return n;
+}
+
+/* A run of a million blank lines costs the reader no memory of its own
+ * for them (they are skipped in bounded rounds). */
+static void test_blank_run(void)
+{
+    struct schema s;
+    struct ss_err e = {0};
+    criteo_schema(&s);
+    size_t n = 1000000;
+    char *data = malloc(n + 4096), *q = data + n;
+    memset(data, '\n', n);
+    for (int i = 0; i < 10; i++) {
+        q += criteo_line(q, i);
+        *q++ = '\n';
+    }
+    write_file("blanks.tsv", data, (size_t)(q - data));
+    free(data);
+    char p[512];
+    path_of(p, sizeof p, "blanks.tsv");
+    struct reader *r;
+    struct batch b;
+    batch_init(&b, 64, 13, 26);
+    reader_open(&r, p, &s, 0, 0, &e);
+    struct mallinfo2 m0 = mallinfo2(); /* small blocks and mmap'ed ones */
+    int rc = reader_next(r, &b, &e);
+    struct mallinfo2 m1 = mallinfo2();
+    size_t grew = m1.uordblks + m1.hblkhd - m0.uordblks - m0.hblkhd;
+    CHECK(rc == 0 && b.n == 10 && grew < (8u << 20),
+          "a million blank lines: skipped, the good lines after them read, in bounded memory",
+          "rc %d, %d examples, %zu bytes more", rc, b.n, grew);
+    reader_close(r);
+    batch_free(&b);
 }
 
 static void test_exactly_once(void)
@@ -1269,6 +1303,7 @@ int main(void)
     test_parse_csv();
     test_reader_bad_lines();
     test_exactly_once();
+    test_blank_run();
     test_shares();
     test_dir_and_glob();
     test_convert_and_binary();

@@ -303,16 +303,20 @@ static void scratch_add(struct scratch *w, struct reader *r, int kind, const cha
 }
 
 /* Under the lock: splits up to `want` lines of this caller's into w
- * (skipped lines on the way too). With nothing taken yet, waits while only
- * other callers' lines out for parsing hold a lone reader at max_examples. */
+ * (skipped lines on the way too, at most SKIPS_TAKEN past want, so a run
+ * of blank lines does not grow w). With nothing taken yet, waits while only
+ * other callers' lines out for parsing hold a lone reader at max_examples.
+ * Lines taken count in r->parsing, also when it fails. */
+enum { SKIPS_TAKEN = 4096 };
+
 static int text_take(struct reader *r, struct scratch *w, int want, int may_wait,
                      struct ss_err *e)
 {
     w->n = w->to_parse = 0;
     w->used = 0;
-    while (w->to_parse < want) {
+    while (w->to_parse < want && w->n < want + SKIPS_TAKEN && !r->err_code) {
         if (!more(r)) {
-            if (!may_wait || w->to_parse || !r->parsing || r->err_code)
+            if (!may_wait || w->to_parse || !r->parsing || r->share_count > 1)
                 return 0;
             pthread_cond_wait(&r->parsed, &r->lock);
             continue;
@@ -395,17 +399,21 @@ static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
     struct scratch *w = scratch_get(r);
     int rc = 0;
     while (b->n < b->cap) {
-        if ((rc = text_take(r, w, b->cap - b->n, b->n == 0, e)) < 0 || w->n == 0)
-            break;
-        pthread_mutex_unlock(&r->lock);
         int before = b->n;
-        rc = text_parse(r, w, b, e);
-        pthread_mutex_lock(&r->lock);
+        if ((rc = text_take(r, w, b->cap - b->n, b->n == 0, e)) == 0 && w->n > 0) {
+            pthread_mutex_unlock(&r->lock);
+            rc = text_parse(r, w, b, e);
+            pthread_mutex_lock(&r->lock);
+        }
         r->parsing -= w->to_parse;
         r->handed += b->n - before;
         if (w->to_parse)
             pthread_cond_broadcast(&r->parsed);
-        if (rc < 0 || r->err_code) /* another caller's hard error stops this one too */
+        if (rc < 0 || r->err_code) { /* another caller's hard error stops this one too */
+            r->handed -= b->n; /* the batch is dropped */
+            break;
+        }
+        if (w->n == 0)
             break;
     }
     w->next = r->spare;
