@@ -81,9 +81,6 @@ void reader_set_share(struct reader *r, int index, int count);
  * reader_next (the caller's thread, outside the reader's lock): a lone
  * reader's caller can line its outputs up with the input's lines. */
 void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), void *arg);
-/* Readers of one data set on several threads name *pool bad lines among
- * them (taken atomically) rather than report_bad each. */
-void reader_share_reports(struct reader *r, int *pool);
 /* How far through its data the reader is, 0..1: the bytes parsed of all its
  * files' bytes (others' shares included), or of data.max_examples where that
  * is further; 1 at the end. */

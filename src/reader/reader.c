@@ -44,7 +44,6 @@ struct reader {
     int64_t seen;                 /* data lines / records met so far, every share's */
     int report_bad;
     int64_t reported;
-    int *report_pool;             /* reader_share_reports: shared by readers (atomic) */
     void (*on_skip)(void *, uint64_t); /* reader_on_skip */
     void *skip_arg;
     uint64_t bytes_done;
@@ -94,8 +93,7 @@ static void skipped(struct reader *r, int file, int64_t line)
 static void bad_line(struct reader *r, int file, int64_t line, const char *why)
 {
     r->bad_lines++;
-    if (r->report_pool ? __atomic_fetch_sub(r->report_pool, 1, __ATOMIC_RELAXED) > 0
-                       : r->reported < r->report_bad) {
+    if (r->reported < r->report_bad) {
         r->reported++;
         fprintf(stderr, "%s:%lld: %s\n", r->files[file], (long long)line, why);
     }
@@ -612,11 +610,6 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     pthread_cond_init(&r->parsed, NULL);
     *out = r;
     return 0;
-}
-
-void reader_share_reports(struct reader *r, int *pool)
-{
-    r->report_pool = pool;
 }
 
 void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), void *arg)

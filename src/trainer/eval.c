@@ -1,7 +1,7 @@
 /* Scoring a data set with a model, forward only: eval NE, logloss, AUC and
- * calibration (DESIGN §3, §7). The figures alone are scored by several
- * threads, each reading its share of the data (every threads-th example,
- * as the trainers share data.train) through its own client; the
+ * calibration (DESIGN §3, §7). Several threads score, taking batches from
+ * one reader (each parses its own; a gzip file is inflated once) and
+ * looking up through a client each; the
  * probabilities are kept for the AUC (4 bytes + 4 bytes per example). A
  * predictions file gets each example's probability in the input's order,
  * and each data line that gave no example (bad or blank) an empty line, so
@@ -59,7 +59,7 @@ static void pred_put(struct pred_sink *p, uint64_t upto, const float *prob)
 
 /* A thread's predictions kept for the end (several threads): a data line's
  * place (example_id's encoding) and its score, or none for a skipped line
- * (a blank one is seen by every share; a bad one by its owner). */
+ * (bad or blank). */
 struct scored_line {
     uint64_t at;
     float p;
@@ -80,9 +80,19 @@ static void line_put(struct line_buf *b, uint64_t at, float p, int good)
     b->v[b->n++] = (struct scored_line){at, p, good};
 }
 
+/* The skipped lines of a reader that several threads share (its callback
+ * runs on whichever thread parses the batch). */
+struct skips_kept {
+    pthread_mutex_t mu;
+    struct line_buf lines;
+};
+
 static void note_skip_kept(void *arg, uint64_t where)
 {
-    line_put(arg, where, 0, 0);
+    struct skips_kept *k = arg;
+    pthread_mutex_lock(&k->mu);
+    line_put(&k->lines, where, 0, 0);
+    pthread_mutex_unlock(&k->mu);
 }
 
 static int by_place(const void *a, const void *b)
@@ -111,28 +121,22 @@ struct eval_part {
     pthread_t th;
 };
 
-/* The kept lines of every share, in place order, each place once: each
- * share's sorted in place (its skipped lines came in as their batch was
- * read, before its examples), then merged as they are written. */
-static void lines_write(FILE *f, struct eval_part *parts, int n)
+/* The kept lines of every thread and the skipped ones, each buffer sorted
+ * in place order, then merged as they are written (each place is in one). */
+static void lines_write(FILE *f, struct line_buf **bufs, int n)
 {
     size_t *head = ss_xcalloc((size_t)n, sizeof *head);
     for (int t = 0; t < n; t++)
-        qsort(parts[t].lines.v, parts[t].lines.n, sizeof *parts[t].lines.v, by_place);
-    uint64_t last = 0;
-    for (int written = 0;;) {
+        qsort(bufs[t]->v, bufs[t]->n, sizeof *bufs[t]->v, by_place);
+    for (;;) {
         int from = -1;
         for (int t = 0; t < n; t++)
-            if (head[t] < parts[t].lines.n &&
-                (from < 0 || parts[t].lines.v[head[t]].at < parts[from].lines.v[head[from]].at))
+            if (head[t] < bufs[t]->n &&
+                (from < 0 || bufs[t]->v[head[t]].at < bufs[from]->v[head[from]].at))
                 from = t;
         if (from < 0)
             break;
-        const struct scored_line *next = &parts[from].lines.v[head[from]++];
-        if (written && next->at == last) /* a blank line: every share saw it */
-            continue;
-        written = 1;
-        last = next->at;
+        const struct scored_line *next = &bufs[from]->v[head[from]++];
         if (next->good)
             fprintf(f, "%.6g\n", next->p);
         else
@@ -213,24 +217,20 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
                        "`shadowsync eval --predictions FILE` scores unlabeled data", path);
     int n = threads < 1 ? 1 : threads;
     struct pred_sink ps = {predictions, NULL, 0, 0, 0};
-    int named = c->data.report_bad_lines;
+    struct skips_kept skips = {PTHREAD_MUTEX_INITIALIZER, {NULL, 0, 0}};
+    struct reader *rd;
+    if ((rc = reader_open(&rd, path, &s, 0, c->data.report_bad_lines, e)) < 0)
+        return rc;
+    if (predictions)
+        reader_on_skip(rd, n == 1 ? note_skip : note_skip_kept, n == 1 ? (void *)&ps : &skips);
     struct eval_part *parts = ss_xcalloc((size_t)n, sizeof *parts);
-    for (int t = 0; t < n && rc == 0; t++) {
-        struct eval_part *p = &parts[t];
-        *p = (struct eval_part){.l = l, .params = params, .emb = emb[t], .labeled = labeled,
-                                .cap = c->trainer.batch_size < 1024 ? 1024 : c->trainer.batch_size,
-                                .ps = predictions && n == 1 ? &ps : NULL,
-                                .keep = predictions && n > 1, .cancel = cancel};
-        rc = reader_open(&p->rd, path, &s, 0, c->data.report_bad_lines, e);
-        if (rc == 0) /* data.report_bad_lines named in all, whichever share meets them */
-            reader_share_reports(p->rd, &named);
-        if (rc == 0 && n > 1)
-            reader_set_share(p->rd, t, n);
-    }
-    if (rc == 0 && predictions && n == 1)
-        reader_on_skip(parts[0].rd, note_skip, &ps);
-    for (int t = 0; rc == 0 && predictions && n > 1 && t < n; t++)
-        reader_on_skip(parts[t].rd, note_skip_kept, &parts[t].lines);
+    for (int t = 0; t < n; t++)
+        parts[t] = (struct eval_part){.l = l, .params = params, .emb = emb[t], .rd = rd,
+                                      .labeled = labeled,
+                                      .cap = c->trainer.batch_size < 1024 ? 1024
+                                                                         : c->trainer.batch_size,
+                                      .ps = predictions && n == 1 ? &ps : NULL,
+                                      .keep = predictions && n > 1, .cancel = cancel};
     for (int t = 1; rc == 0 && t < n; t++)
         if (pthread_create(&parts[t].th, NULL, eval_part_run, &parts[t]) != 0) {
             fprintf(stderr, "shadowsync: cannot start eval thread %d\n", t);
@@ -258,8 +258,14 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         rc = 1;
     if (predictions && n == 1)
         pred_put(&ps, 0, NULL);
-    if (rc == 0 && predictions && n > 1)
-        lines_write(predictions, parts, n);
+    if (rc == 0 && predictions && n > 1) {
+        struct line_buf **bufs = ss_xcalloc((size_t)n + 1, sizeof *bufs);
+        for (int t = 0; t < n; t++)
+            bufs[t] = &parts[t].lines;
+        bufs[n] = &skips.lines;
+        lines_write(predictions, bufs, n + 1);
+        free(bufs);
+    }
     if (rc == 0 && !labeled) {
         *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0, n};
     } else if (rc == 0) {
@@ -289,10 +295,10 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         free(parts[t].lines.v);
         free(parts[t].prob);
         free(parts[t].label);
-        if (parts[t].rd)
-            reader_close(parts[t].rd);
     }
+    reader_close(rd);
     free(parts);
     free(ps.skip);
+    free(skips.lines.v);
     return rc;
 }
