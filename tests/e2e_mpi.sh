@@ -137,6 +137,22 @@ check "reader services: the progress lines say how far the readers are, done 100
     sh -c "grep '^\[ *[0-9.]*s\]' $T/readers.log | grep -q '  done [0-9.]*%' && grep '^\[ *[0-9.]*s\]' $T/readers.log | tail -1 | grep -q '  done 100.0%\$' && tail -1 $T/readers/progress.csv | grep -q ',1.0000\$'"
 check "reader services: batches served per reader reported" grep -q 'reader 1 (rank 6 on .*): batches served [1-9]' $T/readers.log
 
+# data.split: the same data as 4 files, split by whole files between the 2 trainers reading
+# it themselves (auto: they spread evenly), and between 2 reader services (files)
+mkdir -p $T/d4 && (cd $T/d4 && split -n l/4 -d --additional-suffix=.tsv ../d/train.tsv part-)
+cluster split4 data.train=$T/d4 sync.algo=ma
+check "data.split = auto, 4 even files, 2 trainers: whole files each, every example once" \
+    sh -c "[ \"$(json examples $T/split4/metrics.json)\" = $N ] && grep -q '^# data.train: split by whole files between the 2 trainers, the busiest with 1.0[0-9]x' $T/split4.log"
+timeout -k 10 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
+    --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
+    --set trainer.worker_threads=1 --set data.train=$T/d4 --set data.eval=$T/d/eval.tsv \
+    --set data.split=files --set data.max_examples=150001 --set output.dir=$T/split4r > $T/split4r.log 2>&1
+check "data.split = files, 2 reader services: whole files each, max_examples in all" \
+    sh -c "[ \"$(json examples $T/split4r/metrics.json)\" = 150001 ] && grep -q '^# data.train: split by whole files between the 2 readers' $T/split4r.log"
+cluster split1 sync.algo=ma data.max_examples=50000
+check "data.split = auto, one file: line by line between the trainers, saying why" \
+    grep -q '^# data.train: split line by line between the 2 trainers, each reading every file (fewer files than trainers)' $T/split1.log
+
 cluster two-workers sync.algo=ma trainer.worker_threads=2
 rc=$?
 check "cluster with 2 workers per trainer (a Thrift client each): exits 0" test $rc = 0
@@ -195,11 +211,13 @@ check "the error names the lost embedding PS by role, rank and host" grep -q 'em
 
 # SIGUSR1 to the launcher (mpiguard -> mpirun -> every rank): the trainers stop as at the
 # end of their data, the reader services' prefetched batches trained first; the job ends with
-# its final checkpoint, model and metrics; --resume trains the rest, every example once
+# its final checkpoint, model and metrics; --resume trains the rest, every example once (the
+# data as 4 files, the 2 readers each with whole files of its own)
+mkdir -p $T/big4 && (cd $T/big4 && split -n l/4 -d --additional-suffix=.tsv ../big/train.tsv part-)
 usr1_job() { # OUT [--resume]
     timeout -k 10 120 $MPIRUN -np 6 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
         --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
-        --set trainer.worker_threads=1 --set data.train=$T/big/train.tsv --set data.max_examples=400000 \
+        --set trainer.worker_threads=1 --set data.train=$T/big4 --set data.split=files --set data.max_examples=400000 \
         --set data.eval=$T/d/eval.tsv --set checkpoint.dir=$T/usr1ck --set output.log_interval_s=0.2 \
         --set output.dir=$T/$1 $2 > $T/$1.log 2>&1
 }

@@ -114,7 +114,7 @@ int main(void)
     int rc = 0;
     for (int k = 0; k < 2; k++) {
         rc |= reader_open(&r[k], path, &s, 0, 0, &e);
-        reader_set_share(r[k], k, 2);
+        reader_set_share(r[k], k, 2, SPLIT_LINES, NULL);
         svc[k] = reader_service_create(r[k], s.n_dense, s.n_cat, token);
         reader_service_save_root(svc[k], dir);
         rc |= rpc_server_start(&srv[k], "127.0.0.1", 0, reader_service_processor(svc[k]), &e);

@@ -635,45 +635,106 @@ static void test_exactly_once(void)
     free(all);
 }
 
-/* Three readers over the same files with shares 0..2 of 3 split the
- * examples exactly once (as the trainers of a cluster job do). */
-static void test_shares(void)
+/* count readers of path, shares 0..count-1 split `split`, drained one
+ * after the other: their example ids sorted into all (up to cap), the
+ * split taken, the bad lines, and whether each share's examples came from
+ * files of its own (no file seen by two shares). */
+static int64_t drain_shares(const char *path, int count, int split, int64_t max, uint64_t *all,
+                            int64_t cap, int *taken, int64_t *bad, int *own_files)
 {
     struct schema s;
     struct ss_err e;
     criteo_schema(&s);
-    char p[512];
-    path_of(p, sizeof p, "many");
-    int64_t want = 7000 + 5000 + 9000 - 21, got = 0, bad = 0;
-    uint64_t *all = malloc((size_t)want * 8 + 8);
-    int ok = 1;
-    for (int k = 0; k < 3; k++) {
+    int64_t got = 0;
+    int owner[64];
+    for (int f = 0; f < 64; f++)
+        owner[f] = -1;
+    *bad = 0;
+    *own_files = 1;
+    for (int k = 0; k < count; k++) {
         struct reader *r;
-        if (reader_open(&r, p, &s, 0, 0, &e) < 0) {
-            ok = 0;
-            break;
-        }
-        reader_set_share(r, k, 3);
+        if (reader_open(&r, path, &s, max, 0, &e) < 0)
+            return -1;
+        *taken = reader_set_share(r, k, count, split, NULL);
         struct batch b;
         batch_init(&b, 100, s.n_dense, s.n_cat);
         for (;;) {
             batch_clear(&b);
             if (reader_next(r, &b, &e) < 0 || b.n == 0)
                 break;
-            for (int i = 0; i < b.n && got < want; i++)
+            for (int i = 0; i < b.n && got < cap; i++) {
+                int f = (int)(b.example_id[i] >> 40);
+                if (f < 64 && owner[f] >= 0 && owner[f] != k)
+                    *own_files = 0;
+                if (f < 64)
+                    owner[f] = k;
                 all[got++] = b.example_id[i];
+            }
         }
         struct reader_stats st;
         reader_stats(r, &st);
-        bad += st.bad_lines;
+        *bad += st.bad_lines;
         batch_free(&b);
         reader_close(r);
     }
     qsort(all, (size_t)got, 8, cmp_u64);
-    for (int64_t i = 1; i < got; i++)
-        ok &= all[i] != all[i - 1];
-    CHECK(ok && got == want && bad == 21, "3 shares of the same files: every example once",
-          "got %lld of %lld, bad %lld", (long long)got, (long long)want, (long long)bad);
+    return got;
+}
+
+/* Three readers over the same files with shares 0..2 of 3 split them
+ * exactly once (as the trainers of a cluster job do), by lines or by
+ * files; auto takes files only where they spread evenly. */
+static void test_shares(void)
+{
+    char p[512], q[512];
+    path_of(p, sizeof p, "many"); /* 7000, 5000 and 9000 lines, every 1000th bad */
+    int64_t want = 7000 + 5000 + 9000 - 21, bad;
+    uint64_t *all = malloc((size_t)want * 8 + 8);
+    static const char *const names[] = {"auto", "lines", "files"};
+    for (int split = SPLIT_LINES; split <= SPLIT_FILES; split++) {
+        int taken = -1, own;
+        int64_t got = drain_shares(p, 3, split, 0, all, want, &taken, &bad, &own);
+        int ok = got == want && bad == 21 && taken == split && own == (split == SPLIT_FILES);
+        for (int64_t i = 1; ok && i < got; i++)
+            ok &= all[i] != all[i - 1];
+        CHECK(ok, split == SPLIT_FILES ? "3 shares of the same files split by files: every example "
+                                         "once, each file read by one share"
+                                       : "3 shares of the same files split by lines: every example once",
+              "%s: got %lld of %lld, bad %lld, taken %s, own files %d", names[split],
+              (long long)got, (long long)want, (long long)bad, names[taken], own);
+    }
+    /* auto: these sizes give the busiest share 9000 of an even 7000 lines:
+     * lines; six files of one size over 3: files */
+    struct schema s;
+    struct ss_err e;
+    criteo_schema(&s);
+    struct reader *r;
+    double imb = 0;
+    reader_open(&r, p, &s, 0, 0, &e);
+    int taken = reader_set_share(r, 0, 3, SPLIT_AUTO, &imb);
+    reader_close(r);
+    path_of(q, sizeof q, "even");
+    mkdir(q, 0755);
+    char rel[64];
+    for (int f = 0; f < 6; f++) {
+        snprintf(rel, sizeof rel, "even/f%d.tsv", f);
+        write_criteo_file(rel, 500, 0);
+    }
+    double imb2 = 0;
+    reader_open(&r, q, &s, 0, 0, &e);
+    int taken2 = reader_set_share(r, 1, 3, SPLIT_AUTO, &imb2);
+    reader_close(r);
+    CHECK(taken == SPLIT_LINES && imb > 1.2 && imb < 1.4 && taken2 == SPLIT_FILES &&
+              imb2 > 0.99 && imb2 < 1.01,
+          "auto splits by files only where they spread evenly", "%d at %.3f, %d at %.3f", taken,
+          imb, taken2, imb2);
+    /* max_examples split between the shares of files: exactly it in all */
+    for (int64_t max = 2; max <= 1000; max += 998) {
+        int own;
+        int64_t got = drain_shares(q, 3, SPLIT_FILES, max, all, want, &taken, &bad, &own);
+        CHECK(got == max && own, "split by files, max_examples caps the examples of all shares together",
+              "max %lld: got %lld", (long long)max, (long long)got);
+    }
     free(all);
 }
 

@@ -99,6 +99,7 @@ enum sync_output { OUT_TRAINER0, OUT_AVERAGE };
 enum device_kind { DEV_CPU, DEV_CUDA, DEV_AUTO };
 enum emb_placement { EMB_ON_PS, EMB_ON_TRAINERS }; /* embedding.placement */
 enum pooling { POOL_SUM, POOL_MEAN };                /* model.pooling */
+enum data_split { SPLIT_AUTO, SPLIT_LINES, SPLIT_FILES }; /* data.split */
 
 struct ss_config {
     struct {
@@ -118,6 +119,7 @@ struct ss_config {
         int cat_encoding;            /* enum cat_encoding */
         int report_bad_lines;        /* first N bad lines printed as file:line: reason */
         int64_t max_examples;        /* 0 = all */
+        int split;                   /* enum data_split */
     } data;
     struct { char *rows; int dim; char *bottom, *top; int pooling; } model;
     struct {

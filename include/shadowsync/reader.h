@@ -70,11 +70,23 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
  * Thread-safe. Returns 0 or a negative code (I/O error, corrupt shard). */
 int reader_next(struct reader *r, struct batch *b, struct ss_err *e);
 void reader_stats(struct reader *r, struct reader_stats *st);
-/* Hands out only the examples whose position in the data (counting every
- * data line or record, good or bad) is index mod count: count readers over
- * the same files split them exactly once; max_examples then caps the
- * examples met by all of them together. Call before the first next(). */
-void reader_set_share(struct reader *r, int index, int count);
+/* Makes r share `index` of `count` readers over the same files, which
+ * split them exactly once (call before the first next()). split
+ * (data.split): SPLIT_LINES hands out only the examples whose position in
+ * the data (every data line or record, good or bad) is index mod count,
+ * and max_examples caps the examples met by all of them together;
+ * SPLIT_FILES keeps only whole files, dealt largest first to the share
+ * with the fewest bytes so far, and max_examples is split evenly between
+ * the shares; SPLIT_AUTO takes files where the busiest share gets at most
+ * SPLIT_AUTO_MAX times the mean bytes. Returns the split taken; the
+ * busiest share over the mean into *imbalance (or NULL). */
+#define SPLIT_AUTO_MAX 1.10
+int reader_set_share(struct reader *r, int index, int count, int split, double *imbalance);
+/* The line that says how count shares ("readers", "trainers") split the
+ * data at path under split, on stdout (nothing for one, or where the
+ * files cannot be read here). */
+void reader_split_say(const char *path, const struct schema *s, int count, const char *whom,
+                      int split);
 /* fn(arg, where) for each data line of a text file past its header that
  * yields no example (bad or blank), where in batch.example_id's form
  * (file index << 40 | 0-based line), in the order read, from inside

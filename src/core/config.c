@@ -70,6 +70,8 @@ static const struct choice sync_outputs[] = {
 static const struct choice emb_places[] = {
     {"ps", EMB_ON_PS}, {"trainers", EMB_ON_TRAINERS}, {NULL, 0}};
 static const struct choice poolings[] = {{"sum", POOL_SUM}, {"mean", POOL_MEAN}, {NULL, 0}};
+static const struct choice splits[] = {
+    {"auto", SPLIT_AUTO}, {"lines", SPLIT_LINES}, {"files", SPLIT_FILES}, {NULL, 0}};
 static const struct choice strategies[] = {
     {"profile", 0}, {"round_robin", 0}, {"hash", 0}, {NULL, 0}};
 
@@ -102,6 +104,11 @@ static const struct key_desc keys[] = {
     INT(data, report_bad_lines, "5", 0, 1000000, "bad lines reported as file:line: reason"),
     I64(data, max_examples, "0", 0, P62,
         "stop after this many training examples (0 = all)"),
+    ENUM(data, split, "auto", splits,
+         "how several readers of data.train (job.readers, or the trainers with job.readers = "
+         "0) split it: lines = every n-th line of every file, each reader reading all; files = "
+         "whole files, balanced by size, each reader reading its own; auto = files where the "
+         "busiest reader gets at most 1.1x the even share of bytes, else lines"),
 
     STR(model, rows, "200000", "rows per embedding table: one number for all or a comma list"),
     INT(model, dim, "16", 1, 1024, "embedding dimension (the width of every table's rows)"),

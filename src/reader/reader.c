@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ struct reader {
     int is_open;
     int64_t max_examples, handed, bad_lines, files_done;
     int share_index, share_count; /* this reader's share: examples seen % count == index */
+    int *file_ids;                /* split by files: files[i]'s index in the whole list */
     int64_t seen;                 /* data lines / records met so far, every share's */
     int report_bad;
     int64_t reported;
@@ -82,11 +84,18 @@ static int fail_sticky(struct reader *r, int code, struct ss_err *e)
     return code;
 }
 
+/* Where record or line k (0-based) of files[file] is, as example_id: the
+ * file's index in the whole data path's list, also when split by files. */
+static uint64_t place(const struct reader *r, int file, uint64_t k)
+{
+    return (uint64_t)(r->file_ids ? r->file_ids[file] : file) << 40 | k;
+}
+
 /* A data line (1-based) of file `file` that yields no example: bad, or blank. */
 static void skipped(struct reader *r, int file, int64_t line)
 {
     if (r->on_skip)
-        r->on_skip(r->skip_arg, (uint64_t)file << 40 | (uint64_t)(line - 1));
+        r->on_skip(r->skip_arg, place(r, file, (uint64_t)(line - 1)));
 }
 
 /* Under the lock. */
@@ -373,7 +382,7 @@ static int text_parse(struct reader *r, struct scratch *w, struct batch *b, stru
             int slot = b->n;
             int rc = parse_line(&r->s, w->bytes + t->off, t->len, b, &le);
             if (rc == 0) {
-                b->example_id[slot] = (uint64_t)t->file << 40 | (uint64_t)(t->line_no - 1);
+                b->example_id[slot] = place(r, t->file, (uint64_t)(t->line_no - 1));
                 continue;
             }
             if (rc != SS_EFORMAT)
@@ -525,7 +534,7 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
             b->off[base + (size_t)t + 1] = (int32_t)pos;
         }
         memcpy(b->ids + b->off[base], p + fixed, 8 * (size_t)k);
-        b->example_id[i] = (uint64_t)r->cur << 40 | r->rec;
+        b->example_id[i] = place(r, r->cur, r->rec);
         b->n = i + 1;
         r->at += fixed + 8 * (size_t)k;
         r->bytes_done += fixed + 8 * k;
@@ -618,10 +627,107 @@ void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), voi
     r->skip_arg = arg;
 }
 
-void reader_set_share(struct reader *r, int index, int count)
+/* A file's bytes of data (a shard's less its header), 0 if unreadable. */
+static uint64_t data_bytes(const struct reader *r, int i)
 {
-    r->share_index = index;
-    r->share_count = count;
+    struct stat st;
+    uint64_t skip = r->s.format == FMT_BINARY ? SHARD_HEADER_BYTES : 0;
+    return stat(r->files[i], &st) == 0 && (uint64_t)st.st_size > skip ? (uint64_t)st.st_size - skip
+                                                                        : 0;
+}
+
+/* Whole files to count shares, largest first each to the share with the
+ * fewest bytes so far (ties: the lower index): owner[i] gets file i's
+ * share; returns the busiest share's bytes over the mean (inf when a
+ * share gets no file). */
+static double split_files(const struct reader *r, int count, int *owner)
+{
+    int n = r->n_files;
+    uint64_t *size = ss_xcalloc((size_t)n + 1, sizeof *size);
+    uint64_t *load = ss_xcalloc((size_t)count, sizeof *load), total = 0;
+    int *order = ss_xcalloc((size_t)n + 1, sizeof *order);
+    for (int i = 0; i < n; i++) {
+        size[i] = data_bytes(r, i);
+        total += size[i];
+        int k = i; /* insertion by size, descending, stable */
+        for (; k > 0 && size[order[k - 1]] < size[i]; k--)
+            order[k] = order[k - 1];
+        order[k] = i;
+    }
+    for (int k = 0; k < n; k++) {
+        int best = 0;
+        for (int sh = 1; sh < count; sh++)
+            if (load[sh] < load[best])
+                best = sh;
+        owner[order[k]] = best;
+        load[best] += size[order[k]];
+    }
+    uint64_t busiest = 0;
+    for (int sh = 0; sh < count; sh++)
+        busiest = load[sh] > busiest ? load[sh] : busiest;
+    double imbalance = n < count || total == 0 ? INFINITY
+                                                : (double)busiest * count / (double)total;
+    free(size);
+    free(load);
+    free(order);
+    return imbalance;
+}
+
+int reader_set_share(struct reader *r, int index, int count, int split, double *imbalance)
+{
+    int *owner = ss_xcalloc((size_t)r->n_files + 1, sizeof *owner);
+    double imb = count > 1 ? split_files(r, count, owner) : 1;
+    if (imbalance)
+        *imbalance = imb;
+    if (count <= 1 || split == SPLIT_LINES || (split == SPLIT_AUTO && !(imb <= SPLIT_AUTO_MAX))) {
+        r->share_index = index;
+        r->share_count = count;
+        free(owner);
+        return SPLIT_LINES;
+    }
+    int64_t part = r->max_examples / count + (index < r->max_examples % count);
+    if (r->max_examples && part == 0) /* a cap smaller than the shares: none here */
+        for (int i = 0; i < r->n_files; i++)
+            owner[i] = -1;
+    r->max_examples = part;
+    int kept = 0;
+    r->file_ids = ss_xcalloc((size_t)r->n_files + 1, sizeof *r->file_ids);
+    r->bytes_total = 0;
+    for (int i = 0; i < r->n_files; i++) {
+        if (owner[i] != index) {
+            free(r->files[i]);
+            continue;
+        }
+        r->files[kept] = r->files[i];
+        r->file_ids[kept++] = i;
+        r->bytes_total += data_bytes(r, kept - 1);
+    }
+    r->n_files = kept;
+    free(owner);
+    return SPLIT_FILES;
+}
+
+void reader_split_say(const char *path, const struct schema *s, int count, const char *whom,
+                      int split)
+{
+    struct reader *r;
+    struct ss_err e;
+    if (count <= 1 || reader_open(&r, path, s, 0, 0, &e) < 0) /* (not here: a reader's host) */
+        return;
+    double imbalance;
+    int taken = reader_set_share(r, 0, count, split, &imbalance);
+    reader_close(r);
+    if (taken == SPLIT_FILES)
+        printf("# data.train: split by whole files between the %d %s, the busiest with %.2fx "
+               "an even share of the bytes\n", count, whom, imbalance);
+    else if (isinf(imbalance))
+        printf("# data.train: split line by line between the %d %s, each reading every file "
+               "(fewer files than %s)\n", count, whom, whom);
+    else
+        printf("# data.train: split line by line between the %d %s, each reading every file "
+               "(whole files would give the busiest %.2fx an even share of the bytes)\n", count,
+               whom, imbalance);
+    fflush(stdout);
 }
 
 int reader_next(struct reader *r, struct batch *b, struct ss_err *e)
@@ -804,6 +910,7 @@ void reader_close(struct reader *r)
     }
     pthread_mutex_destroy(&r->lock);
     pthread_cond_destroy(&r->parsed);
+    free(r->file_ids);
     while (r->spare) {
         struct scratch *w = r->spare;
         r->spare = w->next;

@@ -2013,7 +2013,10 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                           c->data.report_bad_lines, e)) < 0)
         goto out;
     if (env && !env->feed)
-        reader_set_share(j.reader, env->index, env->count);
+        reader_set_share(j.reader, env->index, env->count, c->data.split, NULL);
+    if (env && j.is_master && !c->output.quiet)
+        reader_split_say(c->data.train, &j.schema, env->feed ? c->job.readers : env->count,
+                         env->feed ? "readers" : "trainers", c->data.split);
     if ((resume || (env && env->resume_from)) && (rc = load_checkpoint(&j, e)) < 0)
         goto out;
     if (j.is_master && (rc = open_csvs(&j, e)) < 0)
