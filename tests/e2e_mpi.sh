@@ -140,9 +140,11 @@ check "reader services: batches served per reader reported" grep -q 'reader 1 (r
 # data.split: the same data as 4 files, split by whole files between the 2 trainers reading
 # it themselves (auto: they spread evenly), and between 2 reader services (files)
 mkdir -p $T/d4 && (cd $T/d4 && split -n l/4 -d --additional-suffix=.tsv ../d/train.tsv part-)
-cluster split4 data.train=$T/d4 sync.algo=ma
+cluster split4 data.train=$T/d4 sync.algo=ma output.log_interval_s=0.1
 check "data.split = auto, 4 even files, 2 trainers: whole files each, every example once" \
     sh -c "[ \"$(json examples $T/split4/metrics.json)\" = $N ] && grep -q '^# data.train: split by whole files between the 2 trainers, the busiest with 1.0[0-9]x' $T/split4.log"
+check "data.split = files, 2 trainers: done (their mean place) rises to 1 at the end" \
+    awk -F, 'NR > 1 { if ($7 < last) bad = 1; last = $7; n++ } END { exit bad || n < 2 || last != 1 }' $T/split4/progress.csv
 timeout -k 10 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
     --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
     --set trainer.worker_threads=1 --set data.train=$T/d4 --set data.eval=$T/d/eval.tsv \

@@ -1266,6 +1266,21 @@ static void test_tell_seek(void)
     rc = reader_seek(other, &pos, &e);
     CHECK(rc < 0 && strstr(e.msg, "other files"), "a position over other files is refused", "%s",
           e.msg);
+    /* a position of a share split by lines is refused by one split by files, and back */
+    for (int k = 0; k < 2; k++) {
+        struct reader *x, *y;
+        reader_open(&x, dir, &s, 0, 0, &e);
+        reader_set_share(x, 0, 2, k ? SPLIT_FILES : SPLIT_LINES, NULL);
+        reader_tell(x, &pos);
+        reader_open(&y, dir, &s, 0, 0, &e);
+        reader_set_share(y, 0, 2, k ? SPLIT_LINES : SPLIT_FILES, NULL);
+        rc = reader_seek(y, &pos, &e);
+        CHECK(rc < 0 && strstr(e.msg, k ? "--set data.split=files" : "--set data.split=lines"),
+              "a position taken under the other data.split is refused, naming the key", "%s",
+              e.msg);
+        reader_close(x);
+        reader_close(y);
+    }
     reader_close(a);
     reader_close(other);
     free(ia);
@@ -1347,6 +1362,28 @@ static void test_gzip(void)
               "rc %d: %s", rc, e.msg);
         reader_close(r);
     }
+    /* a resume inside a big gzip file: its progress goes on from the place
+     * (before, the compressed bytes up to it were counted twice) */
+    write_criteo_file("gzbig.tsv", 60000, 0);
+    gzip_file("gzbig.tsv", "gzbig.tsv.gz", 1, 0);
+    path_of(pz, sizeof pz, "gzbig.tsv.gz");
+    struct reader *a, *b2;
+    reader_open(&a, pz, &s, 0, 0, &e);
+    for (int i = 0; i < 10; i++)
+        reader_next(a, &b, &e);
+    struct reader_pos pos;
+    reader_tell(a, &pos);
+    reader_next(a, &b, &e);
+    double fa = reader_fraction(a);
+    reader_open(&b2, pz, &s, 0, 0, &e);
+    int rc = reader_seek(b2, &pos, &e);
+    reader_next(b2, &b, &e);
+    double fb = reader_fraction(b2);
+    CHECK(rc == 0 && fa > 0.05 && fa < 0.9 && fb > fa - 0.05 && fb < fa + 0.05,
+          "gzip: a reader resumed inside a file goes on from its place in the fraction done",
+          "%.3f resumed vs %.3f: %s", fb, fa, e.msg);
+    reader_close(a);
+    reader_close(b2);
     batch_free(&b);
     free(ia);
     free(ib);

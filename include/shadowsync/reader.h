@@ -94,14 +94,15 @@ void reader_split_say(const char *path, const struct schema *s, int count, const
  * reader's caller can line its outputs up with the input's lines. */
 void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), void *arg);
 /* How far through its data the reader is, 0..1: the bytes parsed of all its
- * files' bytes (others' shares included), or of data.max_examples where that
- * is further; 1 at the end. */
+ * files' bytes (others' shares included, when split line by line), or of
+ * data.max_examples where that is further; 1 at the end. */
 double reader_fraction(struct reader *r);
 void reader_close(struct reader *r);
 
 /* Where a reader is, for checkpoints (DESIGN §8): the next example to hand
  * out, and the counts so far. Plain data, written as is. */
-#define READER_POS_MAGIC 0x53534F50u /* "SSPO" */
+#define READER_POS_MAGIC 0x53534F50u       /* "SSPO"; split line by line (or alone) */
+#define READER_POS_MAGIC_FILES 0x53534650u /* "SSPF"; split by whole files */
 struct reader_pos {
     uint32_t magic;
     int32_t cur, is_open, skipping;

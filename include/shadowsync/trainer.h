@@ -250,8 +250,9 @@ struct trainer_env {
      * makes the same groups in the same order). */
     const struct placement *des_plan;
     int (*make_exchange)(void *arg, struct exchange **out, struct ss_err *e);
-    /* The trainers' progress: v[6] = this trainer's examples, iterations,
-     * syncs and NE sums (loss, labels, count) in, the sums over every
+    /* The trainers' progress: v[8] = this trainer's examples, iterations,
+     * syncs, NE sums (loss, labels, count), whether it was stopped and its
+     * reader's place (reader_fraction, or 0) in, the sums over every
      * trainer's latest out (sent every output.log_interval_s; final: this
      * trainer's data has ended, and it sends no more). Returns 1 once every
      * other trainer's data has ended. One that stays silent past

@@ -165,7 +165,9 @@ static void text_close(struct reader *r)
 static int gz_fill(struct reader *r, struct ss_err *e)
 {
     int k = gzread(r->gz, r->buf + r->end, (unsigned)(r->buf_cap - r->end)), zerr = Z_OK;
-    const char *msg = gzerror(r->gz, &zerr);
+    const char *msg = gzerror(r->gz, &zerr), *fd_tag = strstr(msg, ">: ");
+    if (!strncmp(msg, "<fd:", 4) && fd_tag) /* gzdopen's name for the stream */
+        msg = fd_tag + 3;
     if (k < 0 || (k == 0 && zerr != Z_OK))
         return ss_fail(e, SS_EIO, "%s: %s after %llu uncompressed bytes", r->files[r->cur],
                        zerr == Z_BUF_ERROR ? "the gzip stream is truncated" : msg,
@@ -636,6 +638,17 @@ static uint64_t data_bytes(const struct reader *r, int i)
                                                                         : 0;
 }
 
+struct sized {
+    uint64_t bytes;
+    int i;
+};
+
+static int by_size_down(const void *a, const void *b)
+{
+    const struct sized *x = a, *y = b;
+    return x->bytes != y->bytes ? (x->bytes < y->bytes ? 1 : -1) : (x->i > y->i) - (x->i < y->i);
+}
+
 /* Whole files to count shares, largest first each to the share with the
  * fewest bytes so far (ties: the lower index): owner[i] gets file i's
  * share; returns the busiest share's bytes over the mean (inf when a
@@ -645,22 +658,20 @@ static double split_files(const struct reader *r, int count, int *owner)
     int n = r->n_files;
     uint64_t *size = ss_xcalloc((size_t)n + 1, sizeof *size);
     uint64_t *load = ss_xcalloc((size_t)count, sizeof *load), total = 0;
-    int *order = ss_xcalloc((size_t)n + 1, sizeof *order);
+    struct sized *order = ss_xcalloc((size_t)n + 1, sizeof *order);
     for (int i = 0; i < n; i++) {
         size[i] = data_bytes(r, i);
         total += size[i];
-        int k = i; /* insertion by size, descending, stable */
-        for (; k > 0 && size[order[k - 1]] < size[i]; k--)
-            order[k] = order[k - 1];
-        order[k] = i;
+        order[i] = (struct sized){size[i], i};
     }
+    qsort(order, (size_t)n, sizeof *order, by_size_down);
     for (int k = 0; k < n; k++) {
         int best = 0;
         for (int sh = 1; sh < count; sh++)
             if (load[sh] < load[best])
                 best = sh;
-        owner[order[k]] = best;
-        load[best] += size[order[k]];
+        owner[order[k].i] = best;
+        load[best] += order[k].bytes;
     }
     uint64_t busiest = 0;
     for (int sh = 0; sh < count; sh++)
@@ -676,7 +687,8 @@ static double split_files(const struct reader *r, int count, int *owner)
 int reader_set_share(struct reader *r, int index, int count, int split, double *imbalance)
 {
     int *owner = ss_xcalloc((size_t)r->n_files + 1, sizeof *owner);
-    double imb = count > 1 ? split_files(r, count, owner) : 1;
+    double imb = count > 1 && (split != SPLIT_LINES || imbalance) ? split_files(r, count, owner)
+                                                                  : 1;
     if (imbalance)
         *imbalance = imb;
     if (count <= 1 || split == SPLIT_LINES || (split == SPLIT_AUTO && !(imb <= SPLIT_AUTO_MAX))) {
@@ -715,9 +727,13 @@ void reader_split_say(const char *path, const struct schema *s, int count, const
     if (count <= 1 || reader_open(&r, path, s, 0, 0, &e) < 0) /* (not here: a reader's host) */
         return;
     double imbalance;
-    int taken = reader_set_share(r, 0, count, split, &imbalance);
+    int n_files = r->n_files, taken = reader_set_share(r, 0, count, split, &imbalance);
     reader_close(r);
-    if (taken == SPLIT_FILES)
+    if (taken == SPLIT_FILES && isinf(imbalance))
+        printf("# data.train: split by whole files between the %d %s: only %d of them get a "
+               "file (data.split = files with fewer files than %s)\n", count, whom,
+               n_files < count ? n_files : count, whom);
+    else if (taken == SPLIT_FILES)
         printf("# data.train: split by whole files between the %d %s, the busiest with %.2fx "
                "an even share of the bytes\n", count, whom, imbalance);
     else if (isinf(imbalance))
@@ -768,7 +784,7 @@ void reader_tell(struct reader *r, struct reader_pos *p)
 {
     pthread_mutex_lock(&r->lock);
     memset(p, 0, sizeof *p);
-    p->magic = READER_POS_MAGIC;
+    p->magic = r->file_ids ? READER_POS_MAGIC_FILES : READER_POS_MAGIC;
     p->files_hash = files_hash(r);
     p->cur = r->cur;
     p->is_open = r->is_open;
@@ -783,14 +799,22 @@ void reader_tell(struct reader *r, struct reader_pos *p)
     p->bad_lines = r->bad_lines;
     p->reported = r->reported;
     p->files_done = r->files_done;
-    p->bytes_done = r->bytes_done - (r->map || r->gz ? 0 : r->end - r->pos); /* read again on seek */
+    /* less what a seek reads again: the text buffered, or a gzip file's bytes so far */
+    p->bytes_done = r->bytes_done - (r->map ? 0 : r->gz ? (uint64_t)r->gz_in : r->end - r->pos);
     pthread_mutex_unlock(&r->lock);
 }
 
 int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
 {
-    if (p->magic != READER_POS_MAGIC)
+    if (p->magic != READER_POS_MAGIC && p->magic != READER_POS_MAGIC_FILES)
         return ss_fail(e, SS_EFORMAT, "reader position: not one (bad magic)");
+    int files = r->file_ids != NULL;
+    if ((p->magic == READER_POS_MAGIC_FILES) != files)
+        return ss_fail(e, SS_EINVAL, "reader position: taken with data.train split %s between "
+                       "the readers, and this run splits it %s: resume with --set data.split=%s",
+                       files ? "line by line (data.split = lines, or a shadowsync before "
+                               "data.split)" : "by whole files",
+                       files ? "by whole files" : "line by line", files ? "lines" : "files");
     if (p->files_hash != files_hash(r))
         return ss_fail(e, SS_EINVAL, "reader position: taken over other files than the %d of "
                        "this data path (were files added, removed or renamed?)", r->n_files);
@@ -814,10 +838,15 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
             }
         } else {
             rc = text_open(r, e);
-            if (rc == 0 && r->gz) { /* inflates up to it */
-                if (gzseek(r->gz, (z_off_t)p->offset, SEEK_SET) != (z_off_t)p->offset)
+            if (rc == 0 && r->gz) { /* inflates up to it (the skip is done at the next read) */
+                int c = gzseek(r->gz, (z_off_t)p->offset, SEEK_SET) == (z_off_t)p->offset
+                            ? gzgetc(r->gz) : -2, zerr = Z_OK;
+                gzerror(r->gz, &zerr);
+                if (c == -2 || (c == -1 && zerr != Z_OK))
                     rc = ss_fail(e, SS_EIO, "%s: cannot reach byte %lld of its uncompressed text",
                                  r->files[r->cur], (long long)p->offset);
+                else if (c >= 0)
+                    gzungetc(c, r->gz);
                 r->gz_in = gzoffset(r->gz);
             } else if (rc == 0 && lseek(r->fd, p->offset, SEEK_SET) != p->offset) {
                 rc = ss_fail(e, SS_EIO, "%s: cannot seek to byte %lld: %s", r->files[r->cur],
@@ -838,7 +867,7 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
     r->bad_lines = p->bad_lines;
     r->reported = p->reported;
     r->files_done = p->files_done;
-    r->bytes_done = p->bytes_done;
+    r->bytes_done = p->bytes_done + (r->gz ? (uint64_t)r->gz_in : 0);
     pthread_mutex_unlock(&r->lock);
     return rc;
 }

@@ -283,7 +283,7 @@ static int make_exchange(void *arg, struct exchange **out, struct ss_err *e)
  * progress, and a trainer not heard from for sync.timeout_s (plus two
  * intervals) while this one listened has stalled: the job ends naming it.
  * Its last report says its data has ended; it sends nothing after that. */
-enum { BEAT_FIGS = 7, BEAT_N = BEAT_FIGS + 1 }; /* the figures (the last: stopped), then 1 = final */
+enum { BEAT_FIGS = 8, BEAT_N = BEAT_FIGS + 1 }; /* the figures, then 1 = final */
 
 struct beats {
     MPI_Comm comm;

@@ -115,6 +115,7 @@ struct job {
     int64_t checkpoints, checkpoint_failures;
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
+    double frac_all;     /* trainers reading data.train themselves: their mean place (beat) */
     FILE *say;           /* notes (NULL: stdout; eval --predictions -: stderr) */
     int halt_noted;      /* a stop (ss_halt_signal) was seen and said */
     int64_t seen;        /* the job's examples at the last progress report */
@@ -325,11 +326,14 @@ static void collect(struct job *j, struct figures *f)
  * returns 1 once every other trainer's data has ended. */
 static int beat_figures(struct job *j, struct figures *f, int final)
 {
-    double v[7] = {(double)f->examples, (double)f->iterations, (double)f->syncs,
-                   f->ne.loss_sum, f->ne.label_sum, (double)f->ne.n, ss_halt_signal() != 0};
+    double v[8] = {(double)f->examples, (double)f->iterations, (double)f->syncs,
+                   f->ne.loss_sum, f->ne.label_sum, (double)f->ne.n, ss_halt_signal() != 0,
+                   j->reader ? reader_fraction(j->reader) : 0};
     int all = j->env->beat(j->env->arg, v, final);
     if (v[6] > 0) /* a trainer was stopped: every one stops */
         ss_halt_request();
+    if (j->reader) /* each its share of the files: how far they are together */
+        j->frac_all = v[7] / j->env->count;
     f->examples = (int64_t)v[0], f->iterations = (int64_t)v[1], f->syncs = (int64_t)v[2];
     struct ne_acc ne = {v[3], v[4], (int64_t)v[5]};
     derive(f, &ne);
@@ -351,12 +355,13 @@ static const char *gap_text(double gap, int csv, char buf[32])
 }
 
 /* How far through data.train the job is (NAN: not known here): its own
- * reader's place, or the reader services' (the first seen starts the pace;
- * a resumed job's start is past 0). */
+ * reader's place (the trainers' mean, where each reads its share), or the
+ * reader services' (the first seen starts the pace; a resumed job's start
+ * is past 0). */
 static double done_fraction(struct job *j)
 {
     if (j->reader)
-        return reader_fraction(j->reader);
+        return j->env && j->env->beat ? j->frac_all : reader_fraction(j->reader);
     if (!j->env || !j->env->feed)
         return NAN;
     double f = feed_fraction(j->env->feed);
@@ -1521,14 +1526,16 @@ static void mid_eval_poll(struct job *j, int64_t examples, int ending)
     }
 }
 
-/* The end of training: the eval under way is waited for and reported, or
- * with cancel ended at once, its figures dropped. */
-static void mid_eval_end(struct job *j, int cancel)
+/* The end of training, at `examples`: the eval under way is waited for and
+ * reported, or with cancel ended at once, its figures dropped; also one
+ * of a copy taken at the end's own count (between the last batch and its
+ * worker's end), whose row would repeat the end-of-run eval's. */
+static void mid_eval_end(struct job *j, int cancel, int64_t examples)
 {
     struct mid_eval *m = &j->mid;
     if (!m->running)
         return;
-    if (cancel)
+    if (cancel || m->at >= examples)
         __atomic_store_n(&m->cancel, 1, __ATOMIC_RELAXED);
     mid_eval_report(j);
 }
@@ -2116,7 +2123,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         print_cache(&f.cache);
     if (j.des)
         print_des(&f.des);
-    mid_eval_end(&j, ss_halt_signal() != 0);
+    mid_eval_end(&j, ss_halt_signal() != 0, f.examples);
     if (c->output.save_model && (rc = save_model(&j, w, e)) < 0) /* kept if the eval fails */
         goto out;
     if (c->data.eval && *c->data.eval) {
@@ -2147,7 +2154,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         rc = ss_fail(e, SS_EINVAL, "no eval example was read from data.eval = %s: the model "
                      "is saved, but not scored; check its format and columns", c->data.eval);
 out:
-    mid_eval_end(&j, 1);
+    mid_eval_end(&j, 1, 0);
     free(j.mid.w);
     free(w);
     if (j.csv)
