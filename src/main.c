@@ -599,6 +599,11 @@ int main(int argc, char **argv)
      * worker's copies could queue behind an all-reduce waiting on a peer
      * (read when CUDA starts; a user's own setting stays) */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    /* NCCL connects the trainers inside ncclCommInitRank, which runs under
+     * a stall guard, rather than (its default from 2.22) in the first
+     * collective to pick each algorithm, on the host, where a peer stalled
+     * then would hang a round past any deadline of ours */
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
     signal(SIGPIPE, SIG_IGN);
     rpc_types_init();
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* TOOLCHAIN.md pitfall 8 */

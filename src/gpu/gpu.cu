@@ -65,17 +65,28 @@ static int cu_probe(char *why, size_t cap)
         cudaGetLastError();
         return 0;
     }
+    /* every device, as trainers spread over them all: one a trainer cannot
+     * run on ends the GPU path here, by name, not at its first kernel */
     cudaDeviceProp p;
-    if ((err = cudaGetDeviceProperties(&p, 0)) != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, cap, "no usable CUDA device (cudaGetDeviceProperties: %s)",
-                 cudaGetErrorString(err));
-        return 0;
-    }
-    if (p.major < 8) {
-        snprintf(why, cap, "%s is sm_%d%d; this build has code for sm_80 and newer", p.name,
-                 p.major, p.minor);
-        return 0;
+    for (int d = n - 1; d >= 0; d--) {
+        if ((err = cudaGetDeviceProperties(&p, d)) != cudaSuccess) {
+            (void)cudaGetLastError();
+            snprintf(why, cap, "no usable CUDA device (cudaGetDeviceProperties(%d): %s)", d,
+                     cudaGetErrorString(err));
+            return 0;
+        }
+        if (p.major < 8) {
+            snprintf(why, cap, "device %d, %s, is sm_%d%d; this build has code for sm_80 and "
+                     "newer", d, p.name, p.major, p.minor);
+            return 0;
+        }
+        int mode = cudaComputeModeDefault;
+        if (cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, d) == cudaSuccess &&
+            mode == cudaComputeModeProhibited) {
+            snprintf(why, cap, "device %d, %s, is in compute mode Prohibited (nvidia-smi -c)",
+                     d, p.name);
+            return 0;
+        }
     }
     /* what this process loaded, which may not be what the build saw (a wheel's NCCL, say) */
     int drv = 0, blas_major = 0, blas_minor = 0, blas_patch = 0, nccl = 0;

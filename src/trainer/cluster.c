@@ -154,18 +154,27 @@ static int nccl_failed(const struct job_plan *p, const struct ss_err *e)
 }
 
 /* The all-reduce among the trainers (ma, bmuf, allreduce): NCCL when every trainer runs
- * on a GPU (DESIGN §6), else MPI, saying why on the master. Collective over
- * the trainers. */
-static struct collective *trainers_collective(struct job_plan *p, int gpu, int dev,
+ * on a GPU of its own (DESIGN §6), else MPI, saying why on the master.
+ * crowded: this node has more trainers than GPUs (NCCL refuses two ranks on
+ * one GPU, and where only some share one, the others would wait on them in
+ * its start). Collective over the trainers. */
+static struct collective *trainers_collective(struct job_plan *p, int gpu, int dev, int crowded,
                                               const struct peer_wait *pw, int verbose)
 {
     int all = gpu, any = gpu;
     MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, p->trainers);
     MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, p->trainers);
+    MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, p->trainers);
     verbose = verbose && p->rank == 0;
     if (!all) {
         if (any && verbose)
             printf("# some trainers run on GPUs, some on CPUs: the trainers' all-reduce over MPI\n");
+        return collective_mpi(p->trainers, pw);
+    }
+    if (crowded) {
+        if (verbose)
+            printf("# a node has more GPU trainers than GPUs, and NCCL takes one GPU a rank: "
+                   "the trainers' all-reduce over MPI\n");
         return collective_mpi(p->trainers, pw);
     }
     struct ss_err e = {0};
@@ -178,9 +187,10 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
     struct collective *c = collective_nccl(p->trainers, dev, pw, &e);
     int ok = c != NULL || nccl_failed(p, &e);
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
-    if (ok) { /* a first round of one float, still guarded: NCCL (2.22 on) connects the
-               * trainers in a communicator's first collective, on the host, where no
-               * deadline of ours reaches; and a sum checked here is one to train on */
+    if (ok) { /* a first round of one float, still guarded: where a user set
+               * NCCL_RUNTIME_CONNECT=1 (main sets 0), NCCL connects in a communicator's
+               * first collective, on the host, where no deadline of ours reaches; and a
+               * sum checked here is one to train on */
         float one = 1;
         int r = c->ops->allreduce_sum(c, &one, 1, &e);
         if (r == 0 && one != (float)c->size)
@@ -453,15 +463,18 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             w.ps[s] = (struct emb_endpoint){w.names[first + s], all[first + s].host,
                                             all[first + s].port};
         const char *algo = c->sync.algo;
-        int dev, count, local;
+        int dev, count, local, here;
         MPI_Comm node; /* this node's trainers: their index spreads them over its GPUs */
         MPI_Comm_split_type(p->trainers, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &local);
+        MPI_Comm_size(node, &here);
         MPI_Comm_free(&node);
         rc = trainer_device(c, p->rank == 0 && !c->output.quiet, local, &dev, &count, e);
         env.gpu = dev >= 0, env.gpu_dev = dev;
+        /* NCCL_HOSTID set: the user tells NCCL which ranks share a host */
+        int crowded = env.gpu && here > count && !getenv("NCCL_HOSTID");
         if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE)
-            env.coll = trainers_collective(p, env.gpu, dev, &w.pw, !c->output.quiet);
+            env.coll = trainers_collective(p, env.gpu, dev, crowded, &w.pw, !c->output.quiet);
         if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
             int S = p->count[ROLE_SYNC_PS], s0 = first + w.n_ps;
             sps = ss_xcalloc(S, sizeof *sps);
