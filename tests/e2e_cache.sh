@@ -28,6 +28,12 @@ M=$T/s0/metrics.json
 check "one worker, staleness 0: exits 0, every example once" test $rc = 0 -a "$(json examples $M)" = $N
 check "one worker, staleness 0: eval NE $(json eval_ne $M) = no cache's $NE0 (to rounding)" \
     near "$(json eval_ne $M)" "$NE0" 0.002
+# the rates' schedule reaches the cache's steps: decayed to 0 after the first batch, as the tables
+LR="--set optim.decay_examples=1 --set optim.decay_to=0"
+train plain_lr --set trainer.worker_threads=1 $LR
+train s2_lr --set trainer.worker_threads=1 --set $CACHE $LR
+check "one worker, decayed to 0 after the first batch: the same eval NE with and without a cache ($(json eval_ne $T/s2_lr/metrics.json) vs $(json eval_ne $T/plain_lr/metrics.json), trained $NE0)" \
+    sh -c "awk -v a='$(json eval_ne $T/s2_lr/metrics.json)' -v b='$(json eval_ne $T/plain_lr/metrics.json)' -v c='$NE0' 'BEGIN { d = a - b; exit !(a != \"\" && d < 1e-4 && d > -1e-4 && a - c > 0.01) }'"
 check "one worker, staleness 0: the cache announced and its line printed" \
     sh -c "grep -q '^# embedding cache: 30000 rows per worker thread (.* MB each), staleness 0' $T/s0.log && grep -q '^cache: hits [0-9.]* %' $T/s0.log"
 

@@ -31,6 +31,13 @@ check "one trainer, one worker: exits 0, every example once" test $rc = 0 -a "$(
 check "one trainer, one worker: eval NE $(json eval_ne $M) = the shared tables' $(json eval_ne $T/one/metrics.json)" \
     near "$(json eval_ne $M)" "$(json eval_ne $T/one/metrics.json)" 0.000001
 
+# ...and under the rates' schedule, which crosses the exchange with each push
+LR="--set optim.warmup_examples=20000 --set optim.decay_start=30000 --set optim.decay_examples=30000"
+train one_lr --set job.trainers=1 --set trainer.worker_threads=1 $LR
+train one_des_lr --set job.trainers=1 --set trainer.worker_threads=1 --set $DES $LR
+check "one trainer, one worker, warmup and decay: eval NE $(json eval_ne $T/one_des_lr/metrics.json) = the shared tables' $(json eval_ne $T/one_lr/metrics.json), not the unscheduled one's" \
+    sh -c "awk -v a='$(json eval_ne $T/one_des_lr/metrics.json)' -v b='$(json eval_ne $T/one_lr/metrics.json)' -v c='$(json eval_ne $T/one/metrics.json)' 'BEGIN { d = a - b; f = a - c; exit !(a != \"\" && d < 1e-6 && d > -1e-6 && (f > 1e-4 || f < -1e-4)) }'"
+
 train ps --set job.trainers=2 --set sync.algo=ma
 train des --set job.trainers=2 --set sync.algo=ma --set $DES
 rc=$?

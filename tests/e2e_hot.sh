@@ -38,6 +38,12 @@ NE0=$(json eval_ne $T/cold/metrics.json); NE1=$(json eval_ne $M)
 check "one worker: the same train NE with and without hot rows" \
     near "$(json train_ne $M)" "$(json train_ne $T/cold/metrics.json)" 0.0001
 check "one worker: the same eval NE with and without hot rows ($NE1 vs $NE0)" near "$NE1" "$NE0" 0.0001
+# the rates' schedule reaches the replica's steps: decayed to 0 after the first batch, as the tables
+LR="--set optim.decay_examples=1 --set optim.decay_to=0"
+train cold_lr --set trainer.worker_threads=1 $LR
+train hot_lr --set trainer.worker_threads=1 --set $HOT $LR
+check "one worker, decayed to 0 after the first batch: the same eval NE with and without hot rows ($(json eval_ne $T/hot_lr/metrics.json) vs $(json eval_ne $T/cold_lr/metrics.json), trained $NE0)" \
+    sh -c "awk -v a='$(json eval_ne $T/hot_lr/metrics.json)' -v b='$(json eval_ne $T/cold_lr/metrics.json)' -v c='$NE0' 'BEGIN { d = a - b; exit !(a != \"\" && d < 1e-4 && d > -1e-4 && a - c > 0.01) }'"
 EV=$($BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/hot/model 2>&1 | sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p')
 check "the saved model's tables carry the hot rows: eval NE $EV = the run's $NE1" near "$EV" "$NE1" 0.00001
 

@@ -38,6 +38,16 @@ $BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=ma --set traine
     --set data.train=$T/d/train.tsv \
     --set data.eval=$T/d/eval.tsv --set output.dir=$T/embedded --set output.quiet=true > /dev/null 2>&1
 
+# the rates' schedule over the wire (each push carries its factor): decayed to 0 over the first
+# example, the PS's rows are one batch's (1 trainer, 1 embedding PS, SGD)
+for run in "lr0 --set optim.decay_examples=1 --set optim.decay_to=0" "lr1 --set data.max_examples=128"; do
+    set -- $run; name=$1; shift
+    timeout -k 10 120 $MPIRUN -np 2 $BIN train configs/tiny.ini --set job.embedding_ps=1 --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set optim.dense=sgd --set optim.emb=sgd --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.quiet=true --set output.dir=$T/$name "$@" > $T/$name.log 2>&1
+done
+check "cluster: decayed to 0 after the first batch, the PS's rows and the dense vector are one batch's" \
+    sh -c "[ '$(json examples $T/lr0/metrics.json)' = $N ] && cmp -s $T/lr0/model/tables-ps0.bin $T/lr1/model/tables-ps0.bin && cmp -s $T/lr0/model/dense.bin $T/lr1/model/dense.bin"
 
 cluster easgd sync.algo=easgd
 rc=$?

@@ -151,6 +151,21 @@ check "foreground gap 5 gives an average sync gap near 5 ($G)" \
 train avg --set job.trainers=2 --set sync.algo=ma --set sync.output=average
 check "sync.output = average trains" test $? = 0
 
+# the rates' schedule: decayed to 0 over the first example, only the first batch steps, so the
+# model is one batch's (both rates: the dense vector and the rows; SGD, as Adagrad's sums go on)
+SGD="--set optim.dense=sgd --set optim.emb=sgd"
+train lr0 --set trainer.worker_threads=1 --set optim.decay_examples=1 --set optim.decay_to=0 \
+    --set output.quiet=false $SGD
+train lr1 --set trainer.worker_threads=1 --set data.max_examples=128 $SGD
+check "optim.decay_examples = 1, decay_to = 0: the model equals one batch's, dense and rows" \
+    sh -c "cmp -s $T/lr0/model/dense.bin $T/lr1/model/dense.bin && cmp -s $T/lr0/model/tables.bin $T/lr1/model/tables.bin && ! cmp -s $T/lr0/model/dense.bin $T/one/model/dense.bin"
+check "a schedule is said at start and its factor in the progress lines" \
+    sh -c "grep -q '^# learning rates x1 at 0 examples: down to x0 over 1 from 0; counted as 1 trainer' $T/lr0.log && grep -q '^\[ *[0-9.]*s\] examples $N .*  lr x0  done' $T/lr0.log"
+train lrw --set trainer.worker_threads=1 --set optim.warmup_examples=30000 \
+    --set optim.decay_start=40000 --set optim.decay_examples=20000 --set optim.decay_to=0.2
+check "warmup and decay train to the end, learning (eval NE $(json eval_ne $T/lrw/metrics.json))" \
+    sh -c "[ '$(json examples $T/lrw/metrics.json)' = $N ] && awk -v a='$(json eval_ne $T/lrw/metrics.json)' 'BEGIN { exit !(a > 0 && a < 0.99) }'"
+
 # binary shards: convert, then the same run reads them with no parsing
 $BIN convert $CFG --in $T/d/train.tsv --out $T/shards --shard-examples 14000 > $T/conv.log 2>&1
 check "convert writes shards" test -f $T/shards/part-00004.bin

@@ -50,7 +50,8 @@ static const char *config_diff(const struct ss_config *a, const struct ss_config
     NUM(data.max_examples);
     STR(model.rows); NUM(model.dim); STR(model.bottom); STR(model.top);
     NUM(optim.dense); NUM(optim.emb); NUM(optim.dense_lr); NUM(optim.emb_lr); NUM(optim.eps);
-    NUM(optim.init_acc);
+    NUM(optim.init_acc); NUM(optim.warmup_examples); NUM(optim.decay_start);
+    NUM(optim.decay_examples); NUM(optim.decay_to);
     NUM(trainer.worker_threads); NUM(trainer.batch_size); NUM(trainer.device);
     STR(sync.algo); NUM(sync.mode); NUM(sync.gap); NUM(sync.alpha); NUM(sync.bmuf_momentum);
     NUM(sync.bmuf_lr); NUM(sync.bmuf_nesterov); NUM(sync.output); NUM(sync.shadow_sleep_ms);

@@ -25,6 +25,31 @@ static void test_optim(void)
           "row-wise Adagrad step", "%g %g %g", st, row[0], row[2]);
 }
 
+/* The rates' schedule (optim_lr_scale) at its corners. */
+static void test_lr_schedule(void)
+{
+    struct ss_config c;
+    struct ss_err e = {0};
+    CHECK(ss_config_load(&c, NULL, NULL, 0, &e) == 0, "default config", "%s", e.msg);
+    CHECK(optim_lr_scale(&c, 0) == 1 && optim_lr_scale(&c, 1000000) == 1,
+          "no schedule: the rates as set", "%g", optim_lr_scale(&c, 0));
+    c.optim.warmup_examples = 1000;
+    c.optim.decay_start = 2000, c.optim.decay_examples = 1000, c.optim.decay_to = 0.1;
+    double s0 = optim_lr_scale(&c, 0), s1 = optim_lr_scale(&c, 499), s2 = optim_lr_scale(&c, 1000),
+           s3 = optim_lr_scale(&c, 2000), s4 = optim_lr_scale(&c, 2500),
+           s5 = optim_lr_scale(&c, 3000), s6 = optim_lr_scale(&c, 100000);
+    CHECK(near(s0, 0.001, 1e-12) && near(s1, 0.5, 1e-12) && s2 == 1,
+          "warmup: linear from 1/N to 1 over N examples", "%g %g %g", s0, s1, s2);
+    CHECK(s3 == 1 && near(s4, 0.1 + 0.9 * 0.25, 1e-12) && near(s5, 0.1, 1e-12) &&
+              near(s6, 0.1, 1e-12),
+          "decay: as the square of the part left, to decay_to, held after", "%g %g %g %g", s3,
+          s4, s5, s6);
+    c.optim.decay_to = 0;
+    CHECK(optim_lr_scale(&c, 5000) == 0, "decay to 0: no step after it", "%g",
+          optim_lr_scale(&c, 5000));
+    ss_config_free(&c);
+}
+
 static void test_metrics(void)
 {
     float p[4] = {0.9f, 0.2f, 0.6f, 0.4f}, y[4] = {1, 0, 0, 1};
@@ -72,6 +97,11 @@ static void test_tables(void)
     /* row 1 of table 0 got two SGD steps of 0.5: pooled (2 copies) moves by -2 */
     CHECK(near(out[0], before[0] - 2.0, 1e-6) && near(out[4], before[4], 1e-7),
           "push applies SGD to each id of the bag", "%g vs %g", out[0], before[0]);
+    b.lr_scale = 0.25f; /* the rates' schedule: a quarter of the step */
+    embps_push(t, &b, g);
+    embps_pool(t, &b, out);
+    CHECK(near(out[0], before[0] - 2.5, 1e-6), "a push at lr_scale 0.25 steps a quarter as far",
+          "%g vs %g", out[0], before[0] - 2.5);
     batch_free(&b);
     embps_free(t);
 }
@@ -132,6 +162,7 @@ static void test_tables_init_threads(void)
 int main(void)
 {
     test_optim();
+    test_lr_schedule();
     test_metrics();
     test_tables();
     test_tables_init_threads();

@@ -55,8 +55,10 @@ static double max_diff(const float *a, const float *b, size_t n)
 }
 
 /* A raw lookup with hand-made fields, for the refusal checks. */
-static int raw_lookup(int port, const char *tok, const int32_t *shards, int k, int n,
-                      const int32_t *off, int n_off, const uint64_t *ids, char *why)
+/* A raw lookup (push_scale < 0), or a push of zero gradients at push_scale. */
+static int raw_bags(int port, const char *tok, const int32_t *shards, int k, int n,
+                    const int32_t *off, int n_off, const uint64_t *ids, double push_scale,
+                    char *why)
 {
     struct rpc_conn *conn;
     struct ss_err e;
@@ -78,17 +80,32 @@ static int raw_lookup(int port, const char *tok, const int32_t *shards, int k, i
     b->n = n;
     b->__isset_token = b->__isset_n = b->__isset_shards = b->__isset_offsets = TRUE;
     b->__isset_ids = TRUE;
-    GByteArray *ret = NULL;
+    GByteArray *ret = NULL, *grads = g_byte_array_new();
     ssRpcError *rerr = NULL;
     GError *gerr = NULL;
-    int rc = call_outcome(ss_embedding_p_s_client_lookup(cl, &ret, b, &rerr, &gerr),
+    int rc;
+    if (push_scale < 0) {
+        rc = call_outcome(ss_embedding_p_s_client_lookup(cl, &ret, b, &rerr, &gerr), &rerr,
+                          &gerr, why);
+    } else {
+        g_byte_array_set_size(grads, (guint)(n_off > 0 ? off[n_off - 1] : 0) * DIM * 4);
+        memset(grads->data, 0, grads->len);
+        rc = call_outcome(ss_embedding_p_s_client_push(cl, b, grads, push_scale, &rerr, &gerr),
                           &rerr, &gerr, why);
+    }
     if (ret)
         g_byte_array_unref(ret);
+    g_byte_array_unref(grads);
     g_object_unref(b);
     g_object_unref(cl);
     rpc_conn_close(conn);
     return rc;
+}
+
+static int raw_lookup(int port, const char *tok, const int32_t *shards, int k, int n,
+                      const int32_t *off, int n_off, const uint64_t *ids, char *why)
+{
+    return raw_bags(port, tok, shards, k, n, off, n_off, ids, -1, why);
 }
 
 /* A raw rows call: n asks of (at, row) with no copy held, an add of
@@ -314,6 +331,7 @@ int main(void)
     for (int i = 0; i < N * T * DIM; i++)
         g[i] = (float)(ss_uniform(&r) - 0.5);
     for (int round = 0; round < 3; round++) {
+        b.lr_scale = 1.0f / (float)(1 << round); /* the rates' schedule travels with the push */
         rc = cl->ops->lookup(cl, &b, got, &e);
         embps_pool(local, &b, want);
         CHECK(rc == 0 && max_diff(got, want, N * T * DIM) < 1e-6,
@@ -345,11 +363,16 @@ int main(void)
     rc = raw_lookup(ep[0].port, token, ids0, 3, 1, off_one, 4, row_far, why);
     CHECK(rc == 1 && strstr(why, "out of shard"), "a row past the whole table is refused", "%s",
           why);
+    rc = raw_bags(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, 1.5, why);
+    CHECK(rc == 1 && strstr(why, "lr_scale 1.5 is not in [0, 1]"),
+          "a push at a learning-rate factor past 1 is refused, naming it", "%s", why);
+    rc = raw_bags(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, 0.5, why);
+    CHECK(rc == 0, "a push at a factor in [0, 1] is taken", "%s", why);
     rc = raw_lookup(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, why);
     CHECK(rc == 0, "the service goes on serving after bad requests", "%s", why);
     struct embps_stats st;
     embps_service_stats(s0, &st);
-    CHECK(st.refused == 6 && st.lookups == 4 && st.pushes == 3 && st.busy_s > 0,
+    CHECK(st.refused == 7 && st.lookups == 4 && st.pushes == 4 && st.busy_s > 0,
           "refusals, calls and busy time are counted",
           "refused %lld lookups %lld pushes %lld", (long long)st.refused, (long long)st.lookups,
           (long long)st.pushes);

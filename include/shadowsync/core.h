@@ -125,6 +125,8 @@ struct ss_config {
     struct {
         int dense, emb;              /* enum opt_kind */
         double dense_lr, emb_lr, eps, init_acc;
+        int64_t warmup_examples, decay_start, decay_examples; /* the rates' schedule */
+        double decay_to;
     } optim;
     struct { int worker_threads, batch_size, device; } trainer;
     struct {
@@ -177,6 +179,8 @@ struct batch {
     int32_t *off;               /* [cap*n_tables+1] */
     uint64_t *ids;              /* [id_cap] */
     uint64_t *example_id;       /* [cap]: (source file index << 40) | record index */
+    float lr_scale;             /* the factor on the learning rates of the steps this batch
+                                 * makes (optim_lr_scale); batch_init sets 1 */
 };
 
 void batch_init(struct batch *b, int cap, int n_dense, int n_tables);
@@ -255,6 +259,10 @@ void model_pool_scale(const struct model_layout *l, const struct batch *b, float
 /* Dense step over the flat vector: w -= lr*g (SGD) or Adagrad with state. */
 void optim_dense_step(int kind, float *w, float *state, const float *g, size_t n, float lr,
                       float eps);
+/* The factor on both learning rates after the job's first `examples`
+ * examples (optim.warmup_examples, decay_start, decay_examples, decay_to):
+ * 1 without a schedule, in [0, 1]. */
+double optim_lr_scale(const struct ss_config *c, int64_t examples);
 /* One embedding row update; state is the row's accumulator (row-wise Adagrad). */
 void optim_row_step(int kind, float *row, float *state, const float *g, int dim, float lr,
                     float eps);

@@ -125,6 +125,15 @@ static const struct key_desc keys[] = {
     DBL(optim, emb_lr, "0.1", 0, 100, OPEN_MIN, "learning rate of the embedding rows"),
     DBL(optim, eps, "1e-8", 0, 1, 0, "Adagrad epsilon"),
     DBL(optim, init_acc, "0", 0, 100, 0, "initial Adagrad accumulator"),
+    I64(optim, warmup_examples, "0", 0, P62,
+        "both learning rates rise linearly from 0 over the job's first N examples (0 = none)"),
+    I64(optim, decay_start, "0", 0, P62,
+        "the job's examples after which both learning rates decay (with optim.decay_examples)"),
+    I64(optim, decay_examples, "0", 0, P62,
+        "both learning rates decay over N examples from optim.decay_start, as the square of "
+        "the part left, to optim.decay_to of their value, held after (0 = no decay)"),
+    DBL(optim, decay_to, "0", 0, 1, 0,
+        "the learning rates' fraction at the end of the decay, held after it"),
 
     INT(trainer, worker_threads, "1", 1, 256, "Hogwild worker threads per trainer"),
     INT(trainer, batch_size, "128", 1, 1048576, "examples per batch of each worker"),

@@ -125,13 +125,16 @@ static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags
 }
 
 static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteArray *grads,
-                        ssRpcError **err, GError **error)
+                        const gdouble lr_scale, ssRpcError **err, GError **error)
 {
     (void)error;
     struct embps_service *s = ((PsHandler *)iface)->svc;
     struct batch view;
     if (!check_bags(s, bags, &view, err))
         return FALSE;
+    if (!(lr_scale >= 0 && lr_scale <= 1)) /* NaN too */
+        return refuse(s, err, SS_EINVAL, "bad request: lr_scale %g is not in [0, 1]", lr_scale);
+    view.lr_scale = (float)lr_scale;
     size_t want = embps_bags(&view) * s->dim * 4;
     if (!grads || grads->len != want)
         return refuse(s, err, SS_EINVAL, "bad request: grads hold %u bytes, %zu expected (the "

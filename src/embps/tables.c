@@ -297,6 +297,7 @@ static void push(struct emb_tables *t, const struct batch *b, const float *g, in
 {
     int T = t->o.n_tables, d = t->o.dim;
     const float *gk = g;
+    float lr = t->o.lr * b->lr_scale;
     for (int i = 0; i < b->n; i++) {
         PREFETCH_ROWS(t, b, i + PREFETCH_AHEAD, 1);
         for (int k = 0; k < T; k++) {
@@ -307,7 +308,7 @@ static void push(struct emb_tables *t, const struct batch *b, const float *g, in
                 gk = g + ((size_t)i * T + k) * d;
             for (int32_t j = lo; j < hi; j++) {
                 float *r = row_of(t, k, b->ids[j]);
-                optim_row_step(t->o.opt, r, r + d, gk, d, t->o.lr, t->o.eps);
+                optim_row_step(t->o.opt, r, r + d, gk, d, lr, t->o.eps);
                 if (t->clock)
                     tick(t, k, b->ids[j], 1);
             }

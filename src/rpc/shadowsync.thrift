@@ -51,8 +51,10 @@ service EmbeddingPS {
   /* Pooled bags: float32 [m*dim], m the non-empty bags (offsets[q+1] >
    * offsets[q]), in order: an empty bag is neither answered nor pushed. */
   binary lookup(1: Bags bags) throws (1: RpcError err),
-  /* grads: float32 [m*dim], the gradient of each non-empty pooled bag. */
-  void push(1: Bags bags, 2: binary grads) throws (1: RpcError err),
+  /* grads: float32 [m*dim], the gradient of each non-empty pooled bag;
+   * lr_scale: the factor in [0, 1] on the rows' learning rate for this push
+   * (the trainer's rates' schedule; 1 when not sent). */
+  void push(1: Bags bags, 2: binary grads, 3: double lr_scale = 1.0) throws (1: RpcError err),
   RowAnswer rows(1: RowSync req) throws (1: RpcError err),
   /* Checkpoints: writes this PS's shards (rows and optimizer state) to path
    * (a file in the job's checkpoint directory, which every rank sees);

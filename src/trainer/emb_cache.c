@@ -273,6 +273,7 @@ SS_HOGWILD static int cache_push(struct emb_client *ec, const struct batch *b, c
 {
     struct cache *c = ec->impl;
     int T = b->n_tables, d = c->dim, S = c->stride;
+    float lr = c->lr * b->lr_scale;
     for (int i = 0; i < b->n; i++)
         for (int t = 0; t < T; t++) {
             const float *gb = g + ((size_t)i * T + t) * d;
@@ -282,13 +283,13 @@ SS_HOGWILD static int cache_push(struct emb_client *ec, const struct batch *b, c
                     continue;
                 float *v = val_of(c, s), *dl = v + S;
                 memcpy(c->old, v, (size_t)S * sizeof(float));
-                optim_row_step(c->opt, v, v + d, gb, d, c->lr, c->eps);
+                optim_row_step(c->opt, v, v + d, gb, d, lr, c->eps);
                 for (int q = 0; q < S; q++)
                     dl[q] += v[q] - c->old[q];
                 c->meta[s].pend++;
             }
         }
-    int rc = emb_part_push(c->inner, &c->rest, b->n, g, e);
+    int rc = emb_part_push(c->inner, &c->rest, b, g, e);
     if (rc < 0)
         return rc;
     /* the rows of this batch far enough ahead: the asks list holds each once */

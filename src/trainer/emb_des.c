@@ -30,6 +30,7 @@ struct hdr {
     int64_t n;                  /* a lookup's examples */
     int64_t ids;                /* a lookup's ids */
     int64_t push;               /* the vectors of its push (-1: no push) */
+    double lr_scale;            /* its push's rates (the pusher's batch's lr_scale) */
 };
 
 struct peer {
@@ -64,6 +65,7 @@ struct des {
     size_t ans_cap, ain_cap;
     int in_flight;              /* a batch looked up and not yet pushed */
     int pending;                /* a push held for our next round (in d->grad) */
+    float pending_scale;        /* ...and its batch's lr_scale */
     int all_end;                /* the last round's headers: every member ended */
     int all_paused;             /* ...every member's trainer wants a checkpoint and none has
                                  * a batch (a reader's queue drained first) */
@@ -92,7 +94,8 @@ static size_t req_bytes(int64_t n, int64_t ids, int k)
 /* Member p's last lookup of us, as a batch of our shards. */
 static struct batch asked(const struct des *d, const struct peer *q)
 {
-    return (struct batch){.n = q->n_in, .n_tables = d->k, .off = q->off_in, .ids = q->id_in};
+    return (struct batch){.n = q->n_in, .n_tables = d->k, .off = q->off_in, .ids = q->id_in,
+                          .lr_scale = 1};
 }
 
 static int fail_peer(struct des *d, int p, const char *what, struct ss_err *e)
@@ -107,6 +110,7 @@ static void take_push(struct des *d, int p, size_t at)
     if (!d->k)
         return;
     struct batch v = asked(d, &d->peer[p]);
+    v.lr_scale = (float)d->hr[p].lr_scale; /* the pusher's step's, checked with the headers */
     embps_push_bags(d->mine, &v, (const float *)(d->rbuf + at));
 }
 
@@ -155,6 +159,7 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
         if (kind != K_LOOKUP)
             d->hs[q].n = d->hs[q].ids = 0;
         d->hs[q].push = d->pending ? (int64_t)d->peer[q].m_push : -1;
+        d->hs[q].lr_scale = d->pending ? d->pending_scale : 1;
         d->sb[q] = d->rb[q] = sizeof(struct hdr);
     }
     if ((rc = d->x->ops->alltoallv(d->x, d->hs, d->sb, d->hr, d->rb, e)) < 0)
@@ -166,6 +171,7 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
     for (int p = 0; p < P; p++) {
         const struct hdr *h = &d->hr[p];
         if (h->kind < K_LOOKUP || h->kind > K_END || h->push < -1 ||
+            !(h->lr_scale >= 0 && h->lr_scale <= 1) ||
             (h->kind == K_LOOKUP && (h->n < 0 || h->ids < 0 || h->n > INT32_MAX / (d->k + 1))))
             return fail_peer(d, p, "sent a bad header", e);
         if (h->push >= 0 && d->k && (size_t)h->push != d->peer[p].m_in) /* before it is sized */
@@ -310,6 +316,7 @@ static int des_push(struct emb_client *c, const struct batch *b, const float *g,
     }
     d->in_flight = 0;
     d->pending = 1; /* sent with our next round */
+    d->pending_scale = b->lr_scale;
     d->st->pushes++;
     (void)e;
     return 0;

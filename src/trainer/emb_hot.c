@@ -107,13 +107,13 @@ SS_HOGWILD static int hot_push(struct emb_client *ec, const struct batch *b, con
 {
     struct hot_client *h = ec->impl;
     int d = h->r.set->dim;
-    int rc = emb_part_push(h->inner, &h->cold, b->n, g, e);
+    int rc = emb_part_push(h->inner, &h->cold, b, g, e);
     if (rc < 0)
         return rc;
     for (size_t p = 0; p < h->n_pairs; p++) {
         int64_t slot = h->pairs[2 * p + 1];
         optim_row_step(h->r.opt, h->r.rows + (size_t)slot * d, h->r.acc + slot,
-                       g + (size_t)h->pairs[2 * p] * d, d, h->r.lr, h->r.eps);
+                       g + (size_t)h->pairs[2 * p] * d, d, h->r.lr * b->lr_scale, h->r.eps);
     }
     return 0;
 }

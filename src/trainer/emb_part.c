@@ -30,10 +30,12 @@ int emb_part_lookup(struct emb_client *inner, struct emb_part *p, int n, float *
     return rc;
 }
 
-int emb_part_push(struct emb_client *inner, struct emb_part *p, int n, const float *g,
-                  struct ss_err *e)
+int emb_part_push(struct emb_client *inner, struct emb_part *p, const struct batch *b,
+                  const float *g, struct ss_err *e)
 {
     size_t ex = (size_t)p->T * p->dim;
+    int n = b->n;
+    p->b.lr_scale = b->lr_scale;
     if (p->b.n == n)
         return inner->ops->push(inner, &p->b, g, e);
     if (p->b.n == 0)

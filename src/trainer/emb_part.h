@@ -18,9 +18,10 @@ void emb_part_reserve(struct emb_part *p, int n, int T, int dim);
 /* out[n*T*dim] <- the kept examples' bags from inner, zero for the others. */
 int emb_part_lookup(struct emb_client *inner, struct emb_part *p, int n, float *out,
                     struct ss_err *e);
-/* Pushes the kept examples' rows of g[n*T*dim] through inner. */
-int emb_part_push(struct emb_client *inner, struct emb_part *p, int n, const float *g,
-                  struct ss_err *e);
+/* Pushes the kept examples' rows of g[b->n*T*dim] through inner, at b's
+ * rates (lr_scale). */
+int emb_part_push(struct emb_client *inner, struct emb_part *p, const struct batch *b,
+                  const float *g, struct ss_err *e);
 void emb_part_free(struct emb_part *p);
 
 /* A request's shards (the Thrift client's to a PS, DES's to a trainer): k

@@ -120,7 +120,8 @@ static int thrift_push(struct emb_client *c, const struct batch *b, const float 
         shard_pick(&p->s, b->n, (const int32_t *)p->bags->offsets->data, g, T, d,
                    (float *)p->grads->data);
         GError *gerr = NULL;
-        if (!ss_embedding_p_s_client_send_push(p->client, p->bags, p->grads, &gerr))
+        if (!ss_embedding_p_s_client_send_push(p->client, p->bags, p->grads, b->lr_scale,
+                                               &gerr))
             return call_failed(p, "push", NULL, gerr, e);
     }
     te->looked_up = NULL;

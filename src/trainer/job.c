@@ -73,6 +73,8 @@ struct trainer {
     struct worker *workers;
     int workers_left;           /* under job->mu; the last one out ends the data */
     int64_t syncs;
+    int64_t trained;            /* examples its workers have stepped on (atomic): the rates'
+                                 * schedule counts the job's as this x the trainers */
 };
 
 struct job {
@@ -112,6 +114,9 @@ struct job {
         struct ne_acc ne;
         double elapsed;
     } base;
+    int64_t sched_base;         /* the job's examples before this run (a resume's), on every
+                                 * rank, where the rates' schedule starts */
+    int sched_on, sched_trainers; /* a schedule is set; the job's trainers */
     int64_t checkpoints, checkpoint_failures;
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
@@ -218,6 +223,12 @@ static void *worker_main(void *arg)
         }
         if (rc < 0 || b.n == 0)
             break;
+        float rate = lr; /* the dense rate of this batch's step; the rows' go with b */
+        if (j->sched_on) {
+            int64_t done = __atomic_fetch_add(&tr->trained, b.n, __ATOMIC_RELAXED);
+            b.lr_scale = (float)optim_lr_scale(c, j->sched_base + done * j->sched_trainers);
+            rate = lr * b.lr_scale;
+        }
         t[1] = ss_now();
         if ((rc = wk->emb->ops->lookup(wk->emb, &b, emb, &wk->err)) < 0)
             break;
@@ -225,17 +236,17 @@ static void *worker_main(void *arg)
         model_pool_scale(l, &b, emb); /* mean pooling: here and on the gradients below */
         struct ne_acc scored = {0}; /* scored before it is trained on */
         if (gw) { /* forward, backward and step on the device; prob from its forward */
-            if ((rc = gpu_worker_train(gw, &b, c->optim.dense, lr, eps, &wk->err)) < 0)
+            if ((rc = gpu_worker_train(gw, &b, c->optim.dense, rate, eps, &wk->err)) < 0)
                 break;
             ne_add(&scored, prob, b.label, b.n);
         } else {
             model_forward(l, tr->w, &b, &s);
             ne_add(&scored, prob, b.label, b.n);
             if (c->optim.dense == OPT_SGD) {
-                model_backward_sgd(l, tr->w, &b, &s, lr);
+                model_backward_sgd(l, tr->w, &b, &s, rate);
             } else {
                 model_backward(l, tr->w, &b, &s);
-                optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, lr, eps);
+                optim_dense_step(c->optim.dense, tr->w, tr->state, s.grad, l->n_params, rate, eps);
             }
         }
         model_pool_scale(l, &b, d_emb);
@@ -405,12 +416,14 @@ static int progress(struct job *j, int final, int print)
     j->seen = f.examples;
     if (!j->is_master || !print)
         return all;
-    char gap[32], done[64];
+    char gap[32], done[64], rate[32] = "";
     double frac = done_fraction(j);
+    if (j->sched_on) /* the rates' factor at the job's count */
+        snprintf(rate, sizeof rate, "  lr x%.3g", optim_lr_scale(j->c, f.examples));
     if (!j->c->output.quiet)
-        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %s%s\n",
+        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %s%s%s\n",
                f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s,
-               gap_text(f.sync_gap, 0, gap), done_text(j, frac, 0, done));
+               gap_text(f.sync_gap, 0, gap), rate, done_text(j, frac, 0, done));
     fflush(stdout);
     if (j->csv) {
         fprintf(j->csv, "%.3f,%lld,%.1f,%.6f,%.3f,%s,", f.elapsed, (long long)f.examples, f.eps,
@@ -419,6 +432,20 @@ static int progress(struct job *j, int final, int print)
         fflush(j->csv);
     }
     return all;
+}
+
+/* The rates' schedule, said at start: where it is, and what it does. */
+static void schedule_note(const struct job *j)
+{
+    const struct ss_config *c = j->c;
+    printf("# learning rates x%.3g at %lld examples:", optim_lr_scale(c, j->sched_base),
+           (long long)j->sched_base);
+    if (c->optim.warmup_examples)
+        printf(" up from 0 over the first %lld;", (long long)c->optim.warmup_examples);
+    if (c->optim.decay_examples)
+        printf(" down to x%g over %lld from %lld;", c->optim.decay_to,
+               (long long)c->optim.decay_examples, (long long)c->optim.decay_start);
+    printf(" counted as %d trainer(s) x each one's examples\n", j->sched_trainers);
 }
 
 /* The run directory exists and is writable before any training starts. */
@@ -1863,6 +1890,7 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
         if ((rc = reader_load_pos(j->reader, p, e)) < 0)
             return rc;
     }
+    j->sched_base = (int64_t)ckpt_meta_get(&m, "examples", 0);
     if (j->is_master) { /* the job's figures so far, counted once */
         j->base.examples = (int64_t)ckpt_meta_get(&m, "examples", 0);
         j->base.iterations = (int64_t)ckpt_meta_get(&m, "iterations", 0);
@@ -1989,6 +2017,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                                    "(a file, a directory of shards or a glob)");
         goto out;
     }
+    j.sched_on = c->optim.warmup_examples > 0 || c->optim.decay_examples > 0;
+    j.sched_trainers = env ? env->count : c->job.trainers;
     j.gpu_dev = -1;
     if (env && env->gpu) {
         j.gpu_dev = env->gpu_dev, j.gpu_count = 1;
@@ -2048,6 +2078,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                "%d tables\n", env ? env->count : j.n_tr, j.n_wk, c->sync.algo,
                c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow", j.l.n_params,
                j.l.n_tables);
+    if (j.sched_on && !c->output.quiet && j.is_master)
+        schedule_note(&j);
     if ((rc = start_trainers(&j, e)) < 0) {
         if (env) /* a cluster job ends here, before a shadow thread's buffers are freed */
             env->fatal(env->arg, e);
