@@ -85,6 +85,20 @@ check "after SIGTERM, --resume: the uninterrupted run's eval NE ($(json eval_ne 
 FIRST=$(grep '^\[ *[0-9.]*s\]' $T/stop2.log | head -1)
 check "after SIGTERM, --resume: done% goes on from where the data was left ($FIRST)" \
     sh -c "echo '$FIRST' | awk -v n=$N '{ for (i = 1; i < NF; i++) { if (\$i == \"examples\") e = \$(i + 1); if (\$i == \"done\") d = \$(i + 1) + 0 } } END { exit !(e > 0 && d - 100 * e / n < 5 && 100 * e / n - d < 5) }'"
+# ...and under the rates' schedule, which a resume takes up at the checkpoint's count
+LR="optim.warmup_examples=60000 optim.decay_start=80000 optim.decay_examples=120000 optim.decay_to=0.1"
+train full_lr trainer.worker_threads=1 $LR > $T/full_lr.log 2>&1
+train stop_lr trainer.worker_threads=1 checkpoint.dir=$T/ckstop_lr $LR > $T/stop_lr1.log 2>&1 &
+bg=$!
+first_line $T/stop_lr1.log
+kill -TERM $(pid_of stop_lr)
+wait $bg
+rc1=$?
+EXTRA=--resume train stop_lr trainer.worker_threads=1 checkpoint.dir=$T/ckstop_lr $LR > $T/stop_lr2.log 2>&1
+rc=$?
+AT=$(sed -n 's/^# learning rates x[0-9.e-]* at \([0-9]*\) examples.*/\1/p' $T/stop_lr2.log)
+check "warmup and decay, stopped at $AT and resumed: the uninterrupted run's eval NE ($(json eval_ne $T/stop_lr/metrics.json) vs $(json eval_ne $T/full_lr/metrics.json))" \
+    sh -c "[ $rc1 = 75 ] && [ $rc = 0 ] && [ '$AT' -gt 0 ] && [ '$AT' -lt $N ] && [ '$(json eval_ne $T/stop_lr/metrics.json)' = '$(json eval_ne $T/full_lr/metrics.json)' ] && [ '$(json eval_ne $T/full_lr/metrics.json)' != '$REF' ]"
 # SIGUSR1 stops the embedded default too
 train usr1 trainer.worker_threads=1 > $T/usr1.log 2>&1 &
 bg=$!
