@@ -75,6 +75,13 @@ train $BIN gpu --set trainer.worker_threads=1 --set trainer.device=cuda
 CPU=$(json eval_ne $T/cpu/metrics.json); GPU=$(json eval_ne $T/gpu/metrics.json)
 check "${on}trainer.device = cuda: eval NE $GPU within 0.005 of the CPU's $CPU" near "$GPU" "$CPU" 0.005
 check "${on}trainer.device = cuda: names the device" grep -q 'the dense layers on CUDA device 0' $T/gpu.log
+# the rates' schedule reaches the device's step: decayed to 0 after the first batch, the dense
+# vector is one batch's (SGD; bit for bit on the simulation, within float rounding on a GPU)
+SGD="--set optim.dense=sgd --set optim.emb=sgd --set trainer.worker_threads=1 --set trainer.device=cuda"
+train $BIN gpulr0 $SGD --set optim.decay_examples=1 --set optim.decay_to=0
+train $BIN gpulr1 $SGD --set data.max_examples=128
+check "${on}decayed to 0 after the first batch, the device's model is one batch's (eval NE $(json eval_ne $T/gpulr0/metrics.json) vs $(json eval_ne $T/gpulr1/metrics.json))" \
+    sh -c "[ \"$(json examples $T/gpulr0/metrics.json)\" = 60000 ] && awk -v a='$(json eval_ne $T/gpulr0/metrics.json)' -v b='$(json eval_ne $T/gpulr1/metrics.json)' 'BEGIN { d = a - b; exit !(a != \"\" && d < 1e-5 && d > -1e-5) }'"
 train $BIN gpu2 --set trainer.worker_threads=3 --set job.trainers=2 --set sync.algo=ma --set trainer.device=cuda
 NE2=$(json eval_ne $T/gpu2/metrics.json)
 check "${on}2 trainers x 3 workers on the device, MA in the shadow thread: every example, eval NE $NE2 within 0.02 of the CPU's" \

@@ -48,6 +48,14 @@ for run in "lr0 --set optim.decay_examples=1 --set optim.decay_to=0" "lr1 --set 
 done
 check "cluster: decayed to 0 after the first batch, the PS's rows and the dense vector are one batch's" \
     sh -c "[ '$(json examples $T/lr0/metrics.json)' = $N ] && cmp -s $T/lr0/model/tables-ps0.bin $T/lr1/model/tables-ps0.bin && cmp -s $T/lr0/model/dense.bin $T/lr1/model/dense.bin"
+# ...and with 2 trainers each counts its examples twice: decayed to 0 from the job's 257th, each
+# trains 2 batches, as a job of 512 examples (the PSs' Hogwild rows move the NE by ~5e-5 between
+# runs; 3 batches each would move it by 0.05)
+SGD="optim.dense=sgd optim.emb=sgd sync.algo=none"
+cluster lr2 $SGD optim.decay_start=256 optim.decay_examples=1 optim.decay_to=0 output.quiet=false
+cluster lr2b $SGD data.max_examples=512
+check "cluster, 2 trainers: the schedule counts the job's examples (eval NE $(json eval_ne $T/lr2/metrics.json) = $(json eval_ne $T/lr2b/metrics.json) of 2 batches each)" \
+    sh -c "[ '$(json examples $T/lr2/metrics.json)' = $N ] && grep -q 'counted as 2 trainers x each one.s examples' $T/lr2.log && awk -v a='$(json eval_ne $T/lr2/metrics.json)' -v b='$(json eval_ne $T/lr2b/metrics.json)' 'BEGIN { d = a - b; exit !(a != \"\" && d < 1e-3 && d > -1e-3) }'"
 
 cluster easgd sync.algo=easgd
 rc=$?
@@ -158,9 +166,9 @@ check "data.split = files, 2 trainers: done (their mean place) rises to 1 at the
 timeout -k 10 300 $MPIRUN -np 7 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
     --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
     --set trainer.worker_threads=1 --set data.train=$T/d4 --set data.eval=$T/d/eval.tsv \
-    --set data.split=files --set data.max_examples=150001 --set output.dir=$T/split4r > $T/split4r.log 2>&1
-check "data.split = files, 2 reader services: whole files each, max_examples in all" \
-    sh -c "[ \"$(json examples $T/split4r/metrics.json)\" = 150001 ] && grep -q '^# data.train: split by whole files between the 2 readers' $T/split4r.log"
+    --set data.split=files --set data.max_examples=250001 --set data.epochs=2 --set output.dir=$T/split4r > $T/split4r.log 2>&1
+check "data.split = files, 2 reader services, 2 passes: whole files each, max_examples in all (into the second pass)" \
+    sh -c "[ \"$(json examples $T/split4r/metrics.json)\" = 250001 ] && grep -q '^# data.train: split by whole files between the 2 readers' $T/split4r.log"
 cluster split1 sync.algo=ma data.max_examples=50000
 check "data.split = auto, one file: line by line between the trainers, saying why" \
     grep -q '^# data.train: split line by line between the 2 trainers, each reading every file (fewer files than trainers)' $T/split1.log

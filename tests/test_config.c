@@ -47,7 +47,7 @@ static const char *config_diff(const struct ss_config *a, const struct ss_config
     STR(data.train); STR(data.eval); NUM(data.format); STR(data.separator); NUM(data.header);
     NUM(data.label_col); STR(data.dense_cols); STR(data.cat_cols); STR(data.multihot_cols);
     STR(data.multihot_sep); NUM(data.cat_encoding); NUM(data.report_bad_lines);
-    NUM(data.max_examples);
+    NUM(data.max_examples); NUM(data.epochs);
     STR(model.rows); NUM(model.dim); STR(model.bottom); STR(model.top);
     NUM(optim.dense); NUM(optim.emb); NUM(optim.dense_lr); NUM(optim.emb_lr); NUM(optim.eps);
     NUM(optim.init_acc); NUM(optim.warmup_examples); NUM(optim.decay_start);

@@ -1197,22 +1197,34 @@ static void gzip_file(const char *rel, const char *rel_gz, double keep, int flip
     free(data);
 }
 
+/* name/a.tsv (a lines, every bad-th bad) and name/b.tsv (b lines) into
+ * dir, and as shards of `shard` records into bin (nameBIN); s and bs their
+ * schemas. */
+static int two_files(const char *name, int a, int bad, int b, int shard, char *dir, char *bin,
+                     struct schema *s, struct schema *bs, struct ss_err *e)
+{
+    char rel[64];
+    path_of(dir, 256, name);
+    snprintf(rel, sizeof rel, "%sbin", name);
+    path_of(bin, 256, rel);
+    mkdir(dir, 0755);
+    snprintf(rel, sizeof rel, "%s/a.tsv", name);
+    write_criteo_file(rel, a, bad);
+    snprintf(rel, sizeof rel, "%s/b.tsv", name);
+    write_criteo_file(rel, b, 0);
+    criteo_schema(s);
+    int rc = reader_convert(dir, bin, s, shard, e);
+    *bs = *s;
+    bs->format = FMT_BINARY;
+    return rc;
+}
+
 static void test_tell_seek(void)
 {
-    char made[256];
-    path_of(made, sizeof made, "pos");
-    mkdir(made, 0755);
-    write_criteo_file("pos/a.tsv", 1000, 37);
-    write_criteo_file("pos/b.tsv", 500, 0);
     char dir[256], bin[256];
-    path_of(dir, sizeof dir, "pos");
-    path_of(bin, sizeof bin, "posbin");
     struct schema s, bs;
-    criteo_schema(&s);
     struct ss_err e = {0};
-    int rc = reader_convert(dir, bin, &s, 300, &e);
-    bs = s;
-    bs.format = FMT_BINARY;
+    int rc = two_files("pos", 1000, 37, 500, 300, dir, bin, &s, &bs, &e);
     CHECK(rc == 0, "position test data converted to shards", "%s", e.msg);
     char gz[256];
     path_of(gz, sizeof gz, "posgz");
@@ -1283,6 +1295,134 @@ static void test_tell_seek(void)
     }
     reader_close(a);
     reader_close(other);
+    free(ia);
+    free(ib);
+    free(la);
+    free(lb);
+}
+
+/* data.epochs: the files read that many times in the same order (text and
+ * shards), shares splitting every pass exactly once, max_examples over all
+ * passes, positions in a later pass resumed exactly, refused by a run of
+ * fewer passes; a position written before epochs loads as the first pass. */
+static void test_epochs(void)
+{
+    char dir[256], bin[256], posf[300];
+    struct schema s, bs;
+    struct ss_err e = {0};
+    int rc = two_files("ep", 300, 41, 200, 128, dir, bin, &s, &bs, &e);
+    enum { ONE = 500 - 7, CAP = 4 * ONE };
+    uint64_t *ia = malloc(CAP * 8), *ib = malloc(CAP * 8);
+    float *la = malloc(CAP * 4), *lb = malloc(CAP * 4);
+    for (int kind = 0; kind < 2; kind++) {
+        const struct schema *sc = kind ? &bs : &s;
+        const char *path = kind ? bin : dir;
+        struct reader *r;
+        struct batch b;
+        batch_init(&b, 64, sc->n_dense, sc->n_cat);
+        rc = reader_open(&r, path, sc, 0, 0, &e);
+        reader_set_epochs(r, 3);
+        int64_t n = 0;
+        double mid = -1;
+        while (reader_next(r, &b, &e) == 0 && b.n > 0)
+            for (int i = 0; i < b.n && n < CAP; i++, n++) {
+                ia[n] = b.example_id[i], la[n] = b.label[i];
+                if (n == ONE)
+                    mid = reader_fraction(r);
+            }
+        int same = n == 3 * ONE;
+        for (int64_t i = ONE; same && i < n; i++)
+            same = ia[i] == ia[i % ONE] && la[i] == la[i % ONE];
+        struct reader_stats st;
+        reader_stats(r, &st);
+        CHECK(rc == 0 && same && st.examples == 3 * ONE && reader_fraction(r) == 1 &&
+                  mid > 0.3 && mid < 0.45,
+              kind ? "epochs 3 over shards: the records 3 times in the same order, progress over "
+                     "all passes"
+                   : "epochs 3 over text: the lines 3 times in the same order (bad lines each "
+                     "time skipped), progress over all passes",
+              "rc %d: %lld examples, same %d, fraction %g then %g: %s", rc, (long long)n, same,
+              mid, reader_fraction(r), e.msg);
+        reader_close(r);
+        /* a position in the second pass: the same rest; fewer passes refuse it */
+        struct reader *a, *c;
+        reader_open(&a, path, sc, 0, 0, &e);
+        reader_set_epochs(a, 3);
+        for (int i = 0; i < 10; i++) /* 640 examples: into the second pass */
+            reader_next(a, &b, &e);
+        struct reader_pos pos;
+        reader_tell(a, &pos);
+        int64_t na = drain(a, &b, ia, la, CAP);
+        reader_open(&c, path, sc, 0, 0, &e);
+        reader_set_epochs(c, 3);
+        rc = reader_seek(c, &pos, &e);
+        int64_t nb = drain(c, &b, ib, lb, CAP);
+        CHECK(rc == 0 && pos.epoch == 1 && na == 3 * ONE - 640 && na == nb &&
+                  !memcmp(ia, ib, (size_t)na * 8) && !memcmp(la, lb, (size_t)na * 4),
+              kind ? "a position in the second pass over shards resumes the same rest"
+                   : "a position in the second pass over text resumes the same rest",
+              "rc %d, pass %lld: %lld vs %lld: %s", rc, (long long)pos.epoch, (long long)na,
+              (long long)nb, e.msg);
+        reader_close(a);
+        reader_close(c);
+        reader_open(&c, path, sc, 0, 0, &e);
+        reader_set_epochs(c, 1);
+        rc = reader_seek(c, &pos, &e);
+        CHECK(rc < 0 && strstr(e.msg, "pass 2") && strstr(e.msg, "data.epochs above 1"),
+              "a position in a pass this run does not make is refused, naming data.epochs", "%s",
+              e.msg);
+        reader_close(c);
+        batch_free(&b);
+    }
+    /* 2 shares split by lines over 2 passes: every example twice in all */
+    int64_t got = 0;
+    for (int k = 0; k < 2; k++) {
+        struct reader *r;
+        struct batch b;
+        batch_init(&b, 50, s.n_dense, s.n_cat);
+        reader_open(&r, dir, &s, 0, 0, &e);
+        reader_set_epochs(r, 2);
+        reader_set_share(r, k, 2, SPLIT_LINES, NULL);
+        got += drain(r, &b, ia + got, la, CAP - got);
+        reader_close(r);
+        batch_free(&b);
+    }
+    qsort(ia, (size_t)got, 8, cmp_u64);
+    int twice = got == 2 * ONE;
+    for (int64_t i = 0; twice && i < got; i += 2)
+        twice = ia[i] == ia[i + 1] && (i + 2 >= got || ia[i + 2] != ia[i]);
+    CHECK(twice, "2 shares by lines over 2 passes: every example exactly twice", "%lld examples",
+          (long long)got);
+    /* max_examples counts every pass */
+    struct reader *r;
+    struct batch b;
+    batch_init(&b, 64, s.n_dense, s.n_cat);
+    reader_open(&r, dir, &s, 700, 0, &e);
+    reader_set_epochs(r, 3);
+    int64_t n = drain(r, &b, ia, la, CAP);
+    CHECK(n == 700, "max_examples caps the passes together", "%lld", (long long)n);
+    reader_close(r);
+    /* a position file written before data.epochs (one field shorter): the first pass */
+    reader_open(&r, dir, &s, 0, 0, &e);
+    reader_set_epochs(r, 2);
+    reader_next(r, &b, &e);
+    struct reader_pos pos;
+    reader_tell(r, &pos);
+    int64_t na = drain(r, &b, ia, la, CAP);
+    reader_close(r);
+    path_of(posf, sizeof posf, "ep-old.pos");
+    FILE *f = fopen(posf, "wb");
+    fwrite(&pos, offsetof(struct reader_pos, epoch), 1, f);
+    fclose(f);
+    reader_open(&r, dir, &s, 0, 0, &e);
+    reader_set_epochs(r, 2);
+    rc = reader_load_pos(r, posf, &e);
+    int64_t nb = drain(r, &b, ib, lb, CAP);
+    CHECK(rc == 0 && na == 2 * ONE - 64 && na == nb && !memcmp(ia, ib, (size_t)na * 8),
+          "a position written before data.epochs loads as the first pass", "rc %d: %lld vs %lld: %s",
+          rc, (long long)na, (long long)nb, e.msg);
+    reader_close(r);
+    batch_free(&b);
     free(ia);
     free(ib);
     free(la);
@@ -1408,6 +1548,7 @@ int main(void)
     test_gen();
     test_gen_multihot();
     test_tell_seek();
+    test_epochs();
     test_gzip();
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_DONE();

@@ -55,10 +55,10 @@ static double max_diff(const float *a, const float *b, size_t n)
 }
 
 /* A raw lookup with hand-made fields, for the refusal checks. */
-/* A raw lookup (push_scale < 0), or a push of zero gradients at push_scale. */
+/* A raw lookup, or with push a push of zero gradients at push_scale. */
 static int raw_bags(int port, const char *tok, const int32_t *shards, int k, int n,
-                    const int32_t *off, int n_off, const uint64_t *ids, double push_scale,
-                    char *why)
+                    const int32_t *off, int n_off, const uint64_t *ids, int push,
+                    double push_scale, char *why)
 {
     struct rpc_conn *conn;
     struct ss_err e;
@@ -84,7 +84,7 @@ static int raw_bags(int port, const char *tok, const int32_t *shards, int k, int
     ssRpcError *rerr = NULL;
     GError *gerr = NULL;
     int rc;
-    if (push_scale < 0) {
+    if (!push) {
         rc = call_outcome(ss_embedding_p_s_client_lookup(cl, &ret, b, &rerr, &gerr), &rerr,
                           &gerr, why);
     } else {
@@ -105,7 +105,7 @@ static int raw_bags(int port, const char *tok, const int32_t *shards, int k, int
 static int raw_lookup(int port, const char *tok, const int32_t *shards, int k, int n,
                       const int32_t *off, int n_off, const uint64_t *ids, char *why)
 {
-    return raw_bags(port, tok, shards, k, n, off, n_off, ids, -1, why);
+    return raw_bags(port, tok, shards, k, n, off, n_off, ids, 0, 0, why);
 }
 
 /* A raw rows call: n asks of (at, row) with no copy held, an add of
@@ -363,16 +363,20 @@ int main(void)
     rc = raw_lookup(ep[0].port, token, ids0, 3, 1, off_one, 4, row_far, why);
     CHECK(rc == 1 && strstr(why, "out of shard"), "a row past the whole table is refused", "%s",
           why);
-    rc = raw_bags(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, 1.5, why);
-    CHECK(rc == 1 && strstr(why, "lr_scale 1.5 is not in [0, 1]"),
-          "a push at a learning-rate factor past 1 is refused, naming it", "%s", why);
-    rc = raw_bags(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, 0.5, why);
+    const double bad_scale[3] = {1.5, -0.5, NAN};
+    for (int i = 0; i < 3; i++) {
+        rc = raw_bags(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, 1, bad_scale[i], why);
+        CHECK(rc == 1 && strstr(why, "lr_scale") && strstr(why, "is not in [0, 1]"),
+              "a push at a learning-rate factor outside [0, 1] (1.5, -0.5, NaN) is refused, "
+              "naming it", "%g: %s", bad_scale[i], why);
+    }
+    rc = raw_bags(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, 1, 0.5, why);
     CHECK(rc == 0, "a push at a factor in [0, 1] is taken", "%s", why);
     rc = raw_lookup(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, why);
     CHECK(rc == 0, "the service goes on serving after bad requests", "%s", why);
     struct embps_stats st;
     embps_service_stats(s0, &st);
-    CHECK(st.refused == 7 && st.lookups == 4 && st.pushes == 4 && st.busy_s > 0,
+    CHECK(st.refused == 9 && st.lookups == 4 && st.pushes == 4 && st.busy_s > 0,
           "refusals, calls and busy time are counted",
           "refused %lld lookups %lld pushes %lld", (long long)st.refused, (long long)st.lookups,
           (long long)st.pushes);

@@ -119,6 +119,7 @@ struct ss_config {
         int cat_encoding;            /* enum cat_encoding */
         int report_bad_lines;        /* first N bad lines printed as file:line: reason */
         int64_t max_examples;        /* 0 = all */
+        int epochs;                  /* passes over data.train */
         int split;                   /* enum data_split */
     } data;
     struct { char *rows; int dim; char *bottom, *top; int pooling; } model;

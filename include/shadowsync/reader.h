@@ -66,6 +66,10 @@ int reader_check_eval(const char *train, const char *eval, struct ss_err *e);
 /* path: a file, a directory (its regular files, sorted), or a glob. */
 int reader_open(struct reader **out, const char *path, const struct schema *s,
                 int64_t max_examples, int report_bad, struct ss_err *e);
+/* Before the first next(): reads the files (this reader's share of them)
+ * that many times over, in the same order (data.epochs); max_examples
+ * counts every pass's. */
+void reader_set_epochs(struct reader *r, int epochs);
 /* Fills b with up to b->cap examples (b->n = 0 at the end of the data).
  * Thread-safe. Returns 0 or a negative code (I/O error, corrupt shard). */
 int reader_next(struct reader *r, struct batch *b, struct ss_err *e);
@@ -110,6 +114,8 @@ struct reader_pos {
     int64_t offset;             /* text: bytes of file cur consumed; binary: record offset */
     int64_t line_no, rec, ids_left, seen, handed, bad_lines, reported, files_done;
     uint64_t bytes_done;
+    int64_t epoch;              /* the pass over the files (0-based); absent in positions
+                                 * written before data.epochs: 0 */
 };
 void reader_tell(struct reader *r, struct reader_pos *p);
 /* Before the first next(): continues from p, which must come from a reader

@@ -103,7 +103,9 @@ static const struct key_desc keys[] = {
     ENUM(data, cat_encoding, "hex", cat_encodings, "how a categorical token becomes an id"),
     INT(data, report_bad_lines, "5", 0, 1000000, "bad lines reported as file:line: reason"),
     I64(data, max_examples, "0", 0, P62,
-        "stop after this many training examples (0 = all)"),
+        "stop after this many training examples, every pass's together (0 = all)"),
+    INT(data, epochs, "1", 1, 1000000,
+        "passes over data.train, each in the same order (each reader reading its share)"),
     ENUM(data, split, "auto", splits,
          "how several readers of data.train (job.readers, or the trainers with job.readers = "
          "0) split it: lines = every n-th line of every file, each reader reading all; files = "
@@ -126,7 +128,8 @@ static const struct key_desc keys[] = {
     DBL(optim, eps, "1e-8", 0, 1, 0, "Adagrad epsilon"),
     DBL(optim, init_acc, "0", 0, 100, 0, "initial Adagrad accumulator"),
     I64(optim, warmup_examples, "0", 0, P62,
-        "both learning rates rise linearly from 0 over the job's first N examples (0 = none)"),
+        "both learning rates rise linearly (from 1/N of theirs) over the job's first N "
+        "examples (0 = none)"),
     I64(optim, decay_start, "0", 0, P62,
         "the job's examples after which both learning rates decay (with optim.decay_examples)"),
     I64(optim, decay_examples, "0", 0, P62,

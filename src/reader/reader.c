@@ -15,8 +15,9 @@
  * them waits for their outcome (bad ones give their room back).
  * Binary shards are all checked at open, then mmap'ed and copied record by
  * record with no parsing. example_id = (file index << 40) | (0-based line or
- * record index). An error (I/O, corrupt shard) is sticky: every later call
- * returns it too. */
+ * record index). With data.epochs (reader_set_epochs) the files are read
+ * that many times in the same order, the pass kept in positions. An error
+ * (I/O, corrupt shard) is sticky: every later call returns it too. */
 #include "internal.h"
 
 #include <errno.h>
@@ -39,6 +40,7 @@ struct reader {
     char **files;
     int n_files;
     int cur;     /* file being read; n_files at the end */
+    int epochs, epoch; /* the passes over the files to make, and the one under way */
     int is_open;
     int64_t max_examples, handed, bad_lines, files_done;
     int share_index, share_count; /* this reader's share: examples seen % count == index */
@@ -243,6 +245,17 @@ static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *
     }
 }
 
+/* Past the last file: the next pass from the first file, if one is left
+ * (under the lock). */
+static int next_pass(struct reader *r)
+{
+    if (r->epoch + 1 >= r->epochs)
+        return 0;
+    r->epoch++;
+    r->cur = 0;
+    return 1;
+}
+
 /* Below data.max_examples: good examples handed out by a lone reader (its
  * lines out for parsing counted as good); with shares, the examples met in
  * the data by all of them together. */
@@ -331,8 +344,10 @@ static int text_take(struct reader *r, struct scratch *w, int want, int may_wait
             continue;
         }
         if (!r->is_open) {
-            if (r->cur >= r->n_files)
+            if (r->cur >= r->n_files && !next_pass(r))
                 return 0;
+            if (r->cur >= r->n_files) /* no files: each pass is empty */
+                continue;
             int rc = text_open(r, e);
             if (rc)
                 return rc;
@@ -485,8 +500,10 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
     const size_t fixed = (size_t)shard_record_fixed((uint32_t)nd, (uint32_t)T);
     while (b->n < b->cap && more(r)) {
         if (!r->is_open) {
-            if (r->cur >= r->n_files)
+            if (r->cur >= r->n_files && !next_pass(r))
                 return 0;
+            if (r->cur >= r->n_files)
+                continue;
             int rc = shard_open(r, e);
             if (rc)
                 return rc;
@@ -588,6 +605,7 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     r->max_examples = max_examples > 0 ? max_examples : 0;
     r->report_bad = report_bad > 0 ? report_bad : 0;
     r->fd = -1;
+    r->epochs = 1;
     int binary = s->format == FMT_BINARY;
     int rc = reader_list_files(path, binary ? PICK_BINARY : PICK_TEXT, &r->files, &r->n_files, e);
     if (!rc && binary)
@@ -621,6 +639,11 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     pthread_cond_init(&r->parsed, NULL);
     *out = r;
     return 0;
+}
+
+void reader_set_epochs(struct reader *r, int epochs)
+{
+    r->epochs = epochs > 1 ? epochs : 1;
 }
 
 void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), void *arg)
@@ -799,6 +822,7 @@ void reader_tell(struct reader *r, struct reader_pos *p)
     p->bad_lines = r->bad_lines;
     p->reported = r->reported;
     p->files_done = r->files_done;
+    p->epoch = r->epoch;
     /* less what a seek reads again: the text buffered, or a gzip file's bytes so far */
     p->bytes_done = r->bytes_done - (r->map ? 0 : r->gz ? (uint64_t)r->gz_in : r->end - r->pos);
     pthread_mutex_unlock(&r->lock);
@@ -821,9 +845,14 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
     if (p->cur < 0 || p->cur > r->n_files || r->is_open || r->handed)
         return ss_fail(e, SS_EINVAL, "reader position: file %d of %d, or the reader has started",
                        p->cur, r->n_files);
+    if (p->epoch < 0 || p->epoch >= r->epochs)
+        return ss_fail(e, SS_EINVAL, "reader position: in pass %lld over data.train, and this "
+                       "run makes %d (data.epochs): resume with data.epochs above %lld",
+                       (long long)p->epoch + 1, r->epochs, (long long)p->epoch);
     pthread_mutex_lock(&r->lock);
     int rc = 0;
     r->cur = p->cur;
+    r->epoch = (int)p->epoch;
     if (p->is_open && p->cur < r->n_files) {
         if (r->s.format == FMT_BINARY) {
             rc = shard_open(r, e);
@@ -886,8 +915,11 @@ int reader_save_pos(struct reader *r, const char *path, struct ss_err *e)
 int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
 {
     struct reader_pos pos;
+    memset(&pos, 0, sizeof pos);
     FILE *f = fopen(path, "rb");
-    int ok = f && fread(&pos, sizeof pos, 1, f) == 1;
+    size_t got = f ? fread(&pos, 1, sizeof pos, f) : 0;
+    /* one written before data.epochs ends before the pass: the first */
+    int ok = got == sizeof pos || got == offsetof(struct reader_pos, epoch);
     if (f)
         fclose(f);
     if (!ok)
@@ -908,7 +940,8 @@ double reader_fraction(struct reader *r)
 {
     pthread_mutex_lock(&r->lock);
     uint64_t ahead = r->is_open && !r->map && !r->gz ? r->end - r->pos : 0; /* read, not yet split */
-    double f = r->bytes_total ? (double)(r->bytes_done - ahead) / (double)r->bytes_total : 0;
+    double f = r->bytes_total ? (double)(r->bytes_done - ahead) / (double)r->bytes_total /
+                                    r->epochs : 0;
     if (r->max_examples > 0) {
         double g = (double)(r->share_count > 1 ? r->seen : r->handed) / (double)r->max_examples;
         f = g > f ? g : f;

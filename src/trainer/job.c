@@ -73,8 +73,6 @@ struct trainer {
     struct worker *workers;
     int workers_left;           /* under job->mu; the last one out ends the data */
     int64_t syncs;
-    int64_t trained;            /* examples its workers have stepped on (atomic): the rates'
-                                 * schedule counts the job's as this x the trainers */
 };
 
 struct job {
@@ -116,7 +114,10 @@ struct job {
     } base;
     int64_t sched_base;         /* the job's examples before this run (a resume's), on every
                                  * rank, where the rates' schedule starts */
-    int sched_on, sched_trainers; /* a schedule is set; the job's trainers */
+    int64_t trained;            /* examples this process's workers have stepped on (atomic) */
+    int sched_on, sched_times;  /* a schedule is set; the job's examples per one of trained:
+                                 * 1 in process, the trainers in a cluster job (their own
+                                 * examples x their count: their shares are about even) */
     int64_t checkpoints, checkpoint_failures;
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
@@ -225,8 +226,8 @@ static void *worker_main(void *arg)
             break;
         float rate = lr; /* the dense rate of this batch's step; the rows' go with b */
         if (j->sched_on) {
-            int64_t done = __atomic_fetch_add(&tr->trained, b.n, __ATOMIC_RELAXED);
-            b.lr_scale = (float)optim_lr_scale(c, j->sched_base + done * j->sched_trainers);
+            int64_t done = __atomic_fetch_add(&j->trained, b.n, __ATOMIC_RELAXED);
+            b.lr_scale = (float)optim_lr_scale(c, j->sched_base + done * j->sched_times);
             rate = lr * b.lr_scale;
         }
         t[1] = ss_now();
@@ -418,7 +419,7 @@ static int progress(struct job *j, int final, int print)
         return all;
     char gap[32], done[64], rate[32] = "";
     double frac = done_fraction(j);
-    if (j->sched_on) /* the rates' factor at the job's count */
+    if (j->sched_on) /* the rates' factor at the job's count (a cluster job's: as beaten) */
         snprintf(rate, sizeof rate, "  lr x%.3g", optim_lr_scale(j->c, f.examples));
     if (!j->c->output.quiet)
         printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %s%s%s\n",
@@ -441,11 +442,14 @@ static void schedule_note(const struct job *j)
     printf("# learning rates x%.3g at %lld examples:", optim_lr_scale(c, j->sched_base),
            (long long)j->sched_base);
     if (c->optim.warmup_examples)
-        printf(" up from 0 over the first %lld;", (long long)c->optim.warmup_examples);
+        printf(" up over the first %lld;", (long long)c->optim.warmup_examples);
     if (c->optim.decay_examples)
         printf(" down to x%g over %lld from %lld;", c->optim.decay_to,
                (long long)c->optim.decay_examples, (long long)c->optim.decay_start);
-    printf(" counted as %d trainer(s) x each one's examples\n", j->sched_trainers);
+    if (j->sched_times > 1)
+        printf(" counted as %d trainers x each one's examples\n", j->sched_times);
+    else
+        printf(" counted over the job's examples\n");
 }
 
 /* The run directory exists and is writable before any training starts. */
@@ -2018,11 +2022,17 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     }
     j.sched_on = c->optim.warmup_examples > 0 || c->optim.decay_examples > 0;
-    j.sched_trainers = env ? env->count : c->job.trainers;
+    j.sched_times = env ? env->count : 1;
     j.gpu_dev = -1;
     if (env && env->gpu) {
         j.gpu_dev = env->gpu_dev, j.gpu_count = 1;
     } else if (!env && (rc = trainer_device(c, !c->output.quiet, 0, &j.gpu_dev, &j.gpu_count, e)) < 0) {
+        goto out;
+    }
+    if (c->optim.decay_start && !c->optim.decay_examples) {
+        rc = ss_fail(e, SS_EINVAL, "config: optim.decay_start = %lld starts a decay that "
+                     "optim.decay_examples = 0 leaves out: set how many examples it lasts, or "
+                     "optim.decay_start = 0", (long long)c->optim.decay_start);
         goto out;
     }
     if (c->output.eval_every && (!c->data.eval || !*c->data.eval)) {
@@ -2049,6 +2059,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         (rc = reader_open(&j.reader, c->data.train, &j.schema, c->data.max_examples,
                           c->data.report_bad_lines, e)) < 0)
         goto out;
+    if (j.reader)
+        reader_set_epochs(j.reader, c->data.epochs);
     if (env && !env->feed)
         reader_set_share(j.reader, env->index, env->count, c->data.split, NULL);
     if (env && j.is_master && !c->output.quiet)
