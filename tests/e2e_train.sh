@@ -169,6 +169,9 @@ check "optim.decay_examples = 1, decay_to = 0: the model equals one batch's, den
     sh -c "cmp -s $T/lr0/model/dense.bin $T/lr1/model/dense.bin && cmp -s $T/lr0/model/tables.bin $T/lr1/model/tables.bin"
 check "a schedule is said at start and its factor in the progress lines" \
     sh -c "grep -q '^# learning rates x1 at 0 examples: down to x0 over 1 from 0; counted over the job.s examples' $T/lr0.log && grep -q '^\[ *[0-9.]*s\] examples $N .*  lr x0  done' $T/lr0.log"
+train lrbad --set optim.decay_start=5000
+check "optim.decay_start without optim.decay_examples stops before training, naming both" \
+    sh -c "[ $? != 0 ] && grep -q 'optim.decay_start = 5000 starts a decay that optim.decay_examples = 0 leaves out' $T/lrbad.log && ! [ -e $T/lrbad/progress.csv ]"
 train lrw --set trainer.worker_threads=1 --set optim.warmup_examples=30000 \
     --set optim.decay_start=40000 --set optim.decay_examples=20000 --set optim.decay_to=0.2
 check "warmup and decay train to the end, learning (eval NE $(json eval_ne $T/lrw/metrics.json))" \
