@@ -99,6 +99,20 @@ rc=$?
 AT=$(sed -n 's/^# learning rates x[0-9.e-]* at \([0-9]*\) examples.*/\1/p' $T/stop_lr2.log)
 check "warmup and decay, stopped at $AT and resumed: the uninterrupted run's eval NE ($(json eval_ne $T/stop_lr/metrics.json) vs $(json eval_ne $T/full_lr/metrics.json))" \
     sh -c "[ $rc1 = 75 ] && [ $rc = 0 ] && [ '$AT' -gt 0 ] && [ '$AT' -lt $N ] && [ '$(json eval_ne $T/stop_lr/metrics.json)' = '$(json eval_ne $T/full_lr/metrics.json)' ] && [ '$(json eval_ne $T/full_lr/metrics.json)' != '$REF' ]"
+# ...and stopped in a later pass over the data (data.epochs): the resume goes on in that pass
+train full_ep trainer.worker_threads=1 data.epochs=3 > $T/full_ep.log 2>&1
+train stop_ep trainer.worker_threads=1 data.epochs=3 checkpoint.dir=$T/ckstop_ep output.log_interval_s=0.1 > $T/stop_ep1.log 2>&1 &
+bg=$!
+past_pass1() { for i in $(seq 1 1000); do grep '^\[ *[0-9.]*s\]' $1 | awk -v n=$N '{ for (i = 1; i < NF; i++) if ($i == "examples" && $(i + 1) > n) f = 1 } END { exit !f }' && return 0; sleep 0.02; done; return 1; }
+past_pass1 $T/stop_ep1.log
+kill -TERM $(pid_of stop_ep)
+wait $bg
+rc1=$?
+EXTRA=--resume train stop_ep trainer.worker_threads=1 data.epochs=3 checkpoint.dir=$T/ckstop_ep > $T/stop_ep2.log 2>&1
+rc=$?
+AT=$(sed -n 's/^# resuming from .*: \([0-9]*\) examples done.*/\1/p' $T/stop_ep2.log)
+check "data.epochs = 3, stopped in a later pass ($AT examples) and resumed: every pass's examples once, the uninterrupted run's eval NE ($(json eval_ne $T/stop_ep/metrics.json) vs $(json eval_ne $T/full_ep/metrics.json))" \
+    sh -c "[ $rc1 = 75 ] && [ $rc = 0 ] && [ '$AT' -gt $N ] && [ '$AT' -lt $((3 * N)) ] && [ '$(json examples $T/stop_ep/metrics.json)' = $((3 * N)) ] && [ '$(json eval_ne $T/stop_ep/metrics.json)' = '$(json eval_ne $T/full_ep/metrics.json)' ]"
 # SIGUSR1 stops the embedded default too
 train usr1 trainer.worker_threads=1 > $T/usr1.log 2>&1 &
 bg=$!
