@@ -35,8 +35,8 @@ for kind in asan tsan; do
                "sync.algo=ma sync.mode=foreground checkpoint.dir=$T/ck checkpoint.interval_s=0.02" \
                "sync.algo=allreduce sync.mode=shadow" \
                "sync.algo=bmuf sync.mode=shadow hot_embeddings.memory_mb=0.05 checkpoint.dir=$T/ckh checkpoint.interval_s=0.02 output.eval_every=1000" \
-               "sync.algo=ma sync.mode=shadow embedding_cache.rows=3000 checkpoint.dir=$T/ckc checkpoint.interval_s=0.02" \
-               "sync.algo=ma sync.mode=shadow embedding.placement=trainers checkpoint.dir=$T/ckd checkpoint.interval_s=0.02"; do
+               "sync.algo=ma sync.mode=shadow embedding_cache.rows=3000 checkpoint.dir=$T/ckc checkpoint.interval_s=0.02 data.epochs=2 optim.warmup_examples=3000" \
+               "sync.algo=ma sync.mode=shadow embedding.placement=trainers checkpoint.dir=$T/ckd checkpoint.interval_s=0.02 optim.decay_examples=6000"; do
         sets=""; for s in $run; do sets="$sets --set $s"; done
         if timeout -k 10 300 $B/shadowsync train configs/tiny.ini --set data.train=$T/d/train.tsv \
                --set data.eval=$T/d/eval.tsv --set output.dir=$T/run --set output.quiet=true \
