@@ -117,7 +117,7 @@ if [ "${NDEV:-1}" -ge 2 ]; then
     check "${on}MA between 2 GPU trainer ranks runs over NCCL" sh -c "[ $rc = 0 ] && grep -q 'over NCCL' $T/nccl.log"
 else
     check "${on}MA between 2 trainer ranks on the one device: MPI carries it, saying so" \
-        sh -c "[ $rc = 0 ] && grep -q 'more GPU trainers than GPUs, and NCCL takes one GPU a rank: the trainers. all-reduce over MPI' $T/nccl.log"
+        sh -c "[ $rc = 0 ] && grep -q 'two GPU trainers of a node share a GPU, and NCCL takes one GPU a rank: the trainers. all-reduce over MPI' $T/nccl.log"
 fi
 # ...and on one GPU, the 2 ranks as 2 hosts to NCCL (a NCCL_HOSTID each: its duplicate-GPU check
 # compares hosts), so its all-reduce between 2 processes runs there too, over sockets on loopback

@@ -41,6 +41,9 @@ int gpu_dense_read(struct gpu_dense *g, float *w, float *state, struct ss_err *e
 /* Device w += delta[0..n_params), from the host. */
 int gpu_dense_add(struct gpu_dense *g, const float *delta, struct ss_err *e);
 
+/* Device dev's physical identity (its PCI bus id, whatever CUDA_VISIBLE_DEVICES
+ * numbers it), which NCCL tells GPUs apart by: 0, or -1 without one. */
+int gpu_device_key(int dev, char *out, size_t cap);
 /* Page-locks host memory the caller allocated, so copies to and from it
  * run at the bus's speed (the staging copy): 0, or -1 when it stays
  * pageable (no library, or a locked-memory limit). Undo before freeing it. */

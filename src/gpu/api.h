@@ -9,7 +9,7 @@
 
 #include "shadowsync/gpu.h"
 
-#define SS_GPU_API_VERSION 2
+#define SS_GPU_API_VERSION 3
 #define SS_GPU_LIB "libshadowsync_gpu.so"
 
 struct gpu_api {
@@ -34,6 +34,7 @@ struct gpu_api {
                                struct ss_err *e);
     int (*host_register)(void *p, size_t bytes);
     void (*host_unregister)(void *p);
+    int (*device_key)(int dev, char *out, size_t cap);
 };
 
 #ifdef __cplusplus

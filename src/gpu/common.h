@@ -73,6 +73,8 @@ static void be_free_host(float *p);
 /* Pins memory the caller allocated (0), or leaves it pageable (-1). */
 static int be_host_register(void *p, size_t bytes);
 static void be_host_unregister(void *p);
+/* Device dev's physical identity (its PCI bus id), as NCCL tells GPUs apart. */
+static int be_device_key(int dev, char *out, size_t cap);
 /* After a teardown: no error of it may fail a later call. */
 static void be_forget_errors(void);
 static int be_copy(float *dst, const float *src, size_t bytes, int kind, be_stream s,
@@ -468,6 +470,7 @@ static const struct gpu_api *api_table(const char *(*build_info)(void),
     a.nccl = nccl;
     a.host_register = be_host_register;
     a.host_unregister = be_host_unregister;
+    a.device_key = be_device_key;
     return &a;
 }
 

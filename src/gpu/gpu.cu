@@ -192,6 +192,14 @@ static void be_host_unregister(void *p)
 }
 static void be_forget_errors(void) { (void)cudaGetLastError(); }
 
+static int be_device_key(int dev, char *out, size_t cap)
+{
+    if (cudaDeviceGetPCIBusId(out, (int)cap, dev) == cudaSuccess)
+        return 0;
+    (void)cudaGetLastError();
+    return -1;
+}
+
 static int be_copy(float *dst, const float *src, size_t bytes, int kind, be_stream s,
                    struct ss_err *e)
 {

@@ -168,6 +168,12 @@ int gpu_host_register(void *p, size_t bytes)
     return a ? a->host_register(p, bytes) : -1;
 }
 
+int gpu_device_key(int dev, char *out, size_t cap)
+{
+    const struct gpu_api *a = get();
+    return a ? a->device_key(dev, out, cap) : -1;
+}
+
 void gpu_host_unregister(void *p)
 {
     if (p && get())

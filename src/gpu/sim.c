@@ -100,6 +100,12 @@ static void be_free_host(float *p) { free(p); }
 static int be_host_register(void *p, size_t bytes) { return p && bytes ? 0 : -1; }
 static void be_host_unregister(void *p) { (void)p; }
 static void be_forget_errors(void) {}
+/* The simulation's one device. */
+static int be_device_key(int dev, char *out, size_t cap)
+{
+    snprintf(out, cap, "sim:%d", dev);
+    return 0;
+}
 
 static int be_copy(float *dst, const float *src, size_t bytes, int kind, be_stream s,
                    struct ss_err *e)

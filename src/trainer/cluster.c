@@ -153,10 +153,31 @@ static int nccl_failed(const struct job_plan *p, const struct ss_err *e)
     return 0;
 }
 
+/* Whether two trainers of this node (node: their communicator) are on one
+ * GPU, by the devices' bus ids (each rank may see other devices, as under
+ * CUDA_VISIBLE_DEVICES); dev -1: on the CPU. NCCL_HOSTID set: the user tells
+ * NCCL which ranks share a host, so no. Collective over node. */
+static int shared_gpu(MPI_Comm node, int dev)
+{
+    enum { KEY = 64 };
+    int n;
+    MPI_Comm_size(node, &n);
+    char mine[KEY] = "", *all = ss_xcalloc((size_t)n, KEY);
+    if (dev >= 0 && gpu_device_key(dev, mine, KEY) < 0)
+        snprintf(mine, KEY, "device %d", dev);
+    MPI_Allgather(mine, KEY, MPI_CHAR, all, KEY, MPI_CHAR, node);
+    int same = 0;
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
+            same |= all[a * KEY] && !strncmp(all + a * KEY, all + b * KEY, KEY);
+    free(all);
+    return same && !getenv("NCCL_HOSTID");
+}
+
 /* The all-reduce among the trainers (ma, bmuf, allreduce): NCCL when every trainer runs
  * on a GPU of its own (DESIGN §6), else MPI, saying why on the master.
- * crowded: this node has more trainers than GPUs (NCCL refuses two ranks on
- * one GPU, and where only some share one, the others would wait on them in
+ * crowded: two of this node's trainers are on one GPU (NCCL refuses two ranks
+ * on one GPU, and where only some share one, the others would wait on them in
  * its start). Collective over the trainers. */
 static struct collective *trainers_collective(struct job_plan *p, int gpu, int dev, int crowded,
                                               const struct peer_wait *pw, int verbose)
@@ -173,7 +194,7 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
     }
     if (crowded) {
         if (verbose)
-            printf("# a node has more GPU trainers than GPUs, and NCCL takes one GPU a rank: "
+            printf("# two GPU trainers of a node share a GPU, and NCCL takes one GPU a rank: "
                    "the trainers' all-reduce over MPI\n");
         return collective_mpi(p->trainers, pw);
     }
@@ -463,16 +484,14 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             w.ps[s] = (struct emb_endpoint){w.names[first + s], all[first + s].host,
                                             all[first + s].port};
         const char *algo = c->sync.algo;
-        int dev, count, local, here;
+        int dev, count, local;
         MPI_Comm node; /* this node's trainers: their index spreads them over its GPUs */
         MPI_Comm_split_type(p->trainers, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
         MPI_Comm_rank(node, &local);
-        MPI_Comm_size(node, &here);
-        MPI_Comm_free(&node);
         rc = trainer_device(c, p->rank == 0 && !c->output.quiet, local, &dev, &count, e);
         env.gpu = dev >= 0, env.gpu_dev = dev;
-        /* NCCL_HOSTID set: the user tells NCCL which ranks share a host */
-        int crowded = env.gpu && here > count && !getenv("NCCL_HOSTID");
+        int crowded = shared_gpu(node, env.gpu ? dev : -1);
+        MPI_Comm_free(&node);
         if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE)
             env.coll = trainers_collective(p, env.gpu, dev, crowded, &w.pw, !c->output.quiet);
         if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
