@@ -1397,6 +1397,31 @@ static void test_epochs(void)
     struct reader *r;
     struct batch b;
     batch_init(&b, 64, s.n_dense, s.n_cat);
+    /* a share of no files (3 readers, 2 files) ends at once, still in its first pass */
+    reader_open(&r, dir, &s, 0, 0, &e);
+    reader_set_epochs(r, 3);
+    reader_set_share(r, 2, 3, SPLIT_FILES, NULL);
+    int64_t none = drain(r, &b, ia, la, CAP);
+    struct reader_pos end;
+    reader_tell(r, &end);
+    CHECK(none == 0 && end.epoch == 0 && reader_fraction(r) == 1,
+          "a share of no files over 3 passes: no example, its position in the first pass",
+          "%lld examples, pass %lld", (long long)none, (long long)end.epoch);
+    reader_close(r);
+    /* the end of a run of one pass, resumed with 2: the second pass, done% from a half */
+    reader_open(&r, dir, &s, 0, 0, &e);
+    drain(r, &b, ia, la, CAP);
+    reader_tell(r, &end);
+    reader_close(r);
+    reader_open(&r, dir, &s, 0, 0, &e);
+    reader_set_epochs(r, 2);
+    rc = reader_seek(r, &end, &e);
+    double at = reader_fraction(r);
+    int64_t more = drain(r, &b, ia, la, CAP);
+    CHECK(rc == 0 && at > 0.45 && at < 0.55 && more == ONE && reader_fraction(r) == 1,
+          "one pass's end resumed with data.epochs = 2: the second pass, done% from a half",
+          "rc %d, fraction %g, %lld examples: %s", rc, at, (long long)more, e.msg);
+    reader_close(r);
     reader_open(&r, dir, &s, 700, 0, &e);
     reader_set_epochs(r, 3);
     int64_t n = drain(r, &b, ia, la, CAP);

@@ -249,7 +249,7 @@ static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *
  * (under the lock). */
 static int next_pass(struct reader *r)
 {
-    if (r->epoch + 1 >= r->epochs)
+    if (r->epoch + 1 >= r->epochs || r->n_files == 0) /* none: its passes are all empty */
         return 0;
     r->epoch++;
     r->cur = 0;
@@ -346,8 +346,6 @@ static int text_take(struct reader *r, struct scratch *w, int want, int may_wait
         if (!r->is_open) {
             if (r->cur >= r->n_files && !next_pass(r))
                 return 0;
-            if (r->cur >= r->n_files) /* no files: each pass is empty */
-                continue;
             int rc = text_open(r, e);
             if (rc)
                 return rc;
@@ -502,8 +500,6 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
         if (!r->is_open) {
             if (r->cur >= r->n_files && !next_pass(r))
                 return 0;
-            if (r->cur >= r->n_files)
-                continue;
             int rc = shard_open(r, e);
             if (rc)
                 return rc;
@@ -946,7 +942,8 @@ double reader_fraction(struct reader *r)
         double g = (double)(r->share_count > 1 ? r->seen : r->handed) / (double)r->max_examples;
         f = g > f ? g : f;
     }
-    if (r->cur >= r->n_files || f > 1)
+    /* the last pass's end (none to make: no files) */
+    if ((r->cur >= r->n_files && (r->epoch + 1 >= r->epochs || !r->n_files)) || f > 1)
         f = 1;
     pthread_mutex_unlock(&r->lock);
     return f;

@@ -163,8 +163,8 @@ static int shared_gpu(MPI_Comm node, int dev)
     int n;
     MPI_Comm_size(node, &n);
     char mine[KEY] = "", *all = ss_xcalloc((size_t)n, KEY);
-    if (dev >= 0 && gpu_device_key(dev, mine, KEY) < 0)
-        snprintf(mine, KEY, "device %d", dev);
+    if (dev >= 0 && gpu_device_key(dev, mine, KEY) < 0) /* unknown: nothing to compare */
+        memset(mine, 0, KEY);
     MPI_Allgather(mine, KEY, MPI_CHAR, all, KEY, MPI_CHAR, node);
     int same = 0;
     for (int a = 0; a < n; a++)
