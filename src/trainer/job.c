@@ -1291,6 +1291,8 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "bad_lines", (double)rs->bad_lines, 0);
     json_num(out, "checkpoints", (double)j->checkpoints, 0);
     json_num(out, "checkpoint_failures", (double)j->checkpoint_failures, 0);
+    json_num(out, "epochs", j->c->data.epochs, 0);
+    json_num(out, "lr_scale", optim_lr_scale(j->c, f->examples), 0); /* the rates' factor at the end */
     if (j->resumed_from[0])
         fprintf(out, "  \"resumed_from\": \"%s\",\n", j->resumed_from);
     if (ss_halt_signal()) /* stopped by a signal, maybe before the end of data.train */
