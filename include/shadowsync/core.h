@@ -182,6 +182,10 @@ struct batch {
     uint64_t *example_id;       /* [cap]: (source file index << 40) | record index */
     float lr_scale;             /* the factor on the learning rates of the steps this batch
                                  * makes (optim_lr_scale); batch_init sets 1 */
+    int64_t at;                 /* its place in the data: the examples handed out before it by
+                                 * its reader (a trainer's: its share's; through reader
+                                 * services: all of theirs), a resumed run's included; -1 not
+                                 * known */
 };
 
 void batch_init(struct batch *b, int cap, int n_dense, int n_tables);

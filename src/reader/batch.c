@@ -15,6 +15,7 @@ void batch_init(struct batch *b, int cap, int n_dense, int n_tables)
     b->n_dense = n_dense;
     b->n_tables = n_tables;
     b->lr_scale = 1;
+    b->at = -1;
     b->label = ss_xcalloc((size_t)cap, sizeof *b->label);
     b->dense = ss_xcalloc((size_t)cap * (size_t)n_dense, sizeof *b->dense);
     b->off = ss_xcalloc((size_t)cap * (size_t)n_tables + 1, sizeof *b->off);

@@ -774,6 +774,7 @@ int reader_next(struct reader *r, struct batch *b, struct ss_err *e)
                        "the data %d and %d", b->n_dense, b->n_tables, r->s.n_dense, r->s.n_cat);
     pthread_mutex_lock(&r->lock);
     int rc = r->err_code;
+    b->at = r->handed + r->parsing; /* (the lines out for parsing are ahead of it) */
     if (rc) {
         ss_fail(e, rc, "%s", r->err_msg);
     } else {

@@ -108,6 +108,8 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     r->__isset_bad_lines = TRUE;
     r->done = reader_fraction(s->r);
     r->__isset_done = TRUE;
+    r->at = b->at;
+    r->__isset_at = TRUE;
     pthread_mutex_lock(&s->mu);
     s->served++;
     s->examples += n;

@@ -88,7 +88,8 @@ struct BatchReply {
   7: binary ids,
   8: binary example_ids,
   9: i64 bad_lines,
-  10: double done
+  10: double done,
+  11: i64 at = -1        /* the examples this reader had handed out before this batch */
 }
 
 service Reader {

@@ -2,7 +2,10 @@
  * asks the reader services for batches, in turn, and keeps up to `depth`
  * of them ready; workers take them in order. A reader answering n = 0 has
  * ended its share; the feed ends when every reader has. Answers are
- * checked (sizes, counts) before a worker sees them. */
+ * checked (sizes, counts) before a worker sees them. A batch's place in
+ * the job's data (its `at`, which the rates' schedule counts by) is its
+ * place in its reader's plus what the others had handed out by their last
+ * answers here. */
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
 
@@ -14,6 +17,7 @@ struct rd {
     char name[128], host[64];
     int port, active;
     int64_t bad_lines;          /* the last count it sent (under the feed's mu) */
+    int64_t next;               /* the examples it had handed out after its last batch here */
     double done;                /* how far through its data, as it last said (0..1; mu) */
     struct rpc_conn *conn;
     ssReaderIf *client;
@@ -69,6 +73,14 @@ static void *feed_main(void *arg)
         pthread_mutex_lock(&f->mu);
         if (reply->bad_lines > r->bad_lines)
             r->bad_lines = reply->bad_lines;
+        if (reply->at >= 0 && reply->n > 0) { /* its place among every reader's: the job's */
+            int64_t others = 0;
+            for (int q = 0; q < f->n_rd; q++)
+                others += &f->rd[q] == r ? 0 : f->rd[q].next;
+            if (reply->at + reply->n > r->next)
+                r->next = reply->at + reply->n;
+            reply->at += others;
+        }
         if (reply->n <= 0)
             r->done = 1;
         else if (reply->done > r->done) /* NaN fails this too */
@@ -137,6 +149,7 @@ static int take(const ssBatchReply *r, struct batch *b, struct ss_err *e)
     memcpy(b->ids, r->ids->data, r->ids->len);
     memcpy(b->example_id, r->example_ids->data, r->example_ids->len);
     b->n = n;
+    b->at = r->at;
     return 0;
 }
 

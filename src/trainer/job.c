@@ -115,9 +115,9 @@ struct job {
     int64_t sched_base;         /* the job's examples before this run (a resume's), on every
                                  * rank, where the rates' schedule starts */
     int64_t trained;            /* examples this process's workers have stepped on (atomic) */
-    int sched_on, sched_times;  /* a schedule is set; the job's examples per one of trained:
-                                 * 1 in process, the trainers in a cluster job (their own
-                                 * examples x their count: their shares are about even) */
+    int sched_on, sched_times;  /* a schedule is set; the job's examples per one of a
+                                 * batch's place in its reader's data: 1 in process or through
+                                 * reader services, the trainers where each reads its share */
     int64_t checkpoints, checkpoint_failures;
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
@@ -225,9 +225,11 @@ static void *worker_main(void *arg)
         if (rc < 0 || b.n == 0)
             break;
         float rate = lr; /* the dense rate of this batch's step; the rows' go with b */
-        if (j->sched_on) {
+        if (j->sched_on) { /* the batch's place in the job's data */
             int64_t done = __atomic_fetch_add(&j->trained, b.n, __ATOMIC_RELAXED);
-            b.lr_scale = (float)optim_lr_scale(c, j->sched_base + done * j->sched_times);
+            int64_t at = b.at >= 0 ? b.at * j->sched_times /* (not known: the count here) */
+                                   : j->sched_base + done * j->sched_times;
+            b.lr_scale = (float)optim_lr_scale(c, at);
             rate = lr * b.lr_scale;
         }
         t[1] = ss_now();
@@ -447,7 +449,9 @@ static void schedule_note(const struct job *j)
         printf(" down to x%g over %lld from %lld;", c->optim.decay_to,
                (long long)c->optim.decay_examples, (long long)c->optim.decay_start);
     if (j->sched_times > 1)
-        printf(" counted as %d trainers x each one's examples\n", j->sched_times);
+        printf(" counted as %d trainers x each one's place in its share\n", j->sched_times);
+    else if (j->env && j->env->feed)
+        printf(" counted over the examples the reader services have handed out\n");
     else
         printf(" counted over the job's examples\n");
 }
@@ -2024,7 +2028,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     }
     j.sched_on = c->optim.warmup_examples > 0 || c->optim.decay_examples > 0;
-    j.sched_times = env ? env->count : 1;
+    j.sched_times = env && !env->feed ? env->count : 1;
     j.gpu_dev = -1;
     if (env && env->gpu) {
         j.gpu_dev = env->gpu_dev, j.gpu_count = 1;
