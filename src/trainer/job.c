@@ -114,7 +114,6 @@ struct job {
     } base;
     int64_t sched_base;         /* the job's examples before this run (a resume's), on every
                                  * rank, where the rates' schedule starts */
-    int64_t trained;            /* examples this process's workers have stepped on (atomic) */
     int sched_on, sched_times;  /* a schedule is set; the job's examples per one of a
                                  * batch's place in its reader's data: 1 in process or through
                                  * reader services, the trainers where each reads its share */
@@ -197,6 +196,7 @@ static void *worker_main(void *arg)
     float *emb = gw ? gpu_worker_emb(gw) : s.emb, *d_emb = gw ? gpu_worker_d_emb(gw) : s.d_emb;
     const float *prob = gw ? gpu_worker_prob(gw) : s.prob;
     int des = j->des != NULL; /* the group decides when to pause */
+    int64_t stepped = 0;        /* this worker's examples so far */
     for (int64_t it = 1; rc == 0 && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED); it++) {
         struct batch_feed *feed = j->env ? j->env->feed : NULL;
         if (!feed && ss_halt_signal()) /* stopped: as at the end of the data (a feed drains) */
@@ -225,13 +225,14 @@ static void *worker_main(void *arg)
         if (rc < 0 || b.n == 0)
             break;
         float rate = lr; /* the dense rate of this batch's step; the rows' go with b */
-        if (j->sched_on) { /* the batch's place in the job's data */
-            int64_t done = __atomic_fetch_add(&j->trained, b.n, __ATOMIC_RELAXED);
-            int64_t at = b.at >= 0 ? b.at * j->sched_times /* (not known: the count here) */
-                                   : j->sched_base + done * j->sched_times;
+        if (j->sched_on) { /* the batch's place in the job's data (not known: this worker's
+                            * own count, as if every worker and trainer kept its pace) */
+            int64_t at = b.at >= 0 ? b.at * j->sched_times
+                                   : j->sched_base + stepped * j->n_wk * j->sched_times;
             b.lr_scale = (float)optim_lr_scale(c, at);
             rate = lr * b.lr_scale;
         }
+        stepped += b.n;
         t[1] = ss_now();
         if ((rc = wk->emb->ops->lookup(wk->emb, &b, emb, &wk->err)) < 0)
             break;
