@@ -101,7 +101,7 @@ demo: deps
 	sh tools/demo
 
 bench: all
-	sh tools/bench
+	python3 tools/bench
 
 asan:
 	$(MAKE) BUILD=build-asan GPU=0 OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \

@@ -40,9 +40,10 @@ static const char usage[] =
     "  gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]\n"
     "      [--bag-size K] [--set ...]               synthetic Criteo-shaped data + Bayes NE\n"
     "                                               (bags of ~K ids in data.multihot_cols;\n"
-    "                                               M: N/10 by default)\n"
+    "                                               M: N/10, S: 1, K: 4 by default)\n"
     "  convert [CONFIG] --in PATH --out DIR [--shard-examples N] [--set ...]\n"
-    "                                               text data to binary shards\n"
+    "                                               text data to binary shards (of N\n"
+    "                                               examples each; default: one shard)\n"
     "  plan CONFIG [--set ...]                      the embedding tables' placement on\n"
     "                                               job.embedding_ps PSs (the trainers with\n"
     "                                               embedding.placement = trainers), for every\n"
@@ -359,7 +360,8 @@ static int cmd_train(int argc, char **argv)
         return rc;
     }
     struct ss_err e = {0};
-    if ((rc = prerun_checks(&c, resume, &e)) < 0) {
+    if ((rc = reader_check_train(c.data.train, &e)) < 0 ||
+        (rc = prerun_checks(&c, resume, &e)) < 0) {
         ss_config_free(&c);
         return die(&e);
     }

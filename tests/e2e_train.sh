@@ -291,6 +291,9 @@ check "no eval example read: status 1 naming data.eval, the model and metrics ke
 train noev --set data.eval=$T/nope.tsv
 check "a missing data.eval stops the run before training, naming it" \
     sh -c "[ $? != 0 ] && grep -q 'data.eval: $T/nope.tsv: No such file' $T/noev.log && ! [ -e $T/noev/progress.csv ]"
+train notr --set data.train=$T/nope.tsv
+check "a missing data.train stops the run before the config's echo, naming it" \
+    sh -c "[ $? != 0 ] && grep -q '^shadowsync: data.train: $T/nope.tsv: No such file' $T/notr.log && ! grep -q 'resolved config' $T/notr.log && ! [ -e $T/notr/progress.csv ]"
 train leak --set data.train=$T/d
 check "an eval file among data.train's files is refused before training" \
     sh -c "[ $? != 0 ] && grep -q \"data.eval's file $T/d/eval.tsv is also one of data.train\" $T/leak.log && ! [ -e $T/leak/progress.csv ]"

@@ -87,12 +87,15 @@ static void test_ma(void)
           "ma with alpha 0.5 blends toward the mean", "%g %g", h[0].w[0], h[0].w[3]);
 }
 
-static void test_bmuf(void)
+/* Two BMUF rounds: the first after the members moved from {2,...} to a
+ * mean of 3, the second with no progress; returns member 0's w[0] after
+ * round 1 and round 2. */
+static void bmuf_two_rounds(int nesterov, float *after1, float *after2)
 {
     cfg.sync.alpha = 1.0;
     cfg.sync.bmuf_momentum = 0.5;
     cfg.sync.bmuf_lr = 1.0;
-    cfg.sync.bmuf_nesterov = 0;
+    cfg.sync.bmuf_nesterov = nesterov;
     /* All members start equal at {2,2,2,2} (w_global), then diverge before
      * the first round: run from init where the mean is 3. */
     float same[N][LEN] = {{2, 2, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 2}};
@@ -111,22 +114,36 @@ static void test_bmuf(void)
         pthread_create(&th[i], NULL, run_member, &m[i]);
     for (int i = 0; i < N; i++)
         pthread_join(th[i], NULL);
-    /* c = 3, d = 1, v = 0.5*0 + 1 = 1, w_global = 3: all at 3 */
-    CHECK(fabs(m[1].w[2] - 3) < 1e-6, "bmuf first block: w_global moves by the mean delta",
-          "%g", m[1].w[2]);
-    /* second round: all at 3, d = 0, v = 0.5, w_global = 3.5 (block momentum) */
+    *after1 = m[1].w[2];
     for (int i = 0; i < N; i++)
         m[i].rounds = 0;
     for (int i = 0; i < N; i++)
         pthread_create(&th[i], NULL, run_member, &m[i]);
     for (int i = 0; i < N; i++)
         pthread_join(th[i], NULL);
-    CHECK(fabs(m[0].w[0] - 3.5) < 1e-6, "bmuf block momentum carries the last step", "%g",
-          m[0].w[0]);
+    *after2 = m[0].w[0];
     for (int i = 0; i < N; i++) {
         m[i].algo->free(&m[i].ctx);
         coll[i]->ops->free(coll[i]);
     }
+}
+
+static void test_bmuf(void)
+{
+    float a1, a2;
+    bmuf_two_rounds(0, &a1, &a2);
+    /* c = 3, d = 1, v = 0.5*0 + 1 = 1, w_global = 3: all at 3 */
+    CHECK(fabs(a1 - 3) < 1e-6, "bmuf first block: w_global moves by the mean delta", "%g", a1);
+    /* second round: all at 3, d = 0, v = 0.5, w_global = 3.5 (block momentum) */
+    CHECK(fabs(a2 - 3.5) < 1e-6, "bmuf block momentum carries the last step", "%g", a2);
+    bmuf_two_rounds(1, &a1, &a2);
+    /* Nesterov: the members are sent w_global + mu v = 3.5; with no progress
+     * the next block's change is measured from there (d = 0, not 0.5):
+     * v = 0.5, w_global = 3.5, sent 3.75 (not 4.5, which compounds) */
+    CHECK(fabs(a1 - 3.5) < 1e-6, "bmuf nesterov: the members get the look-ahead", "%g", a1);
+    CHECK(fabs(a2 - 3.75) < 1e-6,
+          "bmuf nesterov: a block with no progress adds only momentum (no look-ahead counted "
+          "twice)", "%g", a2);
 }
 
 /* A worker's step landing while the round runs: member 0's collective

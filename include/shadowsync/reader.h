@@ -63,6 +63,9 @@ struct reader;
  * also among data.train's (where those can be listed here: a cluster's
  * reader services may hold them elsewhere). Fails naming the key. */
 int reader_check_eval(const char *train, const char *eval, struct ss_err *e);
+/* Before the embedded default trains: data.train names data files. Fails
+ * naming the key. */
+int reader_check_train(const char *train, struct ss_err *e);
 /* path: a file, a directory (its regular files, sorted), or a glob. */
 int reader_open(struct reader **out, const char *path, const struct schema *s,
                 int64_t max_examples, int report_bad, struct ss_err *e);

@@ -143,15 +143,33 @@ int reader_list_files(const char *path, int pick, char ***files, int *n, struct 
     return 0;
 }
 
+/* Lists a data key's files, a failure naming the key. */
+static int list_key(const char *key, const char *path, char ***files, int *n, struct ss_err *e)
+{
+    int rc = reader_list_files(path, PICK_ALL, files, n, e);
+    if (rc < 0) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return ss_fail(e, rc, "%s: %s (checked before training)", key, why);
+    }
+    return 0;
+}
+
+int reader_check_train(const char *train, struct ss_err *e)
+{
+    char **tr;
+    int n_tr, rc = list_key("data.train", train, &tr, &n_tr, e);
+    if (rc == 0)
+        reader_free_files(tr, n_tr);
+    return rc;
+}
+
 int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
 {
     char **ev, **tr;
     int n_ev, n_tr, rc;
-    if ((rc = reader_list_files(eval, PICK_ALL, &ev, &n_ev, e)) < 0) {
-        char why[sizeof e->msg];
-        snprintf(why, sizeof why, "%s", e->msg);
-        return ss_fail(e, rc, "data.eval: %s (checked before training)", why);
-    }
+    if ((rc = list_key("data.eval", eval, &ev, &n_ev, e)) < 0)
+        return rc;
     char **real = ss_xcalloc((size_t)n_ev, sizeof *real); /* each path resolved once */
     for (int i = 0; i < n_ev; i++)
         real[i] = realpath(ev[i], NULL);

@@ -137,7 +137,10 @@ static int bmuf_sync(struct sync_ctx *c, int active, struct ss_err *e)
     int nesterov = c->cfg->sync.bmuf_nesterov;
     size_t nd = c->n - c->n_sum;
     for (size_t i = 0; i < nd; i++) {
-        float d = c->buf[i] - b->global[i];
+        /* the block's change, from where it started: under Nesterov the
+         * look-ahead the trainers were sent, w_global + mu v */
+        float start = nesterov ? b->global[i] + mu * b->v[i] : b->global[i];
+        float d = c->buf[i] - start;
         float v = mu * b->v[i] + eta * d;
         b->v[i] = v;
         b->global[i] += v;

@@ -10,6 +10,7 @@
  * progress line every output.log_interval_s and writes the run directory. */
 #include "shadowsync/gpu.h"
 #include "shadowsync/reader.h"
+#include "shadowsync/rpc.h"
 #include "shadowsync/shadow.h"
 #include "shadowsync/trainer.h"
 
@@ -2193,9 +2194,11 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (rc == 0 && ss_halt_signal()) {
         fflush(stdout);
         if (c->checkpoint.dir[0])
-            fprintf(stderr, "shadowsync: stopped (%s) after %lld examples: `shadowsync train "
-                    "CONFIG --resume` continues from checkpoint.dir = %s\n", ss_halt_name(),
-                    (long long)f.examples, c->checkpoint.dir);
+            fprintf(stderr, "shadowsync: stopped (%s) after %lld examples: `%s CONFIG ... "
+                    "--resume` continues from checkpoint.dir = %s\n", ss_halt_name(),
+                    (long long)f.examples,
+                    rpc_under_mpirun() ? "tools/submit" : "shadowsync train",
+                    c->checkpoint.dir);
         else
             fprintf(stderr, "shadowsync: stopped (%s) after %lld examples; no checkpoint.dir "
                     "was set, so no resume can continue this run (its model so far: %s/model)"
