@@ -8,6 +8,8 @@
 #   (and, for a service, its role and host); --resume then finishes the
 #   data with every example counted once;
 # - resuming reader services with another job.readers is refused;
+# - a trainer whose worker fails mid-run (a cut gzip file) ends the job at
+#   once, naming it, though the master has data left and checkpoints run;
 # - a trainer that stalls (SIGSTOP) ends the job within sync.timeout_s,
 #   named by a trainer that waited on it (in a collective, a checkpoint,
 #   or for its progress reports), or within twice that where nothing
@@ -203,6 +205,19 @@ timeout -k 10 60 $MPIRUN -np 1 $BIN train $SF --set data.train=$T/d/train.tsv : 
 rc=$?; took=$(( $(date +%s) - t0 ))
 check "a trainer that fails in its own start ends the job at once, naming its error ($rc, $took s)" \
     sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): $T/missing.tsv: No such file' $T/startfail.log"
+# one trainer's worker fails mid-run (its gzip file is cut short) while the
+# master has 30 passes of data left, with checkpoints on (the other
+# trainers serve the master's snapshots): the job ends at once, naming it
+step "job workfail"
+gzip -1 -c $T/d/train.tsv | head -c 3000000 > $T/cut.gz
+t0=$(date +%s)
+WF="configs/tiny.ini --set job.bind=127.0.0.1 --set trainer.worker_threads=1 --set data.eval=$T/d/eval.tsv --set output.dir=$T/workfail --set job.trainers=2 --set job.embedding_ps=1 --set job.sync_ps=1 --set sync.algo=easgd --set checkpoint.dir=$T/ck-wf --set checkpoint.interval_s=0.3 --set data.epochs=30"
+timeout -k 10 120 $MPIRUN -np 1 $BIN train $WF --set data.train=$T/d/train.tsv : \
+    -np 1 $BIN train $WF --set data.train=$T/cut.gz : \
+    -np 2 $BIN train $WF --set data.train=$T/d/train.tsv > $T/workfail.log 2>&1
+rc=$?; took=$(( $(date +%s) - t0 ))
+check "a non-master trainer's failed worker ends the job at once, checkpoints on ($rc, $took s)" \
+    sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): $T/cut.gz: the gzip stream is truncated' $T/workfail.log"
 for vr in 2:embedding_ps 4:sync_ps 5:reader; do
     rank=${vr%%:*}; role=${vr#*:}
     stalled stall-$role 6 $rank job.embedding_ps=2 job.sync_ps=1 job.readers=1 sync.algo=easgd

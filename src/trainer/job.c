@@ -1109,7 +1109,10 @@ static void wait_workers(struct job *j)
     if (ck_on && j->env && j->is_master)
         j->env->ckpt_end(j->env->arg); /* no more snapshots until the final one */
     const struct timespec pause = {0, 5000000};
-    while (serve && !ended && serve_checkpoints(j) != 2) { /* the master's data may go on */
+    /* the master's data may go on; a failed worker (stop) ends the job now,
+     * in wait_other_trainers, not when the master's data ends */
+    while (serve && !ended && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED) &&
+           serve_checkpoints(j) != 2) {
         if (j->env->beat) /* its data has ended: it says so, and hears the others */
             progress(j, 1, 0);
         nanosleep(&pause, NULL);
