@@ -113,6 +113,18 @@ rc=$?
 AT=$(sed -n 's/^# resuming from .*: \([0-9]*\) examples done.*/\1/p' $T/stop_ep2.log)
 check "data.epochs = 3, stopped in a later pass ($AT examples) and resumed: every pass's examples once, the uninterrupted run's eval NE ($(json eval_ne $T/stop_ep/metrics.json) vs $(json eval_ne $T/full_ep/metrics.json))" \
     sh -c "[ $rc1 = 75 ] && [ $rc = 0 ] && [ '$AT' -gt $N ] && [ '$AT' -lt $((3 * N)) ] && [ '$(json examples $T/stop_ep/metrics.json)' = $((3 * N)) ] && [ '$(json eval_ne $T/stop_ep/metrics.json)' = '$(json eval_ne $T/full_ep/metrics.json)' ]"
+# ...and with BMUF, whose state (w_global, the block momentum) the final
+# checkpoint of a stop keeps, so the resume goes on with it
+train stop_bm job.trainers=2 trainer.worker_threads=1 sync.algo=bmuf checkpoint.dir=$T/ckstop_bm > $T/stop_bm1.log 2>&1 &
+bg=$!
+first_line $T/stop_bm1.log
+kill -TERM $(pid_of stop_bm)
+wait $bg
+rc1=$?
+EXTRA=--resume train stop_bm job.trainers=2 trainer.worker_threads=1 sync.algo=bmuf checkpoint.dir=$T/ckstop_bm > $T/stop_bm2.log 2>&1
+rc=$?
+check "bmuf, stopped and resumed: the stop's checkpoint holds both trainers' BMUF state, every example once ($rc1, $rc)" \
+    sh -c "[ $rc1 = 75 ] && [ $rc = 0 ] && [ \$(grep -c '^part sync-[01]-[01].bin' \$(ls -d $T/ckstop_bm/ckpt-* | head -1)/MANIFEST) = 4 ] && [ '$(json examples $T/stop_bm/metrics.json)' = $N ]"
 # SIGUSR1 stops the embedded default too
 train usr1 trainer.worker_threads=1 > $T/usr1.log 2>&1 &
 bg=$!

@@ -22,6 +22,7 @@ struct shadow {
     int64_t started, done;      /* rounds begun, rounds finished */
     int rc;
     struct ss_err err;
+    int ended;                  /* the thread joined (shadow_wait) */
 };
 
 static void pause_ms(double ms)
@@ -176,9 +177,16 @@ int64_t shadow_syncs(struct shadow *s)
     return strcmp(s->algo->name, "none") ? n : 0; /* none moves nothing */
 }
 
+void shadow_wait(struct shadow *s)
+{
+    if (!s->ended)
+        pthread_join(s->th, NULL);
+    s->ended = 1;
+}
+
 int shadow_join(struct shadow *s, int64_t *syncs, struct ss_err *e)
 {
-    pthread_join(s->th, NULL);
+    shadow_wait(s);
     int rc = s->rc;
     if (rc < 0 && e)
         *e = s->err;

@@ -71,6 +71,8 @@ struct trainer {
     float *stage, *snap;        /* ...and the shadow thread's staging copy, as pulled */
     int pinned;                 /* stage and snap page-locked (gpu_host_register) */
     struct shadow *shadow;
+    float *kept[4];             /* its algorithm's state after the final sync, for the final */
+    int n_kept;                 /* checkpoint (a stop's: the resume goes on from it) */
     struct worker *workers;
     int workers_left;           /* under job->mu; the last one out ends the data */
     int64_t syncs;
@@ -929,8 +931,17 @@ static int start_trainers(struct job *j, struct ss_err *e)
     }
     for (int i = 0; i < 4; i++)
         free(saved[i]);
-    if (rc < 0)
+    if (rc < 0) { /* the shadow threads started end before their buffers are freed */
+        if (j->coll) /* their rounds would wait on the trainers not started */
+            collective_local_break(j->coll[0]);
+        for (int t = 0; t < j->n_tr; t++)
+            if (j->tr[t].shadow) {
+                shadow_data_done(j->tr[t].shadow);
+                shadow_join(j->tr[t].shadow, NULL, NULL);
+                j->tr[t].shadow = NULL;
+            }
         return rc;
+    }
     j->workers_left = j->n_tr * j->n_wk;
     j->t0 = ss_now() - j->base.elapsed;
     j->start = ss_now();
@@ -1164,6 +1175,14 @@ static int finish_trainers(struct job *j, struct ss_err *e)
     int from_shadow = 0;
     for (int t = 0; t < j->n_tr; t++) {
         struct ss_err se = {0};
+        struct trainer *tr = &j->tr[t];
+        shadow_wait(tr->shadow);
+        float *arrays[4];
+        tr->n_kept = j->c->checkpoint.dir[0] ? shadow_state(tr->shadow, arrays) : 0;
+        for (int i = 0; i < tr->n_kept; i++) {
+            tr->kept[i] = ss_aligned(j->n_sync * sizeof(float));
+            memcpy(tr->kept[i], arrays[i], j->n_sync * sizeof(float));
+        }
         int src = shadow_join(j->tr[t].shadow, &j->tr[t].syncs, &se);
         j->tr[t].shadow = NULL;
         if (src < 0 && !from_shadow) {
@@ -1193,6 +1212,8 @@ static void free_trainers(struct job *j)
             gpu_host_unregister(j->tr[t].stage), gpu_host_unregister(j->tr[t].snap);
         free(j->tr[t].stage);
         free(j->tr[t].snap);
+        for (int i = 0; i < j->tr[t].n_kept; i++)
+            free(j->tr[t].kept[i]);
     }
     free(j->tr);
     for (int t = 0; j->coll && t < j->n_tr; t++)
@@ -1713,8 +1734,11 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
         snprintf(p, sizeof p, "%s/state-%d.bin", dir, first + t);
         if (rc == 0)
             rc = dense_save(j->tr[t].state, n, j->l.pooling, p, e);
-        float *arrays[4];
-        int m = rc == 0 && j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays) : 0;
+        float *arrays[4], **kept = j->tr[t].kept;
+        int m = rc < 0 ? 0 : j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays)
+                                             : j->tr[t].n_kept;
+        if (!j->tr[t].shadow)
+            memcpy(arrays, kept, sizeof arrays);
         for (int i = 0; rc == 0 && i < m; i++) {
             snprintf(p, sizeof p, "%s/sync-%d-%d.bin", dir, first + t, i);
             rc = dense_save(arrays[i], n, j->l.pooling, p, e);
