@@ -317,6 +317,53 @@ static void test_foreground(void)
     cfg.sync.mode = SYNC_SHADOW;
 }
 
+/* Held workers (a checkpoint's pause), foreground: a collective's shadow
+ * thread runs rounds unasked, which are no syncs; EASGD's runs none. */
+static void test_held(void)
+{
+    cfg.sync.mode = SYNC_FOREGROUND;
+    cfg.sync.alpha = 0.5;
+    const struct timespec nap = {0, 50000000};
+    float w[LEN] = {1, 2, 3, 4}, zero[LEN] = {0};
+    struct collective *coll[1];
+    collective_local_group(coll, 1, LEN + 1);
+    cfg.sync.algo = "ma";
+    struct shadow_opts o = {&cfg, w, LEN, coll[0], NULL, NULL, 0, NULL, NULL, NULL, 0, 0, NULL,
+                            NULL};
+    struct shadow *s;
+    struct ss_err e;
+    CHECK(shadow_start(&s, &o, &e) == 0, "held: the ma shadow thread starts", "%s", e.msg);
+    shadow_hold(s, 1);
+    nanosleep(&nap, NULL);
+    int rc = shadow_request(s);
+    int64_t held = shadow_syncs(s);
+    shadow_hold(s, 0);
+    shadow_data_done(s);
+    int64_t syncs = 0;
+    rc |= shadow_join(s, &syncs, &e);
+    CHECK(rc == 0 && held == 1 && syncs == 2,
+          "held, foreground ma: the unasked rounds are no syncs (one asked, then the final)",
+          "rc %d held %lld syncs %lld", rc, (long long)held, (long long)syncs);
+    coll[0]->ops->free(coll[0]);
+    cfg.sync.algo = "easgd";
+    struct center *c = center_local_create(zero, LEN);
+    o.coll = NULL;
+    o.center = c;
+    CHECK(shadow_start(&s, &o, &e) == 0, "held: the easgd shadow thread starts", "%s", e.msg);
+    shadow_hold(s, 1);
+    nanosleep(&nap, NULL);
+    float mid[LEN];
+    c->ops->get(c, mid);
+    shadow_hold(s, 0);
+    shadow_data_done(s);
+    rc = shadow_join(s, &syncs, &e);
+    CHECK(rc == 0 && mid[0] == 0 && w[0] == 0.75f && syncs == 1,
+          "held, foreground easgd: no round runs (no peer waits on one), the final one does",
+          "rc %d center %g w %g syncs %lld", rc, mid[0], w[0], (long long)syncs);
+    c->ops->free(c);
+    cfg.sync.mode = SYNC_SHADOW;
+}
+
 /* A center whose third exchange fails, as a lost sync PS's would. */
 static int failing_elastic(struct center *c, const float *w, float *out, size_t n, float alpha,
                            struct ss_err *e)
@@ -413,6 +460,7 @@ int main(void)
     test_summed_tail();
     test_easgd();
     test_foreground();
+    test_held();
     test_failed();
     test_group_break();
     CHECK_DONE();

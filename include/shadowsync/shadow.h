@@ -190,8 +190,9 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
  * this call. Returns 0, or a negative code if the shadow thread failed. */
 int shadow_request(struct shadow *s);
 /* The workers are paused (held = 1, e.g. for a checkpoint) or back: while
- * held, a foreground shadow thread runs rounds unasked, so other trainers'
- * workers waiting on a round are not stuck behind this one's pause. */
+ * held, a foreground shadow thread of a collective algorithm runs rounds
+ * unasked, so other trainers' workers waiting on a round are not stuck
+ * behind this one's pause; those rounds are not counted as syncs. */
 void shadow_hold(struct shadow *s, int held);
 /* The trainer's data has ended (all its workers are out of their loops). */
 void shadow_data_done(struct shadow *s);

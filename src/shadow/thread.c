@@ -20,6 +20,8 @@ struct shadow {
     int data_done, pending, failed;
     int held;                   /* the workers are paused: run rounds without being asked */
     int64_t started, done;      /* rounds begun, rounds finished */
+    int64_t unasked;            /* ...of which run only because the workers were held */
+    int hold_rounds;            /* held workers make rounds: a peer's may wait on this one */
     int rc;
     struct ss_err err;
     int ended;                  /* the thread joined (shadow_wait) */
@@ -37,8 +39,11 @@ static void pause_ms(double ms)
 static void wait_for_request(struct shadow *s)
 {
     pthread_mutex_lock(&s->mu);
-    while (!s->pending && !s->data_done && !s->held)
+    int held = 0;
+    while (!s->pending && !s->data_done && !(held = s->hold_rounds && s->held))
         pthread_cond_wait(&s->cv, &s->mu);
+    if (!s->pending && !s->data_done && held) /* not a sync the workers asked for */
+        s->unasked++;
     s->pending = 0;
     s->started++;
     pthread_mutex_unlock(&s->mu);
@@ -102,6 +107,7 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
     s->algo = algo;
     s->ctx = (struct sync_ctx){.cfg = o->cfg, .w = o->w, .n = o->n, .coll = o->coll,
                                .center = o->center};
+    s->hold_rounds = algo->needs == SYNC_NEEDS_COLLECTIVE;
     s->ctx.buf = ss_aligned((o->n + 1) * sizeof(float));
     if (algo->needs == SYNC_NEEDS_COLLECTIVE && o->n_sum > 0 && o->n_sum <= o->n) {
         s->ctx.n_sum = o->n_sum; /* every trainer starts from the same tail */
@@ -172,7 +178,7 @@ int shadow_state(struct shadow *s, float **arrays)
 int64_t shadow_syncs(struct shadow *s)
 {
     pthread_mutex_lock(&s->mu);
-    int64_t n = s->done;
+    int64_t n = s->done - s->unasked;
     pthread_mutex_unlock(&s->mu);
     return strcmp(s->algo->name, "none") ? n : 0; /* none moves nothing */
 }
@@ -191,7 +197,7 @@ int shadow_join(struct shadow *s, int64_t *syncs, struct ss_err *e)
     if (rc < 0 && e)
         *e = s->err;
     if (syncs)
-        *syncs = strcmp(s->algo->name, "none") ? s->done : 0;
+        *syncs = strcmp(s->algo->name, "none") ? s->done - s->unasked : 0;
     if (s->algo->free)
         s->algo->free(&s->ctx);
     pthread_mutex_destroy(&s->mu);
