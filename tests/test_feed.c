@@ -48,6 +48,12 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static void *pause_feed(void *arg)
+{
+    feed_pause(arg, 1); /* returns once no pull is in flight */
+    return NULL;
+}
+
 static int cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -166,6 +172,59 @@ int main(void)
           (long long)refused);
     for (int f = 0; f < FEEDS; f++)
         feed_free(feed[f]);
+    for (int k = 0; k < 2; k++) {
+        rpc_server_stop(srv[k]);
+        reader_service_free(svc[k]);
+        reader_close(r[k]);
+    }
+    /* A checkpoint's pause: the queue and any pull in flight drain, then
+     * FEED_PAUSED until the pause ends; every example once across it. */
+    for (int k = 0; k < 2; k++) {
+        rc |= reader_open(&r[k], path, &s, 0, 0, &e);
+        reader_set_share(r[k], k, 2, SPLIT_LINES, NULL);
+        svc[k] = reader_service_create(r[k], s.n_dense, s.n_cat, token);
+        rc |= rpc_server_start(&srv[k], "127.0.0.1", 0, reader_service_processor(svc[k]), &e);
+        ep[k].port = rpc_server_port(srv[k]);
+    }
+    struct batch_feed *pf = NULL;
+    rc |= feed_start(&pf, ep, 2, token, 50, 3, 2000, &e);
+    CHECK(rc == 0, "a prefetch queue on two fresh reader services", "%s", e.msg);
+    struct batch b;
+    batch_init(&b, 100, 13, 26);
+    int total = 0, drained = 0, paused = 0, again = 0, nb;
+    pthread_t pauser;
+    n_seen = 0;
+    for (int step = 0; rc >= 0; step++) {
+        batch_clear(&b);
+        if (step == 2) /* as pause_workers does, while the workers take batches */
+            pthread_create(&pauser, NULL, pause_feed, pf);
+        rc = feed_next(pf, &b, &e);
+        if (rc == FEED_PAUSED) {
+            pthread_join(pauser, NULL);
+            paused++;
+            batch_clear(&b);
+            again = feed_next(pf, &b, &e) == FEED_PAUSED && b.n == 0;
+            feed_pause(pf, 0);
+            continue;
+        }
+        if (rc < 0 || b.n == 0)
+            break;
+        drained += step >= 2 && !paused;
+        for (int i = 0; i < b.n && n_seen < N + 64; i++)
+            seen[n_seen++] = b.example_id[i];
+        total += b.n;
+    }
+    nb = b.n;
+    batch_free(&b);
+    qsort(seen, (size_t)n_seen, sizeof *seen, cmp);
+    dup = 0;
+    for (int i = 1; i < n_seen; i++)
+        dup += seen[i] == seen[i - 1];
+    CHECK(rc == 0 && nb == 0 && paused == 1 && again && drained <= 4 && total == N && dup == 0,
+          "paused: the queued batches and a pull in flight drain, then FEED_PAUSED until the pause ends; every "
+          "example once across it", "rc %d paused %d again %d drained %d total %d of %d, %d "
+          "repeated", rc, paused, again, drained, total, N, dup);
+    feed_free(pf);
     for (int k = 0; k < 2; k++) {
         rpc_server_stop(srv[k]);
         reader_service_free(svc[k]);

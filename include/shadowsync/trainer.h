@@ -164,7 +164,9 @@ struct batch_feed;
 int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, int n_readers,
                const char *token, int batch_size, int depth, int timeout_ms, struct ss_err *e);
 /* Thread-safe: the next batch into b (b->n = 0 at the end of every share).
- * While paused with nothing queued it returns FEED_PAUSED (b->n = 0). */
+ * While paused with nothing queued and no pull in flight it returns
+ * FEED_PAUSED (b->n = 0), until the pause ends: the worker then waits for
+ * the checkpoint's end (pause = 0 comes first). */
 #define FEED_PAUSED 1
 int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e);
 /* Checkpoints: pause = 1 stops pulling (returns once no pull is under way,

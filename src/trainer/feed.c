@@ -108,7 +108,7 @@ static void *feed_main(void *arg)
         f->q[(f->head + f->count++) % f->depth] = reply;
         f->pulling = 0;
         pthread_cond_broadcast(&f->idle);
-        if (f->halt) /* the others waiting on this pull see the end after it */
+        if (f->halt || f->pause) /* the others waiting on this pull see the end after it */
             pthread_cond_broadcast(&f->not_empty);
         else
             pthread_cond_signal(&f->not_empty);
@@ -156,7 +156,8 @@ static int take(const ssBatchReply *r, struct batch *b, struct ss_err *e)
 int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
 {
     pthread_mutex_lock(&f->mu);
-    while (f->count == 0 && !f->done && !f->pause && !(f->halt && !f->pulling))
+    /* paused: a pull in flight is drained too (its batch is no checkpoint's) */
+    while (f->count == 0 && !f->done && !((f->pause || f->halt) && !f->pulling))
         pthread_cond_wait(&f->not_empty, &f->mu);
     /* halted: its data ends here, unless the last pull failed (its batch
      * would be lost: the reader has moved past it) */
@@ -165,7 +166,7 @@ int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
         b->n = 0;
         return 0;
     }
-    if (f->count == 0 && f->pause && !f->done) {
+    if (f->count == 0 && f->pause && !f->pulling && !f->done) {
         pthread_mutex_unlock(&f->mu);
         b->n = 0;
         return FEED_PAUSED;

@@ -219,10 +219,12 @@ static void *worker_main(void *arg)
                 break;
             continue;
         }
-        if (rc == FEED_PAUSED) { /* the queue drained for a checkpoint */
-            if ((rc = flush_emb(wk)) < 0)
+        if (rc == FEED_PAUSED) { /* the queue drained for a checkpoint: wait for its end */
+            if ((rc = flush_emb(wk)) < 0) /* (pause_workers may not have raised j->pause yet) */
                 break;
-            wait_while_paused(j);
+            pthread_mutex_lock(&j->mu);
+            paused_until_resumed(j);
+            pthread_mutex_unlock(&j->mu);
             continue;
         }
         if (rc < 0 || b.n == 0)
@@ -1686,13 +1688,13 @@ static void pause_workers(struct job *j)
 
 static void resume_workers(struct job *j)
 {
+    if (j->env && j->env->feed) /* before the workers go: none gets FEED_PAUSED again */
+        feed_pause(j->env->feed, 0);
     pthread_mutex_lock(&j->mu);
     __atomic_store_n(&j->pause, 0, __ATOMIC_RELEASE);
     j->resumes++;
     pthread_cond_broadcast(&j->resume_cv);
     pthread_mutex_unlock(&j->mu);
-    if (j->env && j->env->feed)
-        feed_pause(j->env->feed, 0);
     for (int t = 0; !j->des && t < j->n_tr; t++)
         if (j->tr[t].shadow)
             shadow_hold(j->tr[t].shadow, 0);
