@@ -125,6 +125,51 @@ EXTRA=--resume train stop_bm job.trainers=2 trainer.worker_threads=1 sync.algo=b
 rc=$?
 check "bmuf, stopped and resumed: the stop's checkpoint holds both trainers' BMUF state, every example once ($rc1, $rc)" \
     sh -c "[ $rc1 = 75 ] && [ $rc = 0 ] && [ \$(grep -c '^part sync-[01]-[01].bin' \$(ls -d $T/ckstop_bm/ckpt-* | head -1)/MANIFEST) = 4 ] && [ '$(json examples $T/stop_bm/metrics.json)' = $N ]"
+# A model gone NaN (here written into a checkpoint, its MANIFEST's hash
+# made anew): the resumed run stops at its first batch, naming it, and
+# saves no model; `eval` of such a model ends (its AUC: nan)
+nan_dense() { python3 - "$@" <<'PY'
+import os, struct, sys
+M = (1 << 64) - 1
+def fhash(data):  # checkpoint.c's hash_file
+    h = 0x243F6A8885A308D3
+    w = len(data) // 8
+    for (x,) in struct.iter_unpack("<Q", data[:w * 8]):
+        x = ((h ^ x) * 0x9E3779B97F4A7C15) & M
+        h = (((x << 31) | (x >> 33)) & M) * 0xBF58476D1CE4E5B9 & M
+    for b in data[w * 8:]:
+        h = ((h ^ b) * 0x100000001B3) & M
+    return h ^ len(data)
+for path in sys.argv[1:]:
+    data = bytearray(open(path, "rb").read())
+    head = 20 if struct.unpack("<I", data[8:12])[0] == 1 else 24
+    data[head:] = struct.pack("<f", float("nan")) * ((len(data) - head) // 4)
+    open(path, "wb").write(data)
+    man = os.path.join(os.path.dirname(path), "MANIFEST")
+    if os.path.exists(man):
+        name = os.path.basename(path)
+        lines = open(man).read().split("\n")
+        lines = ["part %s %d %016x" % (name, len(data), fhash(bytes(data)))
+                 if l.startswith("part %s " % name) else l for l in lines]
+        open(man, "w").write("\n".join(lines))
+PY
+}
+train nan trainer.worker_threads=1 checkpoint.dir=$T/cknan > $T/nan1.log 2>&1 &
+bg=$!
+first_line $T/nan1.log
+kill -TERM $(pid_of nan)
+wait $bg
+rc1=$?
+nan_dense $T/cknan/ckpt-*/dense-0.bin
+rm -rf $T/nan/model
+EXTRA=--resume train nan trainer.worker_threads=1 checkpoint.dir=$T/cknan > $T/nan2.log 2>&1
+rc=$?
+check "a NaN model stops the training, naming it, no model saved ($rc1, $rc)" \
+    sh -c "[ $rc1 = 75 ] && [ $rc = 1 ] && grep -q 'the model diverged: its predictions are NaN' $T/nan2.log && ! [ -e $T/nan/model/dense.bin ]"
+cp -r $T/stop/model $T/nanmodel && nan_dense $T/nanmodel/dense.bin
+timeout 60 $BIN eval configs/tiny.ini --set data.eval=$T/d/eval.tsv --model $T/nanmodel > $T/naneval.log 2>&1
+rc=$?
+check "eval of a NaN model ends ($rc), its AUC nan" sh -c "[ $rc != 124 ] && grep -q 'auc.*nan' $T/naneval.log"
 # SIGUSR1 stops the embedded default too
 train usr1 trainer.worker_threads=1 > $T/usr1.log 2>&1 &
 bg=$!

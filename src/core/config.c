@@ -699,6 +699,10 @@ static int check_config(struct ss_config *c, struct ss_err *e)
         return SS_EINVAL;
     if (ss_parse_dims(c->model.bottom, dims, SS_MAX_LAYERS + 1, e, "model.bottom") < 0)
         return SS_EINVAL;
+    if ((c->optim.dense == OPT_ADAGRAD || c->optim.emb == OPT_ROWWISE_ADAGRAD) &&
+        c->optim.eps == 0 && c->optim.init_acc == 0)
+        return ss_fail(e, SS_EINVAL, "config: optim.eps = 0 with optim.init_acc = 0: Adagrad's "
+                       "first step of a zero gradient is 0 / 0 (NaN); set either above 0");
     return check_top(c->model.top, e) ? SS_EINVAL : check_rows(c->model.rows, e);
 }
 

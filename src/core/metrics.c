@@ -57,13 +57,15 @@ double metric_auc(const float *prob, const float *label, int64_t n)
 {
     struct scored *s = ss_xmalloc((size_t)(n ? n : 1) * sizeof *s);
     double n1 = 0;
+    int nan = 0;
     for (int64_t i = 0; i < n; i++) {
         s[i].p = prob[i];
         s[i].y = label[i];
         n1 += label[i] > 0.5f;
+        nan |= isnan(prob[i]); /* no order: the ties' loop below would never end */
     }
     double n0 = (double)n - n1;
-    if (n1 == 0 || n0 == 0) {
+    if (n1 == 0 || n0 == 0 || nan) {
         free(s);
         return NAN;
     }

@@ -251,6 +251,15 @@ static void *worker_main(void *arg)
         } else {
             model_forward(l, tr->w, &b, &s);
             ne_add(&scored, prob, b.label, b.n);
+        }
+        if (!isfinite(scored.loss_sum)) { /* nothing good trains on from here */
+            rc = ss_fail(&wk->err, SS_EINVAL, "the model diverged: its predictions are NaN "
+                         "after %lld examples of this worker (steps too large: lower "
+                         "optim.dense_lr or optim.emb_lr, or add an optim.warmup_examples)",
+                         (long long)stepped);
+            break;
+        }
+        if (!gw) {
             if (c->optim.dense == OPT_SGD) {
                 model_backward_sgd(l, tr->w, &b, &s, rate);
             } else {
