@@ -172,6 +172,9 @@ check "a schedule is said at start, its factor in the progress lines and metrics
 train lrbad --set optim.decay_start=5000
 check "optim.decay_start without optim.decay_examples stops before training, naming both" \
     sh -c "[ $? != 0 ] && grep -q 'optim.decay_start = 5000 starts a decay that optim.decay_examples = 0 leaves out' $T/lrbad.log && ! [ -e $T/lrbad/progress.csv ]"
+train thr --set job.trainers=1024 --set trainer.worker_threads=256
+check "more threads than one process starts: refused before training, naming both keys" \
+    sh -c "[ $? = 1 ] && grep -q 'job.trainers = 1024 x (trainer.worker_threads = 256 + a shadow thread) is 263168 threads' $T/thr.log && ! [ -e $T/thr/progress.csv ]"
 train lrw --set trainer.worker_threads=1 --set optim.warmup_examples=30000 \
     --set optim.decay_start=40000 --set optim.decay_examples=20000 --set optim.decay_to=0.2
 check "warmup and decay train to the end, learning (eval NE $(json eval_ne $T/lrw/metrics.json))" \
@@ -294,6 +297,10 @@ check "a missing data.eval stops the run before training, naming it" \
 train notr --set data.train=$T/nope.tsv
 check "a missing data.train stops the run before the config's echo, naming it" \
     sh -c "[ $? != 0 ] && grep -q '^shadowsync: data.train: $T/nope.tsv: No such file' $T/notr.log && ! grep -q 'resolved config' $T/notr.log && ! [ -e $T/notr/progress.csv ]"
+ln $T/d/train.tsv $T/hard.tsv
+train hard --set data.eval=$T/hard.tsv
+check "an eval file that is a hard link to a training file is refused before training" \
+    sh -c "[ $? != 0 ] && grep -q \"data.eval's file $T/hard.tsv is also one of data.train\" $T/hard.log && ! [ -e $T/hard/progress.csv ]"
 train leak --set data.train=$T/d
 check "an eval file among data.train's files is refused before training" \
     sh -c "[ $? != 0 ] && grep -q \"data.eval's file $T/d/eval.tsv is also one of data.train\" $T/leak.log && ! [ -e $T/leak/progress.csv ]"

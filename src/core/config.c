@@ -517,6 +517,9 @@ static int apply_group(struct ss_config *c, GKeyFile *kf, const char *group, con
  * path:line. What it passes, GKeyFile reads as before. */
 static int check_lines(const char *text, const char *path, GHashTable *seen, struct ss_err *e)
 {
+    if (!strncmp(text, "\xef\xbb\xbf", 3))
+        return ss_fail(e, SS_EFORMAT, "config %s:1: the file begins with a UTF-8 byte order "
+                       "mark: save it without one", path);
     char **lines = g_strsplit(text, "\n", -1);
     char group[256] = "";
     int rc = 0;
@@ -549,7 +552,13 @@ static int check_lines(const char *text, const char *path, GHashTable *seen, str
             continue;
         }
         *eq = 0;
-        char *name = g_strdup_printf("%s.%s", group, g_strstrip(s));
+        const char *key = g_strstrip(s);
+        if (!*key || strchr(key, '[')) { /* GKeyFile takes key[locale] as key's translation */
+            rc = ss_fail(e, SS_EFORMAT, "config %s:%d: \"%s\" is no key name%s", path, n + 1,
+                         key, *key ? " (a [locale] suffix has no meaning here)" : "");
+            continue;
+        }
+        char *name = g_strdup_printf("%s.%s", group, key);
         int first = GPOINTER_TO_INT(g_hash_table_lookup(seen, name));
         const char *val = eq + 1 + strspn(eq + 1, " \t"); /* "sep = #" is a value */
         const char *hash = strstr(val, " #"), *tab = strstr(val, "\t#");

@@ -170,24 +170,25 @@ int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
     int n_ev, n_tr, rc;
     if ((rc = list_key("data.eval", eval, &ev, &n_ev, e)) < 0)
         return rc;
-    char **real = ss_xcalloc((size_t)n_ev, sizeof *real); /* each path resolved once */
+    /* the same file by any name (a symbolic or a hard link too): the same inode */
+    struct stat *st = ss_xcalloc((size_t)n_ev, sizeof *st);
     for (int i = 0; i < n_ev; i++)
-        real[i] = realpath(ev[i], NULL);
+        if (stat(ev[i], &st[i]) != 0)
+            st[i].st_ino = 0;
     struct ss_err ignored = {0};
     if (reader_list_files(train, PICK_ALL, &tr, &n_tr, &ignored) == 0) {
         for (int k = 0; k < n_tr && rc == 0; k++) {
-            char *b = realpath(tr[k], NULL);
-            for (int i = 0; b && i < n_ev && rc == 0; i++)
-                if (real[i] && !strcmp(real[i], b))
+            struct stat b;
+            for (int i = 0; stat(tr[k], &b) == 0 && i < n_ev && rc == 0; i++)
+                if (st[i].st_ino && st[i].st_ino == b.st_ino && st[i].st_dev == b.st_dev)
                     rc = ss_fail(e, SS_EINVAL, "data.eval's file %s is also one of data.train = "
                                  "%s: the model would be scored on examples it trained on (name "
                                  "the training file itself, or move the eval file out)", ev[i],
                                  train);
-            free(b);
         }
         reader_free_files(tr, n_tr);
     }
-    reader_free_files(real, n_ev); /* frees each (NULL too) and the array */
+    free(st);
     reader_free_files(ev, n_ev);
     return rc;
 }

@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define SS_MAX_THREADS 4096 /* the embedded default's workers and shadow threads */
+
 struct trainer;
 
 struct worker {
@@ -1003,7 +1005,9 @@ static int start_trainers(struct job *j, struct ss_err *e)
             }
             pthread_mutex_init(&wk->mu, NULL);
             if (pthread_create(&wk->th, NULL, worker_main, wk) != 0) {
-                fprintf(stderr, "shadowsync: cannot start worker thread %d of trainer %d\n", k, t);
+                fprintf(stderr, "shadowsync: cannot start worker thread %d of trainer %d "
+                        "(the system's limit on threads: fewer job.trainers or "
+                        "trainer.worker_threads)\n", k, t);
                 abort();
             }
         }
@@ -2073,6 +2077,14 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (env && env->gpu) {
         j.gpu_dev = env->gpu_dev, j.gpu_count = 1;
     } else if (!env && (rc = trainer_device(c, !c->output.quiet, 0, &j.gpu_dev, &j.gpu_count, e)) < 0) {
+        goto out;
+    }
+    if (!env && (int64_t)c->job.trainers * (c->trainer.worker_threads + 1) > SS_MAX_THREADS) {
+        rc = ss_fail(e, SS_EINVAL, "config: job.trainers = %d x (trainer.worker_threads = %d + "
+                     "a shadow thread) is %lld threads in one process, more than the %d it "
+                     "starts: fewer trainers or workers (a cluster job runs each trainer in its "
+                     "own process)", c->job.trainers, c->trainer.worker_threads,
+                     (long long)c->job.trainers * (c->trainer.worker_threads + 1), SS_MAX_THREADS);
         goto out;
     }
     if (c->optim.decay_start && !c->optim.decay_examples) {
