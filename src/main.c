@@ -124,22 +124,28 @@ static int parse_args(int argc, char **argv, struct args *a, const char *const *
         if (!strcmp(s, "--help-config")) {
             a->help_config = 1;
         } else if (!strcmp(s, "--set")) {
-            if (i + 1 >= argc || a->n_sets == 256)
+            if (i + 1 >= argc)
                 return bad_usage("--set needs section.key=value");
+            if (a->n_sets == 256)
+                return bad_usage("too many --set (at most 256)");
             a->sets[a->n_sets++] = argv[++i];
         } else if (!strncmp(s, "--set=", 6)) {
             if (a->n_sets == 256)
-                return bad_usage("too many --set");
+                return bad_usage("too many --set (at most 256)");
             a->sets[a->n_sets++] = (char *)s + 6;
         } else if (!strncmp(s, "--", 2)) {
             int ok = 0;
             for (int k = 0; allowed[k]; k++)
                 ok |= !strcmp(allowed[k], s + 2);
-            if (!ok || i + 1 >= argc || a->n_opts == 16) {
-                char msg[256];
+            char msg[256];
+            msg[0] = 0;
+            for (int k = 0; k < a->n_opts; k++)
+                if (!strcmp(a->names[k], s + 2))
+                    snprintf(msg, sizeof msg, "%s is given twice", s);
+            if (!ok || i + 1 >= argc)
                 snprintf(msg, sizeof msg, "unknown option or missing value: %s", s);
+            if (*msg)
                 return bad_usage(msg);
-            }
             a->names[a->n_opts] = s + 2;
             a->values[a->n_opts++] = argv[++i];
         } else if (!a->config) {
@@ -401,11 +407,12 @@ static int cmd_eval(int argc, char **argv)
 
 static int parse_count(const char *s, const char *what, int64_t *out)
 {
-    char *end;
-    long long v = s ? strtoll(s, &end, 10) : -1;
-    if (!s || *end || v < 0) {
-        fprintf(stderr, "shadowsync: %s = \"%s\" is not a non-negative integer\n", what,
-                s ? s : "");
+    char *end = NULL;
+    errno = 0;
+    long long v = s && *s ? strtoll(s, &end, 10) : -1;
+    if (!s || !*s || *end || v < 0 || errno == ERANGE) {
+        fprintf(stderr, "shadowsync: %s = \"%s\" is not a non-negative integer%s\n", what,
+                s ? s : "", errno == ERANGE ? " below 2^63" : "");
         return 2;
     }
     *out = v;
@@ -474,6 +481,10 @@ static int cmd_gen(int argc, char **argv)
          (rc = parse_count(opt(&a, "eval-examples"), "--eval-examples", &m))) ||
         (opt(&a, "seed") && (rc = parse_count(opt(&a, "seed"), "--seed", &seed))))
         return rc;
+    if (n == 0)
+        return bad_usage("gen: --examples 0 writes no data (at least 1)");
+    if (a.n_sets && !opt(&a, "config"))
+        return bad_usage("gen: --set changes a --config CONFIG, and none is given");
     if (!opt(&a, "eval-examples"))
         m = n / 10 > 0 ? n / 10 : 1;
     struct gen_opts g = {.out_dir = opt(&a, "out"), .examples = n, .eval_examples = m,

@@ -17,6 +17,16 @@ $BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 3 --config $CFG > 
 check "gen writes the data and prints bayes_ne" grep -q '^bayes_ne=0\.[0-9]' $T/gen.log
 BAYES=$(sed -n 's/^bayes_ne=//p' $T/gen.log)
 check "gen writes the teacher probabilities" test "$(wc -l < $T/d/train.prob)" = $N
+# the command line's mistakes: refused with status 2, naming them, nothing written
+for bad in "--examples 0:--examples 0 writes no data" \
+           "--examples 10 --set model.dim=3:--set changes a --config CONFIG" \
+           "--examples 99999999999999999999:is not a non-negative integer below 2^63" \
+           "--examples 10 --examples 20:--examples is given twice"; do
+    $BIN gen --out $T/nogen ${bad%%:*} > $T/badgen.log 2>&1
+    rc=$?
+    check "gen ${bad%%:*}: refused ($rc), saying why" \
+        sh -c "[ $rc = 2 ] && grep -q -- '${bad#*:}' $T/badgen.log && ! [ -e $T/nogen ]"
+done
 
 train one --set trainer.worker_threads=1
 check "train (1 worker) exits 0" test $? = 0
