@@ -91,6 +91,59 @@ void *ss_alloc_big(size_t n)
     return p;
 }
 
+/* A number read from the start of a small file; -1 if none. */
+static int64_t read_number(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long long v = -1;
+    size_t klen = key ? strlen(key) : 0;
+    while (fgets(line, sizeof line, f))
+        if (!key || !strncmp(line, key, klen)) {
+            if (sscanf(line + klen, "%lld", &v) != 1)
+                v = -1;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+int64_t ss_mem_available(void)
+{
+    int64_t kb = read_number("/proc/meminfo", "MemAvailable:");
+    int64_t avail = kb < 0 ? -1 : kb * 1024;
+    /* this process's cgroup limit less what the group holds: v2
+     * (memory.max, "max" reads as none) or v1's memory controller */
+    char v2[1024] = "", v1[1024] = "", path[1300];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f) {
+        char line[1024];
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = 0;
+            char *p = strstr(line, ":memory:");
+            if (!strncmp(line, "0::", 3))
+                snprintf(v2, sizeof v2, "%s", strcmp(line + 3, "/") ? line + 3 : "");
+            else if (p)
+                snprintf(v1, sizeof v1, "%s", strcmp(p + 8, "/") ? p + 8 : "");
+        }
+        fclose(f);
+    }
+    static const char *const files[2][3] = {
+        {"/sys/fs/cgroup", "memory.max", "memory.current"},
+        {"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"}};
+    for (int v = 0; v < 2; v++) {
+        snprintf(path, sizeof path, "%s%s/%s", files[v][0], v ? v1 : v2, files[v][1]);
+        int64_t max = read_number(path, NULL);
+        snprintf(path, sizeof path, "%s%s/%s", files[v][0], v ? v1 : v2, files[v][2]);
+        int64_t cur = read_number(path, NULL);
+        if (max > 0 && max < (INT64_C(1) << 60) && cur >= 0 && (avail < 0 || max - cur < avail))
+            avail = max > cur ? max - cur : 0;
+    }
+    return avail;
+}
+
 int ss_cpu_has_avx512(void)
 {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -140,6 +140,19 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
     t->o.row_lo = t->lo;
     t->o.global_ids = t->gid;
     t->data = ss_xcalloc(n, sizeof(float *));
+    /* every row is written at start: tables past the memory here would be
+     * killed for it part way, with no word */
+    double need = 0;
+    for (int k = 0; k < n; k++)
+        need += (double)t->rows[k] * t->stride * sizeof(float);
+    int64_t avail = ss_mem_available();
+    if (avail >= 0 && need > (double)avail) {
+        embps_free(t);
+        return ss_fail(e, SS_ENOMEM, "the embedding tables here need %.0f MB (model.rows x "
+                       "(model.dim %d + its optimizer's state)), more than the %lld MB of memory "
+                       "free here: smaller tables, or spread them over more embedding PSs "
+                       "(job.embedding_ps)", need / 1048576, o->dim, (long long)(avail >> 20));
+    }
     for (int k = 0; k < n; k++) {
         if (t->rows[k] < 1 || t->lo[k] < 0 || t->lo[k] + t->rows[k] > t->table_rows[k]) {
             embps_free(t);
@@ -151,8 +164,8 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
         t->data[k] = ss_alloc_big(cnt * sizeof(float));
         if (!t->data[k]) {
             embps_free(t);
-            return ss_fail(e, SS_ENOMEM, "embedding table %d: cannot allocate %zu MB", k,
-                           cnt * sizeof(float) >> 20);
+            return ss_fail(e, SS_ENOMEM, "embedding table %d (model.rows: %lld rows): cannot "
+                           "allocate %zu MB", k, (long long)t->rows[k], cnt * sizeof(float) >> 20);
         }
     }
     if (o->clocks) { /* zero pages: counted from 0 */

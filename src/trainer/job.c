@@ -477,9 +477,14 @@ static void schedule_note(const struct job *j)
 static int open_run_dir(struct job *j, struct ss_err *e)
 {
     const char *dir = j->c->output.dir;
+    if (!*dir)
+        return ss_fail(e, SS_EINVAL, "config: output.dir is empty: name the run directory");
     int rc = ss_mkdir_p(dir, e);
-    if (rc < 0)
-        return rc;
+    if (rc < 0) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        return ss_fail(e, rc, "output.dir: %s", why);
+    }
     char p[4096];
     snprintf(p, sizeof p, "%s/config.ini", dir);
     if ((rc = ss_config_save(j->c, p, e)) < 0) {
@@ -2188,8 +2193,10 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (f.examples == 0) { /* the job's sum: every trainer stops here alike (DES serves no eval) */
         rc = ss_fail(e, SS_EINVAL, "no training example was read from data.train = %s (%lld bad "
                      "lines%s): nothing trained, no model saved; check data.format, "
-                     "data.separator and the columns (data.*_cols)", c->data.train,
-                     (long long)rs.bad_lines, rs.bad_lines ? ", the first ones named above" : "");
+                     "data.separator, data.header (%lld) and the columns (data.*_cols)",
+                     c->data.train, (long long)rs.bad_lines,
+                     rs.bad_lines ? ", the first ones named above" : "",
+                     (long long)c->data.header);
         goto out;
     }
     w = output_model(&j); /* collective for sync.output = average */
@@ -2318,6 +2325,13 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     j.say = say;
     struct eval_result ev;
     int rc;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        rc = ss_fail(e, SS_EINVAL, "--model %s: %s: name a run's directory (or its model/, a "
+                     "checkpoint, a checkpoint.dir)", dir,
+                     errno == ENOENT ? "no such directory" : "not a directory");
+        goto out;
+    }
     if (!c->data.eval || !*c->data.eval) {
         rc = ss_fail(e, SS_EINVAL, "config: data.eval is empty: nothing to score");
         goto out;
