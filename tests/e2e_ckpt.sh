@@ -297,6 +297,14 @@ if unshare -rm true 2>/dev/null; then
     check "full disk: reported ('No space left'), training goes on to its end" sh -c "[ \"\$(cat $T/full1.rc)\" = 0 ] && grep -q 'checkpoint failed, training goes on.*No space left' $T/full1.log && [ \"$(json examples $T/fulldisk/metrics.json)\" = 150000 ] && [ \"$(json checkpoint_failures $T/fulldisk/metrics.json)\" -ge 1 ]"
     check "full disk: the good checkpoint is kept and no half-written one is left ($(cat $T/full.ls | tr '\n' ' '))" sh -c "grep -q '^ckpt-[0-9]*$' $T/full.ls && ! grep -q tmp $T/full.ls"
     check "full disk: the kept checkpoint resumes, every example once" sh -c "[ \"\$(cat $T/full2.rc)\" = 0 ] && grep -q 'resuming from $T/small/ck/ckpt-' $T/full2.log && [ \"$(json examples $T/fulldisk2/metrics.json)\" = 150000 ]"
+    # an output.dir with no room for the model saved at the end: refused before training
+    unshare -rm sh -c "mount -t tmpfs -o size=300k tmpfs $T/small || exit 9
+        timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+            --set output.dir=$T/small/run > $T/fullout.log 2>&1
+        echo \$? > $T/fullout.rc
+        [ -e $T/small/run/progress.csv ] && echo trained >> $T/fullout.rc"
+    check "an output.dir too small for the model: refused before training, with the room and the need" \
+        sh -c "[ \"\$(cat $T/fullout.rc)\" = 1 ] && grep -q 'output.dir = $T/small/run has [0-9]* MB free, and the model saved there at the end needs [0-9]* MB' $T/fullout.log"
 else
     echo "SKIP full disk: no private mount namespace here (unshare -rm)"
 fi

@@ -310,6 +310,11 @@ check "a missing data.eval stops the run before training, naming it" \
 train notr --set data.train=$T/nope.tsv
 check "a missing data.train stops the run before the config's echo, naming it" \
     sh -c "[ $? != 0 ] && grep -q '^shadowsync: data.train: $T/nope.tsv: No such file' $T/notr.log && ! grep -q 'resolved config' $T/notr.log && ! [ -e $T/notr/progress.csv ]"
+awk 'NR % 3 == 0 { $1 = 2 } 1' OFS='\t' $T/d/eval.tsv > $T/badeval.tsv
+$BIN eval $CFG --set data.eval=$T/badeval.tsv --model $T/one > $T/badeval.log 2>&1
+rc=$?
+check "eval: bad lines of data.eval counted in the eval line and its JSON, with a warning past 1 %" \
+    sh -c "[ $rc = 0 ] && grep -q '^eval: examples 3334 .* bad_lines 1666$' $T/badeval.log && grep -q '\"eval_bad_lines\": 1666}' $T/badeval.log && grep -q 'warning: 1666 of the 5000 lines read from data.eval = $T/badeval.tsv (33.3 %)' $T/badeval.log"
 ln $T/d/train.tsv $T/hard.tsv
 train hard --set data.eval=$T/hard.tsv
 check "an eval file that is a hard link to a training file is refused before training" \

@@ -189,6 +189,7 @@ struct eval_result {
     double logloss, ne, auc, ctr, mean_p, calibration; /* calibration = mean_p / ctr */
     int labeled;                /* 0: unlabeled data, only scored (the figures NAN) */
     int threads;                /* the threads that scored it */
+    int64_t bad_lines;          /* lines of the data that were no examples (skipped) */
 };
 
 /* Scores every example of path with the model (forward only), on threads

@@ -267,7 +267,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         free(bufs);
     }
     if (rc == 0 && !labeled) {
-        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0, n};
+        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0, n, 0};
     } else if (rc == 0) {
         float *prob = parts[0].prob, *label = parts[0].label;
         if (n > 1) { /* every share's scores, for the AUC */
@@ -296,6 +296,10 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         free(parts[t].prob);
         free(parts[t].label);
     }
+    struct reader_stats st;
+    reader_stats(rd, &st);
+    if (rc == 0)
+        r->bad_lines = st.bad_lines;
     reader_close(rd);
     free(parts);
     free(ps.skip);

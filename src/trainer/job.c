@@ -25,6 +25,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define SS_MAX_THREADS 4096 /* the embedded default's workers and shadow threads */
@@ -485,6 +486,18 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         snprintf(why, sizeof why, "%s", e->msg);
         return ss_fail(e, rc, "output.dir: %s", why);
     }
+    /* the model is saved at the end: a disk short of it now fails the run
+     * after its training, so say so before */
+    double need = (double)j->l.n_params * 4, stride = j->l.dim + (j->c->optim.emb ==
+                                                                  OPT_ROWWISE_ADAGRAD);
+    for (int t = 0; t < j->l.n_tables; t++)
+        need += (double)j->l.rows[t] * stride * 4;
+    struct statvfs fs;
+    if (statvfs(dir, &fs) == 0 && (double)fs.f_bavail * fs.f_frsize < need)
+        return ss_fail(e, SS_EIO, "output.dir = %s has %.0f MB free, and the model saved there "
+                       "at the end needs %.0f MB (its tables and dense part): free some space, "
+                       "or name another output.dir (checked before training)", dir,
+                       (double)fs.f_bavail * fs.f_frsize / 1048576, need / 1048576);
     char p[4096];
     snprintf(p, sizeof p, "%s/config.ini", dir);
     if ((rc = ss_config_save(j->c, p, e)) < 0) {
@@ -1332,6 +1345,7 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "eval_auc", ev->auc, 0);
     json_num(out, "eval_calibration", ev->calibration, 0);
     json_num(out, "eval_examples", (double)ev->examples, 0);
+    json_num(out, "eval_bad_lines", (double)ev->bad_lines, 0);
     json_num(out, "eval_seconds", j->eval_s, 0);
     json_num(out, "eval_threads", j->eval_threads, 0);
     json_num(out, "syncs", (double)f->syncs, 0);
@@ -1448,8 +1462,24 @@ static int des_eval(struct job *j, const float *w, const char *path, FILE *pred,
 
 static void print_eval_to(FILE *f, const char *what, const struct eval_result *ev)
 {
-    fprintf(f, "%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f\n", what,
+    fprintf(f, "%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f", what,
            (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
+    if (ev->bad_lines)
+        fprintf(f, "  bad_lines %lld", (long long)ev->bad_lines);
+    fputc('\n', f);
+}
+
+/* Over 1 % of the lines read from a data key were no examples: a file not
+ * meant, columns that do not fit. Said at the run's end, on stderr. */
+static void warn_bad_share(const char *key, const char *path, int64_t bad, int64_t examples)
+{
+    int64_t read = bad + examples;
+    fflush(stdout); /* after the figures it follows */
+    if (bad * 100 > read)
+        fprintf(stderr, "shadowsync: warning: %lld of the %lld lines read from %s = %s (%.1f %%) "
+                "were not examples and were skipped (the first are named above): check "
+                "data.format and the columns, and which files %s takes in\n", (long long)bad,
+                (long long)read, key, path, 100.0 * (double)bad / (double)read, key);
 }
 
 static void print_eval(const char *what, const struct eval_result *ev)
@@ -2066,7 +2096,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     pthread_cond_init(&j.resume_cv, NULL);
-    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
+    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0, 0};
     struct figures f = {0};
     struct reader_stats rs = {0};
     float *w = NULL;
@@ -2219,13 +2249,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
            "sync_gap %s  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, gap_text(f.sync_gap, 0, gap), (long long)rs.bad_lines);
     fflush(stdout); /* seen before the eval, which may take a while */
-    int64_t read = rs.bad_lines + f.examples - (j.resumed_from[0] ? j.base.examples : 0);
-    if (rs.bad_lines * 100 > read) /* over 1 % of this run's lines: a file not meant, a layout */
-        fprintf(stderr, "shadowsync: warning: %lld of the %lld lines read from data.train = %s "
-                "(%.1f %%) were not examples and were skipped (the first are named above): "
-                "check data.format and the columns, and which files data.train takes in\n",
-                (long long)rs.bad_lines, (long long)read, c->data.train,
-                100.0 * (double)rs.bad_lines / (double)read);
+    warn_bad_share("data.train", c->data.train, rs.bad_lines,
+                   f.examples - (j.resumed_from[0] ? j.base.examples : 0)); /* this run's */
     if (j.hot)
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
@@ -2244,6 +2269,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         j.eval_threads = ev.threads; /* fewer where a thread's client could not be made */
         print_eval("eval", &ev);
         eval_row(&j, f.examples, f.elapsed, &ev);
+        warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples);
     }
     rc = write_metrics(&j, &f, &ev, &rs, e);
     if (rc == 0 && !c->output.quiet)
@@ -2403,13 +2429,14 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         goto out;
     }
     print_eval_to(say, "eval", &ev);
+    warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples);
     char v[4][32]; /* JSON: null where a figure is undefined (eval data of one class) */
     const double x[4] = {ev.ne, ev.logloss, ev.auc, ev.calibration};
     for (int i = 0; i < 4; i++)
         snprintf(v[i], sizeof v[i], isfinite(x[i]) ? "%.6f" : "null", x[i]);
     fprintf(say, "{\"eval_examples\": %lld, \"eval_ne\": %s, \"eval_logloss\": %s, "
-            "\"eval_auc\": %s, \"eval_calibration\": %s}\n", (long long)ev.examples, v[0], v[1],
-            v[2], v[3]);
+            "\"eval_auc\": %s, \"eval_calibration\": %s, \"eval_bad_lines\": %lld}\n",
+            (long long)ev.examples, v[0], v[1], v[2], v[3], (long long)ev.bad_lines);
 out:
     if (pred)
         close_predictions(pred, predictions, part, rc, e);
