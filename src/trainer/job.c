@@ -474,6 +474,26 @@ static void schedule_note(const struct job *j)
         printf(" counted over the job's examples\n");
 }
 
+/* Removes the first n of the run directory's files a run writes at its end
+ * (the model's first). */
+static void remove_stale(const char *dir, int n)
+{
+    static const char *const stale[] = {"model/tables*.bin", "model/dense.bin",
+                                        "model/hot.bin",     "model/hot-rows.bin",
+                                        "metrics.json",      "roles.json",
+                                        "placement.txt",     "placement.json"};
+    char p[4200];
+    for (int i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
+        glob_t g;
+        if (glob(p, 0, NULL, &g) == 0) {
+            for (size_t k = 0; k < g.gl_pathc; k++)
+                unlink(g.gl_pathv[k]);
+            globfree(&g);
+        }
+    }
+}
+
 /* The run directory exists and is writable before any training starts. */
 static int open_run_dir(struct job *j, struct ss_err *e)
 {
@@ -510,20 +530,8 @@ static int open_run_dir(struct job *j, struct ss_err *e)
      * eval would load them with this run's), what it wrote at its end (a
      * run that fails writes none), and its plan where this run makes none
      * (a cluster job's master and one-process DES wrote theirs already) */
-    static const char *const stale[] = {"model/tables*.bin", "model/dense.bin",
-                                        "model/hot.bin",     "model/hot-rows.bin",
-                                        "metrics.json",      "roles.json",
-                                        "placement.txt",     "placement.json"};
     int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
-    for (int i = 0; i < (planned ? 6 : 8); i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
-        glob_t g;
-        if (glob(p, 0, NULL, &g) == 0) {
-            for (size_t k = 0; k < g.gl_pathc; k++)
-                unlink(g.gl_pathv[k]);
-            globfree(&g);
-        }
-    }
+    remove_stale(dir, planned ? 6 : 8);
     return 0;
 }
 
@@ -2258,8 +2266,11 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (j.des)
         print_des(&f.des);
     mid_eval_end(&j, ss_halt_signal() != 0, f.examples);
-    if (c->output.save_model && (rc = save_model(&j, w, e)) < 0) /* kept if the eval fails */
+    if (c->output.save_model && (rc = save_model(&j, w, e)) < 0) { /* kept if the eval fails */
+        if (!env) /* no half-written model passes for one */
+            remove_stale(c->output.dir, 4);
         goto out;
+    }
     if (c->data.eval && *c->data.eval) {
         double t0 = ss_now();
         int threads = j.des ? 1 : eval_threads(); /* DES: a collective, one thread */
