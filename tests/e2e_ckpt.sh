@@ -142,7 +142,10 @@ def fhash(data):  # checkpoint.c's hash_file
     return h ^ len(data)
 for path in sys.argv[1:]:
     data = bytearray(open(path, "rb").read())
-    head = 20 if struct.unpack("<I", data[8:12])[0] == 1 else 24
+    version = struct.unpack("<I", data[8:12])[0]
+    head = 20 if version == 1 else 24
+    for part in range(2 if version >= 3 else 0):  # the MLPs' widths: a count, then its n + 1
+        head += 4 * (struct.unpack("<I", data[head:head + 4])[0] + 2)
     data[head:] = struct.pack("<f", float("nan")) * ((len(data) - head) // 4)
     open(path, "wb").write(data)
     man = os.path.join(os.path.dirname(path), "MANIFEST")

@@ -315,6 +315,22 @@ $BIN eval $CFG --set data.eval=$T/badeval.tsv --model $T/one > $T/badeval.log 2>
 rc=$?
 check "eval: bad lines of data.eval counted in the eval line and its JSON, with a warning past 1 %" \
     sh -c "[ $rc = 0 ] && grep -q '^eval: examples 3334 .* bad_lines 1666$' $T/badeval.log && grep -q '\"eval_bad_lines\": 1666}' $T/badeval.log && grep -q 'warning: 1666 of the 5000 lines read from data.eval = $T/badeval.tsv (33.3 %)' $T/badeval.log"
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one --set model.bottom=13-393-8 \
+    --set model.top=auto-10-1 > $T/shape.log 2>&1
+check "eval of a model with other MLP widths but as many parameters: refused, naming both" \
+    sh -c "[ $? = 1 ] && grep -q 'dense.bin: a model of bottom 13-32-8, top 359-32-1; the config.s is bottom 13-393-8, top 359-10-1' $T/shape.log"
+# a model file from before the widths were stored (version 1: no pooling, no widths) loads
+mkdir -p $T/oldmodel && cp $T/one/model/tables.bin $T/oldmodel/ && python3 - $T/one/model/dense.bin $T/oldmodel/dense.bin <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+at = 24
+for part in range(2):
+    at += 4 * (struct.unpack("<I", d[at:at + 4])[0] + 2)
+open(sys.argv[2], "wb").write(d[:8] + struct.pack("<I", 1) + d[12:20] + d[at:])
+PY
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/oldmodel > $T/oldmodel.log 2>&1
+check "a version 1 dense.bin (before model.pooling and the widths were stored) scores as the model it was" \
+    sh -c "[ $? = 0 ] && [ \"\$(tail -1 $T/oldmodel.log)\" = \"\$($BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one 2>/dev/null | tail -1)\" ]"
 ln $T/d/train.tsv $T/hard.tsv
 train hard --set data.eval=$T/hard.tsv
 check "an eval file that is a hard link to a training file is refused before training" \

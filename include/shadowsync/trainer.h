@@ -315,9 +315,12 @@ double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt
 /* The figures of a checkpoint already verified (its parts not read again). */
 int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);
 
-/* Model directory files: DIR/dense.bin and DIR/tables.bin. pooling: the
- * model's (model.pooling); a file of another is refused, naming both. */
-int dense_save(const float *w, size_t n, int pooling, const char *path, struct ss_err *e);
-int dense_load(float *w, size_t n, int pooling, const char *path, struct ss_err *e);
+/* Model directory files: DIR/dense.bin and DIR/tables.bin. l: the model's
+ * layout; a file of another pooling or other MLP widths is refused,
+ * naming both. */
+int dense_save(const float *w, size_t n, const struct model_layout *l, const char *path,
+               struct ss_err *e);
+int dense_load(float *w, size_t n, const struct model_layout *l, const char *path,
+               struct ss_err *e);
 
 #endif

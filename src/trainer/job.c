@@ -786,7 +786,7 @@ static int load_saved(struct job *j, const char *name, float **out, int max, str
             break;
         if (!out[k])
             out[k] = ss_aligned(n * sizeof(float));
-        int rc = dense_load(out[k], n, j->l.pooling, p, e);
+        int rc = dense_load(out[k], n, &j->l, p, e);
         if (rc < 0)
             return rc;
     }
@@ -915,10 +915,10 @@ static int start_trainers(struct job *j, struct ss_err *e)
             char p[4400];
             int rc, gi = ((j->env ? j->env->index : 0) + t) % j->resumed_trainers;
             snprintf(p, sizeof p, "%s/dense-%d.bin", j->resumed_from, gi);
-            if ((rc = dense_load(tr->w, n, j->l.pooling, p, e)) < 0)
+            if ((rc = dense_load(tr->w, n, &j->l, p, e)) < 0)
                 return rc;
             snprintf(p, sizeof p, "%s/state-%d.bin", j->resumed_from, gi);
-            if ((rc = dense_load(tr->state, n, j->l.pooling, p, e)) < 0)
+            if ((rc = dense_load(tr->state, n, &j->l, p, e)) < 0)
                 return rc;
         }
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
@@ -1699,7 +1699,7 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
     if (rc < 0)
         return rc;
     snprintf(p, sizeof p, "%s/model/dense.bin", j->c->output.dir);
-    if ((rc = dense_save(w, j->l.n_params, j->l.pooling, p, e)) < 0)
+    if ((rc = dense_save(w, j->l.n_params, &j->l, p, e)) < 0)
         return rc;
     if (j->hot) { /* which rows are hot, and their values (the tables' copies are stale) */
         snprintf(p, sizeof p, "%s/model/hot-rows.bin", j->c->output.dir);
@@ -1707,7 +1707,7 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
             return rc;
         snprintf(p, sizeof p, "%s/model/hot.bin", j->c->output.dir);
         size_t np = j->l.n_params;
-        if ((rc = dense_save(w + np, j->n_sync - np, j->l.pooling, p, e)) < 0)
+        if ((rc = dense_save(w + np, j->n_sync - np, &j->l, p, e)) < 0)
             return rc;
     }
     if (!j->tables) /* cluster job: each embedding PS saves its shards, tables-psK.bin; */
@@ -1788,10 +1788,10 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
     }
     for (int t = 0; rc == 0 && t < j->n_tr; t++) {
         snprintf(p, sizeof p, "%s/dense-%d.bin", dir, first + t);
-        rc = dense_save(j->tr[t].w, n, j->l.pooling, p, e);
+        rc = dense_save(j->tr[t].w, n, &j->l, p, e);
         snprintf(p, sizeof p, "%s/state-%d.bin", dir, first + t);
         if (rc == 0)
-            rc = dense_save(j->tr[t].state, n, j->l.pooling, p, e);
+            rc = dense_save(j->tr[t].state, n, &j->l, p, e);
         float *arrays[4], **kept = j->tr[t].kept;
         int m = rc < 0 ? 0 : j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays)
                                              : j->tr[t].n_kept;
@@ -1799,14 +1799,14 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
             memcpy(arrays, kept, sizeof arrays);
         for (int i = 0; rc == 0 && i < m; i++) {
             snprintf(p, sizeof p, "%s/sync-%d-%d.bin", dir, first + t, i);
-            rc = dense_save(arrays[i], n, j->l.pooling, p, e);
+            rc = dense_save(arrays[i], n, &j->l, p, e);
         }
     }
     if (rc == 0 && j->center && j->center->ops->get) {
         float *v = ss_aligned(n * sizeof(float));
         j->center->ops->get(j->center, v);
         snprintf(p, sizeof p, "%s/center.bin", dir);
-        rc = dense_save(v, n, j->l.pooling, p, e);
+        rc = dense_save(v, n, &j->l, p, e);
         free(v);
     }
     if (rc == 0 && j->reader) {
@@ -2419,11 +2419,11 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     w = ss_aligned(j.n_sync * sizeof(float));
     size_t np = j.l.n_params;
     snprintf(dense, sizeof dense, "%s/%s", src, is_ckpt ? "dense-0.bin" : "dense.bin");
-    if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, j.l.pooling, dense, e)) < 0 ||
+    if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, &j.l, dense, e)) < 0 ||
         (rc = embps_load_dir(j.tables, src, e)) < 0)
         goto out;
     snprintf(dense, sizeof dense, "%s/hot.bin", src);
-    if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, j.l.pooling, dense, e)) < 0)
+    if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, &j.l, dense, e)) < 0)
         goto out;
     if ((rc = eval_with(&j, c, w, c->data.eval, pred, NULL, eval_threads(), &ev, e)) < 0)
         goto out;
