@@ -110,15 +110,18 @@ static void remove_stale(const char *dir, int first)
     struct dirent *de;
     size_t cap = strlen(dir) + 300;
     char *p = ss_xmalloc(cap);
+    int removed = 0;
     while ((de = readdir(d))) {
         int idx, used = 0;
         if (sscanf(de->d_name, "part-%d.bin%n", &idx, &used) == 1 && used > 0 &&
             de->d_name[used] == '\0' && idx >= first) {
             snprintf(p, cap, "%s/%s", dir, de->d_name);
-            if (!unlink(p))
+            if (!unlink(p) && ++removed <= 3) /* the first few named, then a count */
                 ss_log("convert: removed %s, a shard of an earlier conversion", p);
         }
     }
+    if (removed > 3)
+        ss_log("convert: removed %d shards of an earlier conversion in all", removed);
     free(p);
     closedir(d);
 }
