@@ -224,6 +224,18 @@ static void test_cache_over_thrift(const struct placement *pl, int plain_port)
     }
     CHECK(rc == 0 && after < 1e-5, "after a flush the PSs hold every update", "rc %d diff %g",
           rc, after);
+    /* a refused push leaves the other PS's answer unread: the connections
+     * are made anew, so the next lookup reads its own answers */
+    make_batch(&b, 100);
+    b.lr_scale = 1.5f;
+    int refused = plain->ops->push(plain, &b, g, &e) < 0 && strstr(e.msg, "lr_scale");
+    b.lr_scale = 1;
+    rc = plain->ops->lookup(plain, &b, got, &e);
+    embps_pool(local, &b, want);
+    CHECK(refused && rc == 0 && max_diff(got, want, N * T * DIM) < 1e-5,
+          "after a refused call the client's next lookup reads its own answers", "refused %d "
+          "rc %d diff %g: %s", refused, rc, max_diff(got, want, N * T * DIM), e.msg);
+    batch_free(&b);
     struct embps_stats ps;
     embps_service_stats(s0, &ps);
     CHECK(ps.row_syncs > 0 && ps.rows_sent > 0 && ps.rows_added > 0,

@@ -112,10 +112,13 @@ static int64_t read_number(const char *path, const char *key)
 
 int64_t ss_mem_available(void)
 {
+    /* what the kernel could give without killing: free memory and swap */
     int64_t kb = read_number("/proc/meminfo", "MemAvailable:");
-    int64_t avail = kb < 0 ? -1 : kb * 1024;
-    /* this process's cgroup limit less what the group holds: v2
-     * (memory.max, "max" reads as none) or v1's memory controller */
+    int64_t swap = read_number("/proc/meminfo", "SwapFree:");
+    int64_t avail = kb < 0 ? -1 : (kb + (swap > 0 ? swap : 0)) * 1024;
+    /* this process's cgroup limit less what the group holds beyond its
+     * file cache (reclaimed first): v2 (memory.max, "max" reads as none)
+     * or v1's memory controller */
     char v2[1024] = "", v1[1024] = "", path[1300];
     FILE *f = fopen("/proc/self/cgroup", "r");
     if (f) {
@@ -130,14 +133,19 @@ int64_t ss_mem_available(void)
         }
         fclose(f);
     }
-    static const char *const files[2][3] = {
-        {"/sys/fs/cgroup", "memory.max", "memory.current"},
-        {"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"}};
+    static const char *const files[2][5] = {
+        {"/sys/fs/cgroup", "memory.max", "memory.current", "memory.stat", "file "},
+        {"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
+         "memory.stat", "total_cache "}};
     for (int v = 0; v < 2; v++) {
         snprintf(path, sizeof path, "%s%s/%s", files[v][0], v ? v1 : v2, files[v][1]);
         int64_t max = read_number(path, NULL);
         snprintf(path, sizeof path, "%s%s/%s", files[v][0], v ? v1 : v2, files[v][2]);
         int64_t cur = read_number(path, NULL);
+        snprintf(path, sizeof path, "%s%s/%s", files[v][0], v ? v1 : v2, files[v][3]);
+        int64_t cache = read_number(path, files[v][4]);
+        if (cur > 0 && cache > 0)
+            cur = cache < cur ? cur - cache : 0;
         if (max > 0 && max < (INT64_C(1) << 60) && cur >= 0 && (avail < 0 || max - cur < avail))
             avail = max > cur ? max - cur : 0;
     }

@@ -114,7 +114,12 @@ static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags
     struct batch view;
     if (!check_bags(s, bags, &view, err))
         return FALSE;
-    guint bytes = (guint)(embps_bags(&view) * s->dim * 4); /* the non-empty bags only */
+    size_t want = (size_t)embps_bags(&view) * (size_t)s->dim * 4; /* the non-empty bags only */
+    if (want > SS_MAX_FIELD_BYTES)
+        return refuse(s, err, SS_EINVAL, "bad request: its answer would be %zu bytes, more than "
+                      "the %u a message field holds (fewer examples a batch)", want,
+                      SS_MAX_FIELD_BYTES);
+    guint bytes = (guint)want;
     double t0 = cpu_now();
     embps_pool_bags(s->t, &view, (float *)rpc_answer(ret, bytes)->data);
     count_work(s, &view, t0, 1);
@@ -135,7 +140,7 @@ static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteA
     if (!(lr_scale >= 0 && lr_scale <= 1)) /* NaN too */
         return refuse(s, err, SS_EINVAL, "bad request: lr_scale %g is not in [0, 1]", lr_scale);
     view.lr_scale = (float)lr_scale;
-    size_t want = embps_bags(&view) * s->dim * 4;
+    size_t want = (size_t)embps_bags(&view) * (size_t)s->dim * 4;
     if (!grads || grads->len != want)
         return refuse(s, err, SS_EINVAL, "bad request: grads hold %u bytes, %zu expected (the "
                       "non-empty bags')", grads ? grads->len : 0, want);
@@ -220,6 +225,10 @@ static gboolean ps_rows(ssEmbeddingPSIf *iface, ssRowAnswer **ret, const ssRowSy
         return FALSE;
     if (q->bound < 0)
         return refuse(s, err, SS_EINVAL, "bad request: bound = %d < 0", q->bound);
+    if ((size_t)g * (size_t)stride * 4 > SS_MAX_FIELD_BYTES)
+        return refuse(s, err, SS_EINVAL, "bad request: %lld rows asked, whose answer would be "
+                      "more than the %u bytes a message field holds", (long long)g,
+                      SS_MAX_FIELD_BYTES);
     double t0 = cpu_now();
     GByteArray *clocks = g_byte_array_sized_new((guint)g * 4), *rows = g_byte_array_new();
     g_byte_array_set_size(clocks, (guint)g * 4);

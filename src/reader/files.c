@@ -179,7 +179,9 @@ int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
     if (reader_list_files(train, PICK_ALL, &tr, &n_tr, &ignored) == 0) {
         for (int k = 0; k < n_tr && rc == 0; k++) {
             struct stat b;
-            for (int i = 0; stat(tr[k], &b) == 0 && i < n_ev && rc == 0; i++)
+            if (stat(tr[k], &b) != 0)
+                continue;
+            for (int i = 0; i < n_ev && rc == 0; i++)
                 if (st[i].st_ino && st[i].st_ino == b.st_ino && st[i].st_dev == b.st_dev)
                     rc = ss_fail(e, SS_EINVAL, "data.eval's file %s is also one of data.train = "
                                  "%s: the model would be scored on examples it trained on (name "

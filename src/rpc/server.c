@@ -292,9 +292,11 @@ static void *serve_conn(void *arg)
     }
     if (err)
         g_error_free(err);
+    pthread_mutex_lock(&s->mu); /* the slot first: a stop must not shut down a reused fd */
+    s->conn_fd[c->slot] = -1;
+    pthread_mutex_unlock(&s->mu);
     rpc_conn_close(rc);
     pthread_mutex_lock(&s->mu);
-    s->conn_fd[c->slot] = -1;
     s->n_conn--;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);

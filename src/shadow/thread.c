@@ -35,18 +35,19 @@ static void pause_ms(double ms)
     nanosleep(&ts, NULL);
 }
 
-/* Foreground: waits for a worker's request or the end of the data. */
-static void wait_for_request(struct shadow *s)
+/* Foreground: waits for a worker's request or the end of the data;
+ * returns 1 where the round is run only because the workers are held. */
+static int wait_for_request(struct shadow *s)
 {
     pthread_mutex_lock(&s->mu);
     int held = 0;
     while (!s->pending && !s->data_done && !(held = s->hold_rounds && s->held))
         pthread_cond_wait(&s->cv, &s->mu);
-    if (!s->pending && !s->data_done && held) /* not a sync the workers asked for */
-        s->unasked++;
+    int unasked = !s->pending && !s->data_done && held; /* not a sync the workers asked for */
     s->pending = 0;
     s->started++;
     pthread_mutex_unlock(&s->mu);
+    return unasked;
 }
 
 static void *shadow_main(void *arg)
@@ -55,8 +56,9 @@ static void *shadow_main(void *arg)
     int foreground = s->o.cfg->sync.mode == SYNC_FOREGROUND;
     int is_none = strcmp(s->algo->name, "none") == 0;
     for (;;) {
+        int unasked = 0;
         if (foreground || is_none) {
-            wait_for_request(s);
+            unasked = wait_for_request(s);
         } else {
             pthread_mutex_lock(&s->mu);
             s->started++;
@@ -74,6 +76,7 @@ static void *shadow_main(void *arg)
         }
         pthread_mutex_lock(&s->mu);
         s->done++;
+        s->unasked += unasked; /* with done: syncs never count a round under way */
         if (rc < 0)
             s->failed = 1, s->rc = rc;
         pthread_cond_broadcast(&s->cv);

@@ -12,6 +12,7 @@
 #include "shadowsync/shadow.h"
 #include "shadowsync/trainer.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -441,7 +442,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     struct model_layout l;
     int rc = model_layout_init(&l, c, e);
     struct wiring w = {.p = p, .n_ps = p->count[ROLE_EMBEDDING_PS],
-                       .timeout_ms = (int)(c->job.rpc_timeout_s * 1000), .all = all,
+                       .timeout_ms = (int)ceil(c->job.rpc_timeout_s * 1000), .all = all,
                        .ctrl = MPI_COMM_NULL};
     MPI_Comm_dup(p->trainers, &w.ctrl);
     w.beats = beats_new(p->trainers, c);

@@ -38,7 +38,8 @@ struct route {
 };
 
 struct thrift_emb {
-    int n_tables, dim, n_ps;
+    int n_tables, dim, n_ps, timeout_ms;
+    struct ss_err broken;       /* why a reconnection after a failed call failed (code 0: none) */
     const struct batch *looked_up; /* the batch whose requests the PSs hold, for its push */
     int64_t *table_rows;
     struct ps_conn *ps;         /* [n_ps]; a PS that holds nothing has k = 0 */
@@ -65,7 +66,7 @@ static int call_failed(const struct ps_conn *p, const char *what, ssRpcError *re
     return rpc_call_failed(e, p->name, p->host, p->port, what, rerr, gerr);
 }
 
-static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
+static int lookup_once(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
 {
     struct thrift_emb *te = c->impl;
     te->looked_up = NULL;
@@ -105,8 +106,8 @@ static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out
     return 0;
 }
 
-static int thrift_push(struct emb_client *c, const struct batch *b, const float *g,
-                       struct ss_err *e)
+static int push_once(struct emb_client *c, const struct batch *b, const float *g,
+                     struct ss_err *e)
 {
     struct thrift_emb *te = c->impl;
     int T = te->n_tables, d = te->dim;
@@ -151,7 +152,7 @@ static void append(GByteArray *a, const void *v, size_t bytes)
 
 /* The deltas and the asks of r, each to the PS that holds its row, all
  * sent before any answer is read; the answers scattered back into r's order. */
-static int thrift_rows(struct emb_client *c, const struct row_req *r, struct ss_err *e)
+static int rows_once(struct emb_client *c, const struct row_req *r, struct ss_err *e)
 {
     struct thrift_emb *te = c->impl;
     size_t stride = (size_t)r->stride;
@@ -285,6 +286,61 @@ static void thrift_free(struct emb_client *c)
     free(c);
 }
 
+/* After a failed call the connections may hold answers owed to it (the
+ * other PSs', a late one): every one is made anew, so the next call reads
+ * its own. Where a PS cannot be reached again, every later call fails. */
+static void reconnect(struct thrift_emb *te)
+{
+    te->looked_up = NULL;
+    for (int s = 0; s < te->n_ps; s++) {
+        struct ps_conn *p = &te->ps[s];
+        if (!p->k || !p->client)
+            continue;
+        g_object_unref(p->client);
+        p->client = NULL;
+        rpc_conn_close(p->conn);
+        p->conn = NULL;
+        struct ss_err ce = {0};
+        if (rpc_connect_named(p->name, p->host, p->port, te->timeout_ms, &p->conn, &ce) < 0) {
+            te->broken = ce;
+            continue;
+        }
+        ThriftProtocol *proto = rpc_conn_protocol(p->conn);
+        p->client = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", proto,
+                                 "output_protocol", proto, NULL);
+    }
+}
+
+/* A call's outcome: a failure makes the connections anew. */
+static int called(struct thrift_emb *te, int rc)
+{
+    if (rc < 0)
+        reconnect(te);
+    return rc;
+}
+
+static int thrift_lookup(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
+{
+    struct thrift_emb *te = c->impl;
+    return te->broken.code ? (*e = te->broken, te->broken.code)
+                           : called(te, lookup_once(c, b, out, e));
+}
+
+static int thrift_push(struct emb_client *c, const struct batch *b, const float *g,
+                       struct ss_err *e)
+{
+    struct thrift_emb *te = c->impl;
+    return te->broken.code ? (*e = te->broken, te->broken.code)
+                           : called(te, push_once(c, b, g, e));
+}
+
+static int thrift_rows(struct emb_client *c, const struct row_req *r, struct ss_err *e)
+{
+    struct thrift_emb *te = c->impl;
+    return te->broken.code ? (*e = te->broken, te->broken.code)
+                           : called(te, rows_once(c, r, e));
+}
+
 static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free,
                                                    thrift_rows, NULL};
 
@@ -296,6 +352,7 @@ int emb_client_thrift(struct emb_client **out, const struct placement *pl, int d
     te->n_tables = pl->n_tables;
     te->dim = dim;
     te->n_ps = pl->n_ps;
+    te->timeout_ms = timeout_ms;
     te->table_rows = ss_xmalloc((size_t)pl->n_tables * sizeof(int64_t));
     memcpy(te->table_rows, pl->table_rows, (size_t)pl->n_tables * sizeof(int64_t));
     te->ps = ss_xcalloc(te->n_ps, sizeof *te->ps);

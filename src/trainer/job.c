@@ -494,6 +494,44 @@ static void remove_stale(const char *dir, int n)
     }
 }
 
+/* The model is saved at the end: a disk short of it would fail the run
+ * after its training, so that is said before the tables are even made.
+ * The room counts what an earlier run's model there frees (open_run_dir
+ * removes it); a file system that gives no figures passes. */
+static int check_room(const struct ss_config *c, struct ss_err *e)
+{
+    struct model_layout l;
+    struct ss_err ignored = {0};
+    struct statvfs fs;
+    if (!c->output.save_model || !*c->output.dir || ss_mkdir_p(c->output.dir, &ignored) < 0 ||
+        statvfs(c->output.dir, &fs) != 0 || fs.f_blocks == 0 ||
+        model_layout_init(&l, c, &ignored) < 0) /* their own errors come later */
+        return 0;
+    double need = (double)l.n_params * 4, stride = l.dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD);
+    for (int t = 0; t < l.n_tables; t++)
+        need += (double)l.rows[t] * stride * 4;
+    model_layout_free(&l);
+    double room = (double)fs.f_bavail * fs.f_frsize;
+    static const char *const old[] = {"model/tables*.bin", "model/dense.bin", "model/hot*.bin"};
+    for (int i = 0; i < 3; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", c->output.dir, old[i]);
+        glob_t g;
+        struct stat st;
+        if (glob(p, 0, NULL, &g) == 0) {
+            for (size_t k = 0; k < g.gl_pathc; k++)
+                room += stat(g.gl_pathv[k], &st) == 0 ? (double)st.st_size : 0;
+            globfree(&g);
+        }
+    }
+    if (room < need)
+        return ss_fail(e, SS_EIO, "output.dir = %s has %.0f MB free, and the model saved there "
+                       "at the end needs %.0f MB (its tables and dense part): free some space, "
+                       "or name another output.dir (checked before training)", c->output.dir,
+                       room / 1048576, need / 1048576);
+    return 0;
+}
+
 /* The run directory exists and is writable before any training starts. */
 static int open_run_dir(struct job *j, struct ss_err *e)
 {
@@ -506,18 +544,6 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         snprintf(why, sizeof why, "%s", e->msg);
         return ss_fail(e, rc, "output.dir: %s", why);
     }
-    /* the model is saved at the end: a disk short of it now fails the run
-     * after its training, so say so before */
-    double need = (double)j->l.n_params * 4, stride = j->l.dim + (j->c->optim.emb ==
-                                                                  OPT_ROWWISE_ADAGRAD);
-    for (int t = 0; t < j->l.n_tables; t++)
-        need += (double)j->l.rows[t] * stride * 4;
-    struct statvfs fs;
-    if (statvfs(dir, &fs) == 0 && (double)fs.f_bavail * fs.f_frsize < need)
-        return ss_fail(e, SS_EIO, "output.dir = %s has %.0f MB free, and the model saved there "
-                       "at the end needs %.0f MB (its tables and dense part): free some space, "
-                       "or name another output.dir (checked before training)", dir,
-                       (double)fs.f_bavail * fs.f_frsize / 1048576, need / 1048576);
     char p[4096];
     snprintf(p, sizeof p, "%s/config.ini", dir);
     if ((rc = ss_config_save(j->c, p, e)) < 0) {
@@ -2124,9 +2150,9 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     }
     if (!env && (int64_t)c->job.trainers * (c->trainer.worker_threads + 1) > SS_MAX_THREADS) {
         rc = ss_fail(e, SS_EINVAL, "config: job.trainers = %d x (trainer.worker_threads = %d + "
-                     "a shadow thread) is %lld threads in one process, more than the %d it "
-                     "starts: fewer trainers or workers (a cluster job runs each trainer in its "
-                     "own process)", c->job.trainers, c->trainer.worker_threads,
+                     "a shadow thread) is %lld threads in one process, more than the %d one "
+                     "process of shadowsync runs: fewer trainers or workers (a cluster job runs "
+                     "each trainer in its own process)", c->job.trainers, c->trainer.worker_threads,
                      (long long)c->job.trainers * (c->trainer.worker_threads + 1), SS_MAX_THREADS);
         goto out;
     }
@@ -2149,8 +2175,16 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                      "output.eval_every = 0");
         goto out;
     }
-    if ((rc = setup_model(&j, e)) < 0)
+    if ((j.is_master && (rc = check_room(c, e)) < 0) || (rc = setup_model(&j, e)) < 0)
         goto out;
+    if (env && c->embedding.placement != EMB_ON_TRAINERS &&
+        (double)c->trainer.batch_size * j.l.n_tables * j.l.dim * 4 > SS_MAX_FIELD_BYTES) {
+        rc = ss_fail(e, SS_EINVAL, "config: trainer.batch_size = %d x %d tables x model.dim = %d "
+                     "floats is more than the %u bytes one message between a trainer and an "
+                     "embedding PS holds: a smaller trainer.batch_size", c->trainer.batch_size,
+                     j.l.n_tables, j.l.dim, SS_MAX_FIELD_BYTES);
+        goto out;
+    }
     if ((rc = schema_from_config(&j.schema, c, c->data.train, e)) < 0 ||
         (rc = check_schema(&j.schema, &j.l, c->data.train, e)) < 0)
         goto out;
@@ -2363,10 +2397,12 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     struct eval_result ev;
     int rc;
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    int found = stat(dir, &st) == 0, why = errno;
+    if (!found || !S_ISDIR(st.st_mode)) {
         rc = ss_fail(e, SS_EINVAL, "--model %s: %s: name a run's directory (or its model/, a "
                      "checkpoint, a checkpoint.dir)", dir,
-                     errno == ENOENT ? "no such directory" : "not a directory");
+                     found ? "not a directory" : why == ENOENT ? "no such directory"
+                                                           : strerror(why));
         goto out;
     }
     if (!c->data.eval || !*c->data.eval) {
