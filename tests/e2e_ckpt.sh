@@ -58,12 +58,19 @@ check "only the newest 2 checkpoints are kept" test "$(ls $T/ck | wc -l)" = 2
 # (the signals go to shadowsync itself: timeout would pass a second one on)
 first_line() { for i in $(seq 1 400); do grep -q '^\[ *[0-9.]*s\]' $1 && return 0; sleep 0.025; done; return 1; }
 pid_of() { pgrep -f "^$BIN train .*output.dir=$T/$1 "; }
-train stop trainer.worker_threads=1 checkpoint.dir=$T/ckstop > $T/stop1.log 2>&1 &
-bg=$!
-first_line $T/stop1.log
-kill -TERM $(pid_of stop)
-wait $bg
-rc=$?
+# stop_run NAME SIG [section.key=value ...]: trains into $T/NAME (its output in
+# $T/NAME1.log), sends SIG once its first progress line is out; its status in rc1
+stop_run() {
+    _n=$1; _sig=$2; shift 2
+    train $_n "$@" > $T/${_n}1.log 2>&1 &
+    _bg=$!
+    first_line $T/${_n}1.log
+    kill -$_sig $(pid_of $_n)
+    wait $_bg
+    rc1=$?
+}
+stop_run stop TERM trainer.worker_threads=1 checkpoint.dir=$T/ckstop
+rc=$rc1
 M=$T/stop/metrics.json
 check "SIGTERM: the run stops with status 75, saying how to resume ($rc)" \
     sh -c "[ $rc = 75 ] && grep -q 'stopping (SIGTERM): the workers end at their next batch' $T/stop1.log && grep -q '^shadowsync: stopped (SIGTERM) after [0-9]* examples: .*--resume. continues from checkpoint.dir = $T/ckstop' $T/stop1.log"
@@ -88,12 +95,7 @@ check "after SIGTERM, --resume: done% goes on from where the data was left ($FIR
 # ...and under the rates' schedule, which a resume takes up at the checkpoint's count
 LR="optim.warmup_examples=60000 optim.decay_start=80000 optim.decay_examples=120000 optim.decay_to=0.1"
 train full_lr trainer.worker_threads=1 $LR > $T/full_lr.log 2>&1
-train stop_lr trainer.worker_threads=1 checkpoint.dir=$T/ckstop_lr $LR > $T/stop_lr1.log 2>&1 &
-bg=$!
-first_line $T/stop_lr1.log
-kill -TERM $(pid_of stop_lr)
-wait $bg
-rc1=$?
+stop_run stop_lr TERM trainer.worker_threads=1 checkpoint.dir=$T/ckstop_lr $LR
 EXTRA=--resume train stop_lr trainer.worker_threads=1 checkpoint.dir=$T/ckstop_lr $LR > $T/stop_lr2.log 2>&1
 rc=$?
 AT=$(sed -n 's/^# learning rates x[0-9.e-]* at \([0-9]*\) examples.*/\1/p' $T/stop_lr2.log)
@@ -115,12 +117,7 @@ check "data.epochs = 3, stopped in a later pass ($AT examples) and resumed: ever
     sh -c "[ $rc1 = 75 ] && [ $rc = 0 ] && [ '$AT' -gt $N ] && [ '$AT' -lt $((3 * N)) ] && [ '$(json examples $T/stop_ep/metrics.json)' = $((3 * N)) ] && [ '$(json eval_ne $T/stop_ep/metrics.json)' = '$(json eval_ne $T/full_ep/metrics.json)' ]"
 # ...and with BMUF, whose state (w_global, the block momentum) the final
 # checkpoint of a stop keeps, so the resume goes on with it
-train stop_bm job.trainers=2 trainer.worker_threads=1 sync.algo=bmuf checkpoint.dir=$T/ckstop_bm > $T/stop_bm1.log 2>&1 &
-bg=$!
-first_line $T/stop_bm1.log
-kill -TERM $(pid_of stop_bm)
-wait $bg
-rc1=$?
+stop_run stop_bm TERM job.trainers=2 trainer.worker_threads=1 sync.algo=bmuf checkpoint.dir=$T/ckstop_bm
 EXTRA=--resume train stop_bm job.trainers=2 trainer.worker_threads=1 sync.algo=bmuf checkpoint.dir=$T/ckstop_bm > $T/stop_bm2.log 2>&1
 rc=$?
 check "bmuf, stopped and resumed: the stop's checkpoint holds both trainers' BMUF state, every example once ($rc1, $rc)" \
@@ -157,12 +154,7 @@ for path in sys.argv[1:]:
         open(man, "w").write("\n".join(lines))
 PY
 }
-train nan trainer.worker_threads=1 checkpoint.dir=$T/cknan > $T/nan1.log 2>&1 &
-bg=$!
-first_line $T/nan1.log
-kill -TERM $(pid_of nan)
-wait $bg
-rc1=$?
+stop_run nan TERM trainer.worker_threads=1 checkpoint.dir=$T/cknan
 nan_dense $T/cknan/ckpt-*/dense-0.bin
 rm -rf $T/nan/model
 EXTRA=--resume train nan trainer.worker_threads=1 checkpoint.dir=$T/cknan > $T/nan2.log 2>&1
@@ -174,12 +166,8 @@ timeout 60 $BIN eval configs/tiny.ini --set data.eval=$T/d/eval.tsv --model $T/n
 rc=$?
 check "eval of a NaN model ends ($rc), its AUC nan" sh -c "[ $rc != 124 ] && grep -q 'auc.*nan' $T/naneval.log"
 # SIGUSR1 stops the embedded default too
-train usr1 trainer.worker_threads=1 > $T/usr1.log 2>&1 &
-bg=$!
-first_line $T/usr1.log
-kill -USR1 $(pid_of usr1)
-wait $bg
-rc=$?
+stop_run usr1 USR1 trainer.worker_threads=1
+rc=$rc1
 check "SIGUSR1 (embedded): status 75 ($rc), stopped_by SIGUSR1, short of the data ($(json examples $T/usr1/metrics.json) of $N)" \
     sh -c "[ $rc = 75 ] && grep -q '\"stopped_by\": \"SIGUSR1\"' $T/usr1/metrics.json && [ $(json examples $T/usr1/metrics.json) -lt $N ]"
 # a stop once the training has ended (here in the final eval) stops nothing: status 0,

@@ -193,29 +193,31 @@ check "a sync PS stalled after the last sync round: no other rank is named as st
 check "a sync PS stalled after the last sync round: the master names it" \
     grep -qE "^shadowsync: trainer 0 \(rank 0 on [^)]*\): (sync_ps 0 \(rank 4 on [^)]*\) has not been heard from for 6 s|the job's end has waited 6 s \(twice sync.timeout_s\) for the figures of sync_ps 0 \(rank 4 )" $T/stall-syncps-end.log
 
+# split_job NAME LIMIT_S DATA [section.key=value ...]: 2 trainers, 1 embedding
+# PS, 1 EASGD sync PS; trainer 1 reads DATA, the others $T/d/train.tsv; its
+# status in rc, its seconds in took
+split_job() {
+    jn=$1; lim=$2; data1=$3; shift 3
+    step "job $jn"
+    t0=$(date +%s)
+    sj="configs/tiny.ini --set job.bind=127.0.0.1 --set trainer.worker_threads=1 --set data.eval=$T/d/eval.tsv --set output.dir=$T/$jn --set job.trainers=2 --set job.embedding_ps=1 --set job.sync_ps=1 --set sync.algo=easgd"
+    for s in "$@"; do sj="$sj --set $s"; done
+    timeout -k 10 $lim $MPIRUN -np 1 $BIN train $sj --set data.train=$T/d/train.tsv : \
+        -np 1 $BIN train $sj --set data.train=$data1 : \
+        -np 2 $BIN train $sj --set data.train=$T/d/train.tsv > $T/$jn.log 2>&1
+    rc=$?; took=$(( $(date +%s) - t0 ))
+}
 # one trainer fails in its own start (here its data file is missing; a
 # device that cannot be used, a bad checkpoint file): the job ends at
 # once, naming it, rather than leave the others waiting on it
-step "job startfail"
-t0=$(date +%s)
-SF="configs/tiny.ini --set job.bind=127.0.0.1 --set trainer.worker_threads=1 --set data.eval=$T/d/eval.tsv --set output.dir=$T/startfail --set job.trainers=2 --set job.embedding_ps=1 --set job.sync_ps=1 --set sync.algo=easgd"
-timeout -k 10 60 $MPIRUN -np 1 $BIN train $SF --set data.train=$T/d/train.tsv : \
-    -np 1 $BIN train $SF --set data.train=$T/missing.tsv : \
-    -np 2 $BIN train $SF --set data.train=$T/d/train.tsv > $T/startfail.log 2>&1
-rc=$?; took=$(( $(date +%s) - t0 ))
+split_job startfail 60 $T/missing.tsv
 check "a trainer that fails in its own start ends the job at once, naming its error ($rc, $took s)" \
     sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): $T/missing.tsv: No such file' $T/startfail.log"
 # one trainer's worker fails mid-run (its gzip file is cut short) while the
 # master has 30 passes of data left, with checkpoints on (the other
 # trainers serve the master's snapshots): the job ends at once, naming it
-step "job workfail"
 gzip -1 -c $T/d/train.tsv | head -c 3000000 > $T/cut.gz
-t0=$(date +%s)
-WF="configs/tiny.ini --set job.bind=127.0.0.1 --set trainer.worker_threads=1 --set data.eval=$T/d/eval.tsv --set output.dir=$T/workfail --set job.trainers=2 --set job.embedding_ps=1 --set job.sync_ps=1 --set sync.algo=easgd --set checkpoint.dir=$T/ck-wf --set checkpoint.interval_s=0.3 --set data.epochs=30"
-timeout -k 10 120 $MPIRUN -np 1 $BIN train $WF --set data.train=$T/d/train.tsv : \
-    -np 1 $BIN train $WF --set data.train=$T/cut.gz : \
-    -np 2 $BIN train $WF --set data.train=$T/d/train.tsv > $T/workfail.log 2>&1
-rc=$?; took=$(( $(date +%s) - t0 ))
+split_job workfail 120 $T/cut.gz checkpoint.dir=$T/ck-wf checkpoint.interval_s=0.3 data.epochs=30
 check "a non-master trainer's failed worker ends the job at once, checkpoints on ($rc, $took s)" \
     sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): $T/cut.gz: the gzip stream is truncated' $T/workfail.log"
 for vr in 2:embedding_ps 4:sync_ps 5:reader; do
