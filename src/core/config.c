@@ -541,9 +541,11 @@ static int check_lines(const char *text, const char *path, GHashTable *seen, str
             continue;
         }
         char *eq = strchr(s, '=');
-        if (!eq) {
-            rc = ss_fail(e, SS_EFORMAT, "config %s:%d: \"%s\" is neither a [section], a key = "
-                         "value nor a # comment", path, n + 1, s);
+        if (!eq) { /* shown escaped: a binary file's bytes are no text for a terminal */
+            char *shown = g_strescape(s, NULL);
+            rc = ss_fail(e, SS_EFORMAT, "config %s:%d: \"%.200s\" is neither a [section], a "
+                         "key = value nor a # comment", path, n + 1, shown);
+            g_free(shown);
             continue;
         }
         if (!*group) {

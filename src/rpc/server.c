@@ -14,6 +14,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -320,10 +321,21 @@ static void *accept_loop(void *arg)
             if (s->conn_fd[i] < 0)
                 slot = i;
         if (slot < 0) {
+            int stopping = s->stopping;
             pthread_mutex_unlock(&s->mu);
+            if (!stopping)
+                fprintf(stderr, "shadowsync: a service holds %d connections, its most: a new "
+                        "one was closed\n", MAX_CONN);
             close(fd);
             continue;
         }
+        /* a peer whose host vanished (no FIN, no RST) frees its slot within
+         * about 2 minutes rather than at the job's end */
+        int on = 1, idle = 60, every = 10, probes = 6;
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &every, sizeof every);
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
         s->conn_fd[slot] = fd;
         s->n_conn++;
         pthread_mutex_unlock(&s->mu);
