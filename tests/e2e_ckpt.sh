@@ -215,6 +215,10 @@ check "--resume DIR without checkpoint.dir goes on checkpointing into DIR" grep 
 check "a checkpoint without MANIFEST is skipped" grep -q "skipping checkpoint $T/ck/ckpt-999999: .*no MANIFEST" $T/run3.log
 check "a damaged checkpoint is skipped, naming the part" grep -q "skipping checkpoint $NEWEST: .*tables.bin" $T/run3.log
 check "...and the one before is resumed, every example once" sh -c "[ $rc = 0 ] && grep -q 'resuming from $OLDER' $T/run3.log && [ \"$(json examples $T/run3/metrics.json)\" = $N ]"
+mkdir -p $T/ckmeta && cp -r $(dirname $(ls $T/ck/ckpt-*/MANIFEST | tail -1)) $T/ckmeta/ && sed -i 's/^meta examples .*/meta examples -5/' $T/ckmeta/*/MANIFEST
+$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/meta --resume $T/ckmeta > $T/meta.log 2>&1
+check "a MANIFEST whose figures are no counts is refused, naming the line" \
+    sh -c "[ $? != 0 ] && grep -q 'MANIFEST: meta examples = -5 is no count' $T/meta.log"
 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --resume $T/d > $T/none.log 2>&1
 rc=$?
 check "--resume with no checkpoint: a clear error" sh -c "[ $rc != 0 ] && grep -q 'no checkpoint to resume from' $T/none.log"

@@ -268,6 +268,14 @@ rc=$?
 check "after SIGUSR1, --resume: exits 0, every example once ($(json examples $T/usr1b/metrics.json) of 400000)" \
     sh -c "[ $rc = 0 ] && [ $(json examples $T/usr1b/metrics.json) = 400000 ]"
 
+# a checkpoint of trainers that read their own shares cannot be taken up by
+# one process's one reader: refused, naming the way
+cluster ownck sync.algo=easgd data.max_examples=20000 checkpoint.dir=$T/ownck
+$BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=easgd --set data.train=$T/d/train.tsv \
+    --set data.eval= --set output.dir=$T/ownck-embedded --resume $T/ownck > $T/ownck-embedded.log 2>&1
+check "a cluster checkpoint of own shares resumed in one process: refused, naming tools/submit --resume" \
+    sh -c "[ $? = 1 ] && grep -q 'written by a cluster job whose 2 trainers read their own shares of data.train: resume it as one (tools/submit' $T/ownck-embedded.log"
+
 # SIGUSR1 over and over to every rank once the training has ended (the master's final eval
 # over its connections to the PS): no call fails for it (the signals wait for a thread of
 # their own, so none interrupts a socket's recv), and the job ends as it would, status 0

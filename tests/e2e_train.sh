@@ -225,6 +225,11 @@ check "data.format = auto with a column key set reads the columns' way (hashed i
     sh -c "[ $? = 0 ] && [ \"$(json examples $T/autohash/metrics.json)\" = $N ] && [ \"$(json train_ne $T/autohash/metrics.json)\" != \"$(json train_ne $T/one/metrics.json)\" ]"
 train trunc --set data.train=$T/trunc.bin
 check "a truncated shard is refused" grep -q 'truncated' $T/trunc.log
+cp $T/shards/part-00000.bin $T/label7.bin
+printf '\000\000\340\100' | dd of=$T/label7.bin bs=1 seek=64 conv=notrunc 2> /dev/null # label 7.0
+train label7 --set data.train=$T/label7.bin
+check "a shard record of label 7 is refused as corrupt, naming the record" \
+    sh -c "[ $? = 1 ] && grep -q 'label7.bin: corrupt shard at record 0 (a label other than 0 or 1' $T/label7.log"
 
 # bad lines are counted, reported by file:line and skipped
 head -100 $T/d/train.tsv > $T/bad.tsv

@@ -542,6 +542,13 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
         batch_reserve_ids(b, pos + (size_t)k);
         memcpy(&b->label[i], p, 4);
         memcpy(b->dense + (size_t)i * (size_t)nd, p + 4, 4 * (size_t)nd);
+        int ok = b->label[i] == 0 || b->label[i] == 1; /* what convert writes: else damage */
+        for (int d = 0; ok && d < nd; d++)
+            ok = isfinite(b->dense[(size_t)i * (size_t)nd + (size_t)d]);
+        if (!ok)
+            return ss_fail(e, SS_EFORMAT, "%s: corrupt shard at record %llu (a label other than "
+                           "0 or 1, or a dense value that is no finite number)", r->files[r->cur],
+                           (unsigned long long)r->rec);
         for (int t = 0; t < T; t++) {
             uint32_t l;
             memcpy(&l, lens + 4 * (size_t)t, 4);

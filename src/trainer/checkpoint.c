@@ -268,7 +268,9 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
         } else if (!strcmp(line, "end\n")) {
             ended = 1;
         } else if (sscanf(line, "meta %47s %lf", name, &v) == 2) {
-            if (m && m->n < MAX_META) {
+            if (!(v >= 0 && v < 0x1p62)) /* counts and sums, every one: NaN fails too */
+                rc = ss_fail(e, SS_EFORMAT, "%s: meta %s = %g is no count", p, name, v);
+            else if (m && m->n < MAX_META) {
                 snprintf(m->key[m->n], sizeof m->key[0], "%.47s", name);
                 m->val[m->n++] = v;
             }

@@ -2009,6 +2009,12 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
                            "through reader services, job.readers >= 1, may resume with other "
                            "trainers; this one was not)",
                            j->resumed_from, j->resumed_trainers, j->resumed_trainers);
+        snprintf(p, sizeof p, "%s/reader-1.pos", j->resumed_from);
+        if (!env && access(p, F_OK) == 0) /* one reader here cannot take up several shares */
+            return ss_fail(e, SS_EINVAL, "%s was written by a cluster job whose %d trainers read "
+                           "their own shares of data.train: resume it as one (tools/submit "
+                           "CONFIG ... --resume), not in one process", j->resumed_from,
+                           j->resumed_trainers);
         snprintf(p, sizeof p, "%s/reader-%d.pos", j->resumed_from, env ? env->index : 0);
         if ((rc = reader_load_pos(j->reader, p, e)) < 0)
             return rc;
