@@ -24,6 +24,8 @@
 #include <string.h>
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -194,6 +196,15 @@ static int prerun_checks(const struct ss_config *c, const char *resume, struct s
             rc = ss_fail(e, SS_EIO, "checkpoint.dir = %s cannot hold checkpoints: %s (checked "
                          "before training)", c->checkpoint.dir,
                          *why.msg ? why.msg : strerror(errno));
+    }
+    if (rc == 0 && *c->checkpoint.dir) { /* one run at a time: two would delete each other's */
+        char p[4200];
+        snprintf(p, sizeof p, "%s/.lock", c->checkpoint.dir);
+        int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* held until this process ends */
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+            rc = ss_fail(e, SS_EINVAL, "checkpoint.dir = %s is in use by another run (its lock, "
+                         "%s, is held): give this run another checkpoint.dir", c->checkpoint.dir,
+                         p);
     }
     if (rc == 0 && c->data.eval && *c->data.eval)
         rc = reader_check_eval(c->data.train, c->data.eval, e);

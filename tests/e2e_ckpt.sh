@@ -165,6 +165,16 @@ cp -r $T/stop/model $T/nanmodel && nan_dense $T/nanmodel/dense.bin
 timeout 60 $BIN eval configs/tiny.ini --set data.eval=$T/d/eval.tsv --model $T/nanmodel > $T/naneval.log 2>&1
 rc=$?
 check "eval of a NaN model ends ($rc), its AUC nan" sh -c "[ $rc != 124 ] && grep -q 'auc.*nan' $T/naneval.log"
+# two runs on one checkpoint.dir at once: the second is refused (each would
+# delete the other's checkpoints)
+train lock1 trainer.worker_threads=1 checkpoint.dir=$T/cklock > $T/lock1.log 2>&1 &
+bg=$!
+first_line $T/lock1.log
+train lock2 trainer.worker_threads=1 checkpoint.dir=$T/cklock > $T/lock2.log 2>&1
+rc=$?
+wait $bg
+check "a second run on a checkpoint.dir in use is refused, naming it; the first goes on ($rc, $?)" \
+    sh -c "[ $rc = 1 ] && grep -q 'checkpoint.dir = $T/cklock is in use by another run' $T/lock2.log && [ \"$(json examples $T/lock1/metrics.json)\" = $N ]"
 # SIGUSR1 stops the embedded default too
 stop_run usr1 USR1 trainer.worker_threads=1
 rc=$rc1
