@@ -225,6 +225,10 @@ check "data.format = auto with a column key set reads the columns' way (hashed i
     sh -c "[ $? = 0 ] && [ \"$(json examples $T/autohash/metrics.json)\" = $N ] && [ \"$(json train_ne $T/autohash/metrics.json)\" != \"$(json train_ne $T/one/metrics.json)\" ]"
 train trunc --set data.train=$T/trunc.bin
 check "a truncated shard is refused" grep -q 'truncated' $T/trunc.log
+mkdir -p $T/mixed && cp $T/shards/part-00000.bin $T/mixed/ && head -100 $T/d/train.tsv > $T/mixed/zz.tsv
+train mixrun --set data.train=$T/mixed --set data.eval=
+check "a directory of shards and text: the kind left out is said, with a file of it" \
+    sh -c "[ $? = 0 ] && grep -q 'warning: $T/mixed: 1 of its 2 files are left out (binary shards (.bin), e.g. $T/mixed/part-00000.bin): it is read as text' $T/mixrun.log && [ \"$(json examples $T/mixrun/metrics.json)\" = 100 ]"
 cp $T/shards/part-00000.bin $T/label7.bin
 printf '\000\000\340\100' | dd of=$T/label7.bin bs=1 seek=64 conv=notrunc 2> /dev/null # label 7.0
 train label7 --set data.train=$T/label7.bin

@@ -486,6 +486,15 @@ static void shard_close(struct reader *r)
     r->cur++;
 }
 
+/* The first of files that a reader of binary (or text) files leaves out. */
+static const char *first_left_out(char **files, int n, int binary)
+{
+    for (int i = 0; i < n; i++)
+        if (reader_has_suffix(files[i], ".bin") != binary)
+            return files[i];
+    return "?";
+}
+
 static int corrupt(struct reader *r, struct ss_err *e)
 {
     return ss_fail(e, SS_EFORMAT, "%s: corrupt shard at record %llu", r->files[r->cur],
@@ -611,6 +620,17 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     r->epochs = 1;
     int binary = s->format == FMT_BINARY;
     int rc = reader_list_files(path, binary ? PICK_BINARY : PICK_TEXT, &r->files, &r->n_files, e);
+    char **all;
+    int n_all;
+    struct ss_err ignored = {0};
+    if (!rc && reader_list_files(path, PICK_ALL, &all, &n_all, &ignored) == 0) {
+        if (n_all > r->n_files) /* a directory of shards and text: only one kind is read */
+            fprintf(stderr, "shadowsync: warning: %s: %d of its %d files are left out (%s, "
+                    "e.g. %s): it is read as %s\n", path, n_all - r->n_files, n_all,
+                    binary ? "no binary shards (.bin)" : "binary shards (.bin)",
+                    first_left_out(all, n_all, binary), binary ? "binary shards" : "text");
+        reader_free_files(all, n_all);
+    }
     if (!rc && binary)
         rc = check_shards(r, e);
     if (rc) {
