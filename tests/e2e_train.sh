@@ -229,6 +229,10 @@ mkdir -p $T/mixed && cp $T/shards/part-00000.bin $T/mixed/ && head -100 $T/d/tra
 train mixrun --set data.train=$T/mixed --set data.eval=
 check "a directory of shards and text: the kind left out is said, with a file of it" \
     sh -c "[ $? = 0 ] && grep -q 'warning: $T/mixed: 1 of its 2 files are left out (binary shards (.bin), e.g. $T/mixed/part-00000.bin): it is read as text' $T/mixrun.log && [ \"$(json examples $T/mixrun/metrics.json)\" = 100 ]"
+$BIN convert $CFG --in $T/d/eval.tsv --out $T/sh17 --set data.cat_cols=14-30 > /dev/null 2>&1
+train sh17run --set data.eval=$T/sh17
+check "eval shards of another schema: refused before training, naming data.eval" \
+    sh -c "[ $? = 1 ] && grep -q 'data.eval = $T/sh17: the data has 13 dense and 17 categorical features, the model' $T/sh17run.log && ! [ -e $T/sh17run/progress.csv ]"
 cp $T/shards/part-00000.bin $T/label7.bin
 printf '\000\000\340\100' | dd of=$T/label7.bin bs=1 seek=64 conv=notrunc 2> /dev/null # label 7.0
 train label7 --set data.train=$T/label7.bin

@@ -758,13 +758,15 @@ static void teardown_model(struct job *j)
     model_layout_free(&j->l);
 }
 
-static int check_schema(const struct schema *s, const struct model_layout *l, const char *path,
-                        struct ss_err *e)
+/* key's data (its schema s: a text config's columns, or binary shards'
+ * header) fits the model, checked before training. */
+static int check_schema(const struct schema *s, const struct model_layout *l, const char *key,
+                        const char *path, struct ss_err *e)
 {
-    if (s->format != FMT_BINARY && (s->n_dense != l->n_dense || s->n_cat != l->n_tables))
+    if (s->n_dense != l->n_dense || s->n_cat != l->n_tables)
         return ss_fail(e, SS_EINVAL,
-                       "%s: the data has %d dense and %d categorical features, the model "
-                       "(model.bottom, model.rows / data.cat_cols) expects %d and %d",
+                       "%s = %s: the data has %d dense and %d categorical features, the model "
+                       "(model.bottom, model.rows / data.cat_cols) expects %d and %d", key,
                        path, s->n_dense, s->n_cat, l->n_dense, l->n_tables);
     return 0;
 }
@@ -2192,7 +2194,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     }
     if ((rc = schema_from_config(&j.schema, c, c->data.train, e)) < 0 ||
-        (rc = check_schema(&j.schema, &j.l, c->data.train, e)) < 0)
+        (rc = check_schema(&j.schema, &j.l, "data.train", c->data.train, e)) < 0)
+        goto out;
+    struct schema es; /* the eval data too: else it fails only after the training */
+    if (j.is_master && c->data.eval && *c->data.eval &&
+        ((rc = schema_from_config(&es, c, c->data.eval, e)) < 0 ||
+         (rc = check_schema(&es, &j.l, "data.eval", c->data.eval, e)) < 0))
         goto out;
     if (j.is_master && (rc = open_run_dir(&j, e)) < 0)
         goto out;
