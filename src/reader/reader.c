@@ -865,7 +865,9 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
                        files ? "by whole files" : "line by line", files ? "lines" : "files");
     if (p->files_hash != files_hash(r))
         return ss_fail(e, SS_EINVAL, "reader position: taken over other files than the %d of "
-                       "this data path (were files added, removed or renamed?)", r->n_files);
+                       "this data path (data.train; its files are told by their paths as "
+                       "given: were files added, removed or renamed, or is the path spelled "
+                       "otherwise than in the run that wrote it?)", r->n_files);
     if (p->cur < 0 || p->cur > r->n_files || r->is_open || r->handed)
         return ss_fail(e, SS_EINVAL, "reader position: file %d of %d, or the reader has started",
                        p->cur, r->n_files);
@@ -946,6 +948,10 @@ int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
     int ok = got == sizeof pos || got == offsetof(struct reader_pos, epoch);
     if (f)
         fclose(f);
+    if (!f)
+        return ss_fail(e, SS_EFORMAT, "%s: no reader's position there: the checkpoint was "
+                       "written by other readers (job.readers, job.trainers reading their own "
+                       "shares) than this run's", path);
     if (!ok)
         return ss_fail(e, SS_EFORMAT, "%s: cannot read a reader's position", path);
     return reader_seek(r, &pos, e);
