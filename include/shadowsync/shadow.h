@@ -196,10 +196,11 @@ int shadow_request(struct shadow *s);
 void shadow_hold(struct shadow *s, int held);
 /* The trainer's data has ended (all its workers are out of their loops). */
 void shadow_data_done(struct shadow *s);
-/* Waits for the final sync; the algorithm's state stays (shadow_state)
- * until shadow_join. */
-void shadow_wait(struct shadow *s);
-/* Waits for the final sync; returns its status and frees the thread. */
+/* Waits for the final sync; returns its status (e: its error) and the
+ * syncs made. The algorithm's state stays readable (shadow_state, for the
+ * final checkpoint) until shadow_join. */
+int shadow_wait(struct shadow *s, int64_t *syncs, struct ss_err *e);
+/* shadow_wait, then frees the thread's state. */
 int shadow_join(struct shadow *s, int64_t *syncs, struct ss_err *e);
 int64_t shadow_syncs(struct shadow *s);  /* rounds so far, any thread */
 /* The algorithm's state arrays (n floats each, live: read them while the

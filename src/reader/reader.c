@@ -943,15 +943,16 @@ int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
     struct reader_pos pos;
     memset(&pos, 0, sizeof pos);
     FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(&pos, 1, sizeof pos, f) : 0;
-    /* one written before data.epochs ends before the pass: the first */
-    int ok = got == sizeof pos || got == offsetof(struct reader_pos, epoch);
-    if (f)
-        fclose(f);
-    if (!f)
+    if (!f && errno == ENOENT)
         return ss_fail(e, SS_EFORMAT, "%s: no reader's position there: the checkpoint was "
                        "written by other readers (job.readers, job.trainers reading their own "
                        "shares) than this run's", path);
+    if (!f)
+        return ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno));
+    size_t got = fread(&pos, 1, sizeof pos, f);
+    fclose(f);
+    /* one written before data.epochs ends before the pass: the first */
+    int ok = got == sizeof pos || got == offsetof(struct reader_pos, epoch);
     if (!ok)
         return ss_fail(e, SS_EFORMAT, "%s: cannot read a reader's position", path);
     return reader_seek(r, &pos, e);

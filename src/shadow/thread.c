@@ -186,21 +186,21 @@ int64_t shadow_syncs(struct shadow *s)
     return strcmp(s->algo->name, "none") ? n : 0; /* none moves nothing */
 }
 
-void shadow_wait(struct shadow *s)
+int shadow_wait(struct shadow *s, int64_t *syncs, struct ss_err *e)
 {
     if (!s->ended)
         pthread_join(s->th, NULL);
     s->ended = 1;
+    if (s->rc < 0 && e)
+        *e = s->err;
+    if (syncs)
+        *syncs = strcmp(s->algo->name, "none") ? s->done - s->unasked : 0;
+    return s->rc;
 }
 
 int shadow_join(struct shadow *s, int64_t *syncs, struct ss_err *e)
 {
-    shadow_wait(s);
-    int rc = s->rc;
-    if (rc < 0 && e)
-        *e = s->err;
-    if (syncs)
-        *syncs = strcmp(s->algo->name, "none") ? s->done - s->unasked : 0;
+    int rc = shadow_wait(s, syncs, e);
     if (s->algo->free)
         s->algo->free(&s->ctx);
     pthread_mutex_destroy(&s->mu);

@@ -74,8 +74,6 @@ struct trainer {
     float *stage, *snap;        /* ...and the shadow thread's staging copy, as pulled */
     int pinned;                 /* stage and snap page-locked (gpu_host_register) */
     struct shadow *shadow;
-    float *kept[4];             /* its algorithm's state after the final sync, for the final */
-    int n_kept;                 /* checkpoint (a stop's: the resume goes on from it) */
     struct worker *workers;
     int workers_left;           /* under job->mu; the last one out ends the data */
     int64_t syncs;
@@ -474,24 +472,44 @@ static void schedule_note(const struct job *j)
         printf(" counted over the job's examples\n");
 }
 
-/* Removes the first n of the run directory's files a run writes at its end
- * (the model's first). */
-static void remove_stale(const char *dir, int n)
+/* The files a run writes at its end in its directory, the model's (the
+ * first MODEL_FILES) first. */
+static const char *const run_end_files[] = {"model/tables*.bin", "model/dense.bin",
+                                            "model/hot.bin",     "model/hot-rows.bin",
+                                            "metrics.json",      "roles.json",
+                                            "placement.txt",     "placement.json"};
+enum { MODEL_FILES = 4 };
+
+/* Removes the first n of run_end_files in dir (remove = 1), or sums their
+ * bytes. */
+static double stale_files(const char *dir, int n, int remove)
 {
-    static const char *const stale[] = {"model/tables*.bin", "model/dense.bin",
-                                        "model/hot.bin",     "model/hot-rows.bin",
-                                        "metrics.json",      "roles.json",
-                                        "placement.txt",     "placement.json"};
     char p[4200];
+    double bytes = 0;
     for (int i = 0; i < n; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, stale[i]);
+        snprintf(p, sizeof p, "%s/%s", dir, run_end_files[i]);
         glob_t g;
+        struct stat st;
         if (glob(p, 0, NULL, &g) == 0) {
             for (size_t k = 0; k < g.gl_pathc; k++)
-                unlink(g.gl_pathv[k]);
+                if (remove)
+                    unlink(g.gl_pathv[k]);
+                else if (stat(g.gl_pathv[k], &st) == 0)
+                    bytes += (double)st.st_size;
             globfree(&g);
         }
     }
+    return bytes;
+}
+
+/* The bytes of the model's embedding tables, each row with its optimizer's
+ * state. */
+static double tables_bytes(const struct model_layout *l, const struct ss_config *c)
+{
+    double bytes = 0, stride = l->dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD);
+    for (int t = 0; t < l->n_tables; t++)
+        bytes += (double)l->rows[t] * stride * 4;
+    return bytes;
 }
 
 /* The model is saved at the end: a disk short of it would fail the run
@@ -507,23 +525,9 @@ static int check_room(const struct ss_config *c, struct ss_err *e)
         statvfs(c->output.dir, &fs) != 0 || fs.f_blocks == 0 ||
         model_layout_init(&l, c, &ignored) < 0) /* their own errors come later */
         return 0;
-    double need = (double)l.n_params * 4, stride = l.dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD);
-    for (int t = 0; t < l.n_tables; t++)
-        need += (double)l.rows[t] * stride * 4;
+    double need = (double)l.n_params * 4 + tables_bytes(&l, c);
     model_layout_free(&l);
-    double room = (double)fs.f_bavail * fs.f_frsize;
-    static const char *const old[] = {"model/tables*.bin", "model/dense.bin", "model/hot*.bin"};
-    for (int i = 0; i < 3; i++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/%s", c->output.dir, old[i]);
-        glob_t g;
-        struct stat st;
-        if (glob(p, 0, NULL, &g) == 0) {
-            for (size_t k = 0; k < g.gl_pathc; k++)
-                room += stat(g.gl_pathv[k], &st) == 0 ? (double)st.st_size : 0;
-            globfree(&g);
-        }
-    }
+    double room = (double)fs.f_bavail * fs.f_frsize + stale_files(c->output.dir, MODEL_FILES, 0);
     if (room < need)
         return ss_fail(e, SS_EIO, "output.dir = %s has %.0f MB free, and the model saved there "
                        "at the end needs %.0f MB (its tables and dense part): free some space, "
@@ -557,7 +561,7 @@ static int open_run_dir(struct job *j, struct ss_err *e)
      * run that fails writes none), and its plan where this run makes none
      * (a cluster job's master and one-process DES wrote theirs already) */
     int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
-    remove_stale(dir, planned ? 6 : 8);
+    stale_files(dir, planned ? 6 : 8, 1);
     return 0;
 }
 
@@ -678,9 +682,7 @@ static int setup_model(struct job *j, struct ss_err *e)
     if (j->env) /* the tables live on the embedding PSs */
         return j->env->make_emb(j->env->arg, &j->emb, e);
     struct emb_opts eo = emb_opts_from_config(c, j->l.n_tables, j->l.dim, j->l.rows);
-    double mb = 0;
-    for (int t = 0; t < j->l.n_tables; t++)
-        mb += j->l.rows[t] * (j->l.dim + (eo.opt == OPT_ROWWISE_ADAGRAD)) * 4.0 / 1e6;
+    double mb = tables_bytes(&j->l, c) / 1e6;
     FILE *say = j->say ? j->say : stdout;
     if (mb > 200 && !c->output.quiet)
         fprintf(say, "# initializing %d embedding tables (%.0f MB)...\n", j->l.n_tables, mb),
@@ -1244,16 +1246,8 @@ static int finish_trainers(struct job *j, struct ss_err *e)
     int from_shadow = 0;
     for (int t = 0; t < j->n_tr; t++) {
         struct ss_err se = {0};
-        struct trainer *tr = &j->tr[t];
-        shadow_wait(tr->shadow);
-        float *arrays[4];
-        tr->n_kept = j->c->checkpoint.dir[0] ? shadow_state(tr->shadow, arrays) : 0;
-        for (int i = 0; i < tr->n_kept; i++) {
-            tr->kept[i] = ss_aligned(j->n_sync * sizeof(float));
-            memcpy(tr->kept[i], arrays[i], j->n_sync * sizeof(float));
-        }
-        int src = shadow_join(j->tr[t].shadow, &j->tr[t].syncs, &se);
-        j->tr[t].shadow = NULL;
+        /* joined only in free_trainers: its state goes into the final checkpoint */
+        int src = shadow_wait(j->tr[t].shadow, &j->tr[t].syncs, &se);
         if (src < 0 && !from_shadow) {
             rc = src, from_shadow = 1;
             *e = se;
@@ -1281,8 +1275,8 @@ static void free_trainers(struct job *j)
             gpu_host_unregister(j->tr[t].stage), gpu_host_unregister(j->tr[t].snap);
         free(j->tr[t].stage);
         free(j->tr[t].snap);
-        for (int i = 0; i < j->tr[t].n_kept; i++)
-            free(j->tr[t].kept[i]);
+        if (j->tr[t].shadow) /* ended (finish_trainers) */
+            shadow_join(j->tr[t].shadow, NULL, NULL);
     }
     free(j->tr);
     for (int t = 0; j->coll && t < j->n_tr; t++)
@@ -1820,11 +1814,8 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
         snprintf(p, sizeof p, "%s/state-%d.bin", dir, first + t);
         if (rc == 0)
             rc = dense_save(j->tr[t].state, n, &j->l, p, e);
-        float *arrays[4], **kept = j->tr[t].kept;
-        int m = rc < 0 ? 0 : j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays)
-                                             : j->tr[t].n_kept;
-        if (!j->tr[t].shadow)
-            memcpy(arrays, kept, sizeof arrays);
+        float *arrays[4];
+        int m = rc == 0 && j->tr[t].shadow ? shadow_state(j->tr[t].shadow, arrays) : 0;
         for (int i = 0; rc == 0 && i < m; i++) {
             snprintf(p, sizeof p, "%s/sync-%d-%d.bin", dir, first + t, i);
             rc = dense_save(arrays[i], n, &j->l, p, e);
@@ -2315,7 +2306,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     mid_eval_end(&j, ss_halt_signal() != 0, f.examples);
     if (c->output.save_model && (rc = save_model(&j, w, e)) < 0) { /* kept if the eval fails */
         if (!env) /* no half-written model passes for one */
-            remove_stale(c->output.dir, 4);
+            stale_files(c->output.dir, MODEL_FILES, 1);
         goto out;
     }
     if (c->data.eval && *c->data.eval) {
