@@ -1301,6 +1301,115 @@ static void test_tell_seek(void)
     free(lb);
 }
 
+/* A position applies only to its file unchanged: one grown since, or
+ * edited so that no line starts at its place (same size), is refused,
+ * naming the file; a position of the older layout (no size) still
+ * resumes, and its gzip text is checked for the line start too. */
+static void test_pos_changed_data(void)
+{
+    char dir[256], bin[256], a_path[300], posf[300];
+    struct schema s, bs;
+    struct ss_err e = {0};
+    int rc = two_files("posch", 600, 0, 100, 300, dir, bin, &s, &bs, &e);
+    snprintf(a_path, sizeof a_path, "%s/a.tsv", dir);
+    path_of(posf, sizeof posf, "posch.pos");
+    size_t n;
+    char *orig = read_all(a_path, &n);
+    struct reader *r;
+    struct batch b;
+    batch_init(&b, 64, s.n_dense, s.n_cat);
+    reader_open(&r, dir, &s, 0, 0, &e);
+    for (int i = 0; i < 3; i++)
+        reader_next(r, &b, &e);
+    struct reader_pos pos;
+    reader_tell(r, &pos);
+    rc |= reader_save_pos(r, posf, &e);
+    reader_close(r);
+    CHECK(rc == 0 && pos.cur == 0 && pos.is_open && pos.cur_bytes == (int64_t)n &&
+              pos.offset > 1 && (size_t)pos.offset < n && orig[pos.offset - 1] == '\n',
+          "a text position holds its file's size and a line's start", "rc %d, cur %d, bytes "
+          "%lld of %zu, offset %lld: %s", rc, pos.cur, (long long)pos.cur_bytes, n,
+          (long long)pos.offset, e.msg);
+    /* grown since */
+    char *more = malloc(n + 64);
+    memcpy(more, orig, n);
+    memcpy(more + n, orig, 60);
+    write_file("posch/a.tsv", more, n + 60);
+    reader_open(&r, dir, &s, 0, 0, &e);
+    rc = reader_load_pos(r, posf, &e);
+    reader_close(r);
+    CHECK(rc < 0 && strstr(e.msg, "a.tsv: is ") && strstr(e.msg, "has changed since") &&
+              strstr(e.msg, "without --resume"),
+          "a position in a text file grown since is refused, naming the file and both sizes",
+          "rc %d: %s", rc, e.msg);
+    /* the same size, the line moved by one byte */
+    memcpy(more, orig, n);
+    more[pos.offset - 1] = more[pos.offset - 2];
+    more[pos.offset - 2] = '\n';
+    write_file("posch/a.tsv", more, n);
+    reader_open(&r, dir, &s, 0, 0, &e);
+    rc = reader_load_pos(r, posf, &e);
+    reader_close(r);
+    CHECK(rc < 0 && strstr(e.msg, "no line starts at byte") && strstr(e.msg, "a.tsv"),
+          "a position in a text file of the same size edited since is refused (no line starts "
+          "there)", "rc %d: %s", rc, e.msg);
+    /* an older position (no size): the line start is still checked, in gzip text too */
+    char gzdir[300];
+    path_of(gzdir, sizeof gzdir, "poschgz");
+    mkdir(gzdir, 0755);
+    gzip_file("posch/a.tsv", "poschgz/a.tsv.gz", 1, 0);
+    struct reader_pos old = pos;
+    old.cur_bytes = -1;
+    old.files_hash = 0;
+    reader_open(&r, gzdir, &s, 0, 0, &e);
+    reader_tell(r, &pos); /* (only for the list's hash) */
+    old.files_hash = pos.files_hash;
+    rc = reader_seek(r, &old, &e);
+    reader_close(r);
+    CHECK(rc < 0 && strstr(e.msg, "no line starts at byte") && strstr(e.msg, "uncompressed"),
+          "a position of the older layout over gzip text edited since is refused", "rc %d: %s",
+          rc, e.msg);
+    write_file("posch/a.tsv", orig, n);
+    gzip_file("posch/a.tsv", "poschgz/a.tsv.gz", 1, 0);
+    reader_open(&r, gzdir, &s, 0, 0, &e);
+    rc = reader_seek(r, &old, &e);
+    int64_t got = 0;
+    while (rc == 0 && reader_next(r, &b, &e) == 0 && b.n > 0)
+        got += b.n;
+    reader_close(r);
+    CHECK(rc == 0 && got == 600 - 192, "a position of the older layout over the same gzip text "
+          "resumes the rest", "rc %d, %lld examples: %s", rc, (long long)got, e.msg);
+    /* a file of the older layout (its bytes end before cur_bytes) loads */
+    size_t pn;
+    char *raw = read_all(posf, &pn);
+    write_file("posch.pos", raw, offsetof(struct reader_pos, cur_bytes));
+    reader_open(&r, dir, &s, 0, 0, &e);
+    rc = reader_load_pos(r, posf, &e);
+    got = 0;
+    while (rc == 0 && reader_next(r, &b, &e) == 0 && b.n > 0)
+        got += b.n;
+    reader_close(r);
+    CHECK(rc == 0 && pn == sizeof(struct reader_pos) && got == 700 - 192, /* (b.tsv too) */
+          "a position file of the older layout loads and resumes the rest",
+          "rc %d, %zu bytes, %lld examples: %s", rc, pn, (long long)got, e.msg);
+    /* a shard of another size */
+    reader_open(&r, bin, &bs, 0, 0, &e);
+    reader_next(r, &b, &e);
+    reader_tell(r, &pos);
+    reader_close(r);
+    pos.cur_bytes += 8;
+    reader_open(&r, bin, &bs, 0, 0, &e);
+    rc = reader_seek(r, &pos, &e);
+    reader_close(r);
+    CHECK(rc < 0 && strstr(e.msg, "has changed since"),
+          "a position in a shard of another size than it had is refused", "rc %d: %s", rc,
+          e.msg);
+    batch_free(&b);
+    free(raw);
+    free(more);
+    free(orig);
+}
+
 /* data.epochs: the files read that many times in the same order (text and
  * shards), shares splitting every pass exactly once, max_examples over all
  * passes, positions in a later pass resumed exactly, refused by a run of
@@ -1573,6 +1682,7 @@ int main(void)
     test_gen();
     test_gen_multihot();
     test_tell_seek();
+    test_pos_changed_data();
     test_epochs();
     test_gzip();
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);

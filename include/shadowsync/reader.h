@@ -119,6 +119,8 @@ struct reader_pos {
     uint64_t bytes_done;
     int64_t epoch;              /* the pass over the files (0-based); absent in positions
                                  * written before data.epochs: 0 */
+    int64_t cur_bytes;          /* file cur's size on disk when open, else -1; absent in
+                                 * older positions: -1 (not checked) */
 };
 void reader_tell(struct reader *r, struct reader_pos *p);
 /* Before the first next(): continues from p, which must come from a reader

@@ -847,9 +847,37 @@ void reader_tell(struct reader *r, struct reader_pos *p)
     p->reported = r->reported;
     p->files_done = r->files_done;
     p->epoch = r->epoch;
+    struct stat st;
+    p->cur_bytes = !r->is_open ? -1
+                   : r->map    ? (int64_t)r->map_len
+                   : fstat(r->fd, &st) == 0 ? (int64_t)st.st_size : -1;
     /* less what a seek reads again: the text buffered, or a gzip file's bytes so far */
     p->bytes_done = r->bytes_done - (r->map ? 0 : r->gz ? (uint64_t)r->gz_in : r->end - r->pos);
     pthread_mutex_unlock(&r->lock);
+}
+
+/* A position applies only in the file it was taken in, unchanged: its size
+ * then (where the position has it) and, in text, a line starting there. */
+static int pos_same_size(struct reader *r, const struct reader_pos *p, struct ss_err *e)
+{
+    struct stat st;
+    int64_t now = r->map ? (int64_t)r->map_len
+                  : fstat(r->fd, &st) == 0 ? (int64_t)st.st_size : -1;
+    if (p->cur_bytes < 0 || now == p->cur_bytes)
+        return 0;
+    return ss_fail(e, SS_EINVAL, "%s: is %lld bytes, and was %lld when the checkpoint was taken "
+                   "in it: data.train has changed since, so the checkpoint's place in it no "
+                   "longer applies (resume over the same files, or train afresh without "
+                   "--resume)", r->files[r->cur], (long long)now, (long long)p->cur_bytes);
+}
+
+static int pos_not_line_start(struct reader *r, const struct reader_pos *p, struct ss_err *e)
+{
+    return ss_fail(e, SS_EINVAL, "%s: no line starts at byte %lld%s, where the checkpoint "
+                   "left it: data.train has changed since, so the checkpoint's place in it no "
+                   "longer applies (resume over the same files, or train afresh without "
+                   "--resume)", r->files[r->cur], (long long)p->offset,
+                   r->gz ? " of its uncompressed text" : "");
 }
 
 int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
@@ -882,6 +910,8 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
     if (p->is_open && p->cur < r->n_files) {
         if (r->s.format == FMT_BINARY) {
             rc = shard_open(r, e);
+            if (rc == 0)
+                rc = pos_same_size(r, p, e);
             if (rc == 0 && (p->offset < SHARD_HEADER_BYTES || (size_t)p->offset > r->map_len ||
                             (uint64_t)p->rec > r->hdr.examples))
                 rc = ss_fail(e, SS_EFORMAT, "%s: the position is past the shard's end",
@@ -893,19 +923,31 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
             }
         } else {
             rc = text_open(r, e);
+            if (rc == 0)
+                rc = pos_same_size(r, p, e);
             if (rc == 0 && r->gz) { /* inflates up to it (the skip is done at the next read) */
-                int c = gzseek(r->gz, (z_off_t)p->offset, SEEK_SET) == (z_off_t)p->offset
-                            ? gzgetc(r->gz) : -2, zerr = Z_OK;
+                z_off_t to = (z_off_t)(p->offset > 0 ? p->offset - 1 : 0);
+                int prev = '\n', c = -2, zerr = Z_OK;
+                if (gzseek(r->gz, to, SEEK_SET) == to &&
+                    (p->offset == 0 || (prev = gzgetc(r->gz)) >= 0))
+                    c = gzgetc(r->gz);
                 gzerror(r->gz, &zerr);
                 if (c == -2 || (c == -1 && zerr != Z_OK))
                     rc = ss_fail(e, SS_EIO, "%s: cannot reach byte %lld of its uncompressed text",
                                  r->files[r->cur], (long long)p->offset);
                 else if (c >= 0)
                     gzungetc(c, r->gz);
+                if (rc == 0 && !p->skipping && prev != '\n' && c >= 0)
+                    rc = pos_not_line_start(r, p, e);
                 r->gz_in = gzoffset(r->gz);
             } else if (rc == 0 && lseek(r->fd, p->offset, SEEK_SET) != p->offset) {
                 rc = ss_fail(e, SS_EIO, "%s: cannot seek to byte %lld: %s", r->files[r->cur],
                              (long long)p->offset, strerror(errno));
+            } else if (rc == 0 && !p->skipping && p->offset > 0) {
+                char two[2]; /* the byte before it, and one after it unless at the end */
+                ssize_t k = pread(r->fd, two, 2, (off_t)p->offset - 1);
+                if (k < 1 || (k == 2 && two[0] != '\n'))
+                    rc = pos_not_line_start(r, p, e);
             }
             if (rc < 0 && r->fd >= 0)
                 text_close(r);
@@ -942,6 +984,7 @@ int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
 {
     struct reader_pos pos;
     memset(&pos, 0, sizeof pos);
+    pos.cur_bytes = -1;
     FILE *f = fopen(path, "rb");
     if (!f && errno == ENOENT)
         return ss_fail(e, SS_EFORMAT, "%s: no reader's position there: the checkpoint was "
@@ -951,8 +994,10 @@ int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
         return ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno));
     size_t got = fread(&pos, 1, sizeof pos, f);
     fclose(f);
-    /* one written before data.epochs ends before the pass: the first */
-    int ok = got == sizeof pos || got == offsetof(struct reader_pos, epoch);
+    /* one written before data.epochs ends before the pass (the first), one before
+     * cur_bytes before that (not checked) */
+    int ok = got == sizeof pos || got == offsetof(struct reader_pos, epoch) ||
+             got == offsetof(struct reader_pos, cur_bytes);
     if (!ok)
         return ss_fail(e, SS_EFORMAT, "%s: cannot read a reader's position", path);
     return reader_seek(r, &pos, e);
