@@ -158,8 +158,12 @@ check "sync none: the replicas differ ($(json replica_spread $T/none-shadow/metr
 G=$(json avg_sync_gap $T/ma-foreground/metrics.json)
 check "foreground gap 5 gives an average sync gap near 5 ($G)" \
     awk -v g="$G" 'BEGIN { exit !(g >= 4 && g <= 6) }'
-train avg --set job.trainers=2 --set sync.algo=ma --set sync.output=average
-check "sync.output = average trains" test $? = 0
+train avg --set job.trainers=2 --set sync.algo=ma --set sync.output=average --set output.quiet=false
+check "sync.output = average trains (2 trainers: no note that ma changes nothing)" \
+    sh -c "[ $? = 0 ] && grep -q '^# training: 2 trainer' $T/avg.log && ! grep -q '^# sync: ma with 1 trainer' $T/avg.log"
+train ma1 --set job.trainers=1 --set sync.algo=ma --set data.max_examples=2000 --set output.quiet=false
+check "sync.algo = ma with 1 trainer says that its rounds change nothing, naming job.trainers" \
+    grep -q '^# sync: ma with 1 trainer averages it with itself.*job.trainers above 1' $T/ma1.log
 
 # data.epochs: two passes over the file train as one pass over two copies of it (1 worker: bit
 # for bit), every example counted each pass

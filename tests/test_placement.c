@@ -220,10 +220,25 @@ static void test_pins_and_memory(void)
     rc = placement_make(&pl, PLACE_ROUND_ROBIN, big, 2, 3, 600, "", &e);
     CHECK(rc == 0 && pl.over_memory == 2, "round_robin reports the PSs over memory", "%s", "");
     rc = placement_check_memory(&pl, &e);
-    CHECK(rc < 0 && strstr(e.msg, "embedding PS 0") && strstr(e.msg, "712 MiB"),
+    CHECK(rc < 0 && strstr(e.msg, "embedding PS 0") && strstr(e.msg, "712 MiB") &&
+              strstr(e.msg, "placement.strategy = profile"),
           "the memory check names the PS and its need before anything is allocated", "%s",
           e.msg);
     placement_free(&pl);
+    /* pins that alone overfill a PS: the advice is the pins', not the strategy's */
+    for (int k = 0; k < 2; k++) {
+        rc = placement_make(&pl, k ? PLACE_ROUND_ROBIN : PLACE_PROFILE, big, 2, 3, 1000,
+                            "0:0,1:0", &e);
+        if (k && rc == 0)
+            rc = placement_check_memory(&pl, &e);
+        CHECK(rc < 0 && strstr(e.msg, "placement.pin: the rows pinned to embedding PS 0 need "
+                                      "1361 MiB") && strstr(e.msg, "pin fewer rows there"),
+              k ? "round_robin: pins overfilling a PS are named as the cause"
+                : "profile: pins overfilling a PS are named as the cause",
+              "%s", e.msg);
+        if (k)
+            placement_free(&pl);
+    }
 }
 
 static void test_many(void)

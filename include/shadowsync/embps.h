@@ -141,6 +141,7 @@ struct shard {
     int64_t lo, hi;
     double load, bytes;
     double ns_per_row;          /* measured cost of one row looked up and pushed */
+    int pinned;                 /* placed by placement.pin */
 };
 
 struct placement {

@@ -407,11 +407,12 @@ static int parse_pins(const char *s, const struct table_profile *tp, int T, int 
 
 /* ---- plans --------------------------------------------------------------- */
 
-static void add_shard(struct placement *pl, int *cap, int table, int64_t lo, int64_t hi, int ps)
+static void add_shard(struct placement *pl, int *cap, int table, int64_t lo, int64_t hi, int ps,
+                      int pinned)
 {
     if (pl->n_shards == *cap)
         pl->shards = realloc(pl->shards, (*cap = *cap ? *cap * 2 : 64) * sizeof *pl->shards);
-    pl->shards[pl->n_shards++] = (struct shard){table, ps, lo, hi, 0, 0, 0};
+    pl->shards[pl->n_shards++] = (struct shard){table, ps, lo, hi, 0, 0, 0, pinned};
 }
 
 static int by_ps_table_lo(const void *a, const void *b)
@@ -487,6 +488,14 @@ static void finish(struct placement *pl, const struct table_profile *tp)
     pl->imbalance = pl->mean > 0 ? pl->max / pl->mean : 1;
 }
 
+static int pins_too_big(int ps, double bytes, double capacity, struct ss_err *e)
+{
+    return ss_fail(e, SS_ENOMEM, "placement.pin: the rows pinned to embedding PS %d need %.0f "
+                   "MiB with the process, more than embedding_ps.memory_mb = %.0f: pin fewer "
+                   "rows there (TABLE@LO-HI:PS pins a range) or raise it", ps, bytes / 1048576,
+                   capacity / 1048576);
+}
+
 /* profile: items from splitting the free ranges, packed around the pins. */
 static int pack_profile(struct placement *pl, const struct table_profile *tp,
                         const struct pin *pins, int n_pins, int *cap_shards, struct ss_err *e)
@@ -504,11 +513,18 @@ static int pack_profile(struct placement *pl, const struct table_profile *tp,
                        "process): raise job.embedding_ps or embedding_ps.memory_mb",
                        (total_bytes + PS_BASE_BYTES * P) / 1048576, P, pl->capacity * P / 1048576,
                        pl->capacity / 1048576, PS_BASE_BYTES / 1048576);
+    for (int p = 0; p < P; p++) {
+        double pinned = 0;
+        for (int k = 0; k < n_pins; k++)
+            pinned += pins[k].ps == p ? range_bytes(&tp[pins[k].table], pins[k].lo, pins[k].hi) : 0;
+        if (pinned > room)
+            return pins_too_big(p, pinned + PS_BASE_BYTES, pl->capacity, e);
+    }
     double share_load = total_load / P, share_bytes = total_bytes / P;
     for (int round = 0; round < MAX_SPLIT_ROUNDS; round++) {
         pl->n_shards = 0;
         for (int k = 0; k < n_pins; k++)
-            add_shard(pl, cap_shards, pins[k].table, pins[k].lo, pins[k].hi, pins[k].ps);
+            add_shard(pl, cap_shards, pins[k].table, pins[k].lo, pins[k].hi, pins[k].ps, 1);
         int n_fixed = pl->n_shards;
         for (int t = 0; t < T; t++) {
             int64_t lo[SS_MAX_TABLES], hi[SS_MAX_TABLES];
@@ -531,7 +547,7 @@ static int pack_profile(struct placement *pl, const struct table_profile *tp,
                 int64_t *cut = ss_xmalloc(((size_t)m + 1) * sizeof *cut);
                 cut_equal_load(&tp[t], lo[r], hi[r], m, cut);
                 for (int k = 0; k < m; k++)
-                    add_shard(pl, cap_shards, t, cut[k], cut[k + 1], -1);
+                    add_shard(pl, cap_shards, t, cut[k], cut[k + 1], -1, 0);
                 free(cut);
             }
         }
@@ -582,13 +598,13 @@ int placement_make(struct placement *pl, int strategy, const struct table_profil
         rc = pack_profile(pl, tp, pins, n_pins, &cap, e);
     } else {
         for (int k = 0; k < n_pins; k++)
-            add_shard(pl, &cap, pins[k].table, pins[k].lo, pins[k].hi, pins[k].ps);
+            add_shard(pl, &cap, pins[k].table, pins[k].lo, pins[k].hi, pins[k].ps, 1);
         for (int t = 0; t < T; t++) {
             int64_t lo[SS_MAX_TABLES], hi[SS_MAX_TABLES];
             int nr = free_ranges(pins, n_pins, t, tp[t].rows, lo, hi, SS_MAX_TABLES);
             int ps = strategy == PLACE_HASH ? hash_ps(t, P) : t % P;
             for (int r = 0; r < nr; r++)
-                add_shard(pl, &cap, t, lo[r], hi[r], ps);
+                add_shard(pl, &cap, t, lo[r], hi[r], ps, 0);
         }
     }
     free(pins);
@@ -602,14 +618,22 @@ int placement_make(struct placement *pl, int strategy, const struct table_profil
 
 int placement_check_memory(const struct placement *pl, struct ss_err *e)
 {
-    for (int p = 0; p < pl->n_ps; p++)
-        if (pl->bytes[p] > pl->capacity)
-            return ss_fail(e, SS_ENOMEM,
+    for (int p = 0; p < pl->n_ps; p++) {
+        if (pl->bytes[p] <= pl->capacity)
+            continue;
+        double pinned = PS_BASE_BYTES;
+        for (int i = 0; i < pl->n_shards; i++)
+            if (pl->shards[i].ps == p && pl->shards[i].pinned)
+                pinned += pl->shards[i].bytes;
+        if (pinned > pl->capacity)
+            return pins_too_big(p, pinned, pl->capacity, e);
+        return ss_fail(e, SS_ENOMEM,
                            "placement %s: embedding PS %d would need %.0f MiB, more than "
                            "embedding_ps.memory_mb = %.0f: raise it, add PSs, or use "
                            "placement.strategy = profile (it splits big tables)",
                            placement_strategy_name(pl->strategy), p, pl->bytes[p] / 1048576,
                            pl->capacity / 1048576);
+    }
     return 0;
 }
 

@@ -2231,6 +2231,11 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                j.l.n_tables);
     if (j.sched_on && !c->output.quiet && j.is_master)
         schedule_note(&j);
+    if ((env ? env->count : j.n_tr) == 1 && sync_algo_needs(c->sync.algo) == SYNC_NEEDS_COLLECTIVE &&
+        strcmp(c->sync.algo, "bmuf") && !c->output.quiet && j.is_master)
+        printf("# sync: %s with 1 trainer averages it with itself, so its rounds change "
+               "nothing (job.trainers above 1 to sync; sync.algo = none spares the rounds)\n",
+               c->sync.algo);
     if ((rc = start_trainers(&j, e)) < 0) {
         if (env) /* a cluster job ends here, before a shadow thread's buffers are freed */
             env->fatal(env->arg, e);
