@@ -13,7 +13,8 @@
 # - on every machine, the same runs and test_gpu's parity checks on the CPU
 #   simulation of the device library (SS_GPU_LIB=libshadowsync_gpusim.so,
 #   src/gpu/sim.c), which has no NCCL: there MPI carries MA, saying so, and
-#   a start of NCCL held up past sync.timeout_s ends the job, naming it.
+#   a start of NCCL held up past sync.timeout_s ends the job, naming it
+#   (SS_E2E_NO_SIM=1 leaves these out: tools/gpu-session).
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -169,9 +170,10 @@ check "${on}a trainer rank whose device fails at start ends the job at once, nam
     sh -c "[ $rc != 0 ] && [ $took -le 30 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): trainer.device = cuda: no usable CUDA device' $T/devfail.log"
 }
 
-# the CPU simulation of the device library, on every machine
+# the CPU simulation of the device library, on every machine (SS_E2E_NO_SIM=1: not; the
+# GPU session's device time goes to the GPU's runs)
 SIM=$(pwd)/$BUILD/libshadowsync_gpusim.so
-(
+[ -n "$SS_E2E_NO_SIM" ] && echo "SKIP CPU simulation: skipped: SS_E2E_NO_SIM is set" || (
     export SS_GPU_LIB=$SIM
     $BUILD/tests/test_gpu > $T/sim-parity.txt 2>&1; rc=$?
     grep -v '^#' $T/sim-parity.txt
