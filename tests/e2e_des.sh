@@ -163,6 +163,11 @@ check "trainer.device = cuda (simulated): every example once, $(held_is $M $T/de
 train hot --set $DES --set hot_embeddings.memory_mb=0.1
 check "hot embeddings with DES: refused naming both keys" \
     sh -c "[ $? != 0 ] && grep -q 'embedding.placement = trainers with hot_embeddings.memory_mb > 0' $T/hot.log"
+# a checkpoint with hot rows resumed under DES: refused naming both (it crashed)
+train hotck --set hot_embeddings.memory_mb=0.01 --set data.max_examples=10000 --set checkpoint.dir=$T/hotck_ck
+train hotdes --set $DES --set checkpoint.dir=$T/hotck_ck --resume
+check "a checkpoint with hot rows resumed under DES: refused, naming the checkpoint and embedding.placement" \
+    sh -c "[ $? = 1 ] && grep -q 'hotck_ck/ckpt-[0-9]*: the checkpoint keeps [0-9]* hot rows replicated on every trainer, which embedding.placement = trainers (DES) does not support.*embedding.placement = ps' $T/hotdes.log"
 train cache --set $DES --set embedding_cache.rows=1000
 check "an embedding cache with DES: refused naming both keys" \
     sh -c "[ $? != 0 ] && grep -q 'embedding.placement = trainers with embedding_cache.rows > 0' $T/cache.log"

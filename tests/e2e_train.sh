@@ -186,6 +186,9 @@ check "a schedule is said at start, its factor in the progress lines and metrics
 train lrbad --set optim.decay_start=5000
 check "optim.decay_start without optim.decay_examples stops before training, naming both" \
     sh -c "[ $? != 0 ] && grep -q 'optim.decay_start = 5000 starts a decay that optim.decay_examples = 0 leaves out' $T/lrbad.log && ! [ -e $T/lrbad/progress.csv ]"
+train lrbad2 --set optim.decay_to=0.1
+check "optim.decay_to without optim.decay_examples stops before training, naming both" \
+    sh -c "[ $? != 0 ] && grep -q 'optim.decay_to = 0.1 is the end of a decay that optim.decay_examples = 0 leaves out' $T/lrbad2.log && ! [ -e $T/lrbad2/progress.csv ]"
 train huge --set model.rows=1000000000000 --set output.save_model=false
 check "tables past this machine's memory: refused before training, with the need and the room" \
     sh -c "[ $? = 1 ] && grep -q 'the embedding tables here need [0-9]* MB (model.rows x (model.dim 8 + its optimizer.s state)), more than the [0-9]* MB of memory free here' $T/huge.log && ! [ -e $T/huge/progress.csv ]"

@@ -169,7 +169,7 @@ static void test_summed_tail(void)
         struct member m[N] = {{.rounds_active = 0}, {.rounds_active = 0}, {.rounds_active = 0}};
         struct collective *coll[N];
         collective_local_group(coll, N, LEN + 1);
-        static const struct collective_ops stepping_ops = {"stepping", step_then_reduce, NULL};
+        static const struct collective_ops stepping_ops = {"stepping", step_then_reduce, NULL, NULL};
         struct stepping st = {{&stepping_ops, 0, N, NULL}, coll[0], m[0].w};
         float base[N][2], snap[N][2];
         pthread_t th[N];
@@ -229,7 +229,7 @@ static void test_allreduce(void)
     /* a step taken during the round is kept on top of the mean (ma with alpha 1 drops it) */
     struct collective *coll[N];
     collective_local_group(coll, N, LEN + 1);
-    static const struct collective_ops stepping_ops = {"stepping", step_then_reduce, NULL};
+    static const struct collective_ops stepping_ops = {"stepping", step_then_reduce, NULL, NULL};
     struct stepping st = {{&stepping_ops, 0, N, NULL}, coll[0], m[0].w};
     pthread_t th[N];
     for (int i = 0; i < N; i++) {

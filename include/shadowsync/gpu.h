@@ -74,7 +74,8 @@ int gpu_worker_grad(struct gpu_worker *w, const struct batch *b, float *grad, do
 /* An all-reduce among GPU trainers over NCCL: the communicator is made from
  * a unique id broadcast over comm (collective over comm); the sum runs on
  * its own stream through a device staging buffer; a round that waits past
- * pw->timeout_s aborts the communicator and ends the job (peer_stalled).
+ * pw->timeout_s ends the job (peer_stalled); ops->abort frees it without
+ * waiting on the other members.
  * NULL with e filled when it cannot be made. */
 struct collective *collective_nccl(MPI_Comm comm, int dev, const struct peer_wait *pw,
                                    struct ss_err *e);

@@ -24,6 +24,9 @@ struct collective_ops {
     /* buf[0..n) becomes the element-wise sum over all members. Blocking. */
     int (*allreduce_sum)(struct collective *c, float *buf, size_t n, struct ss_err *e);
     void (*free)(struct collective *c);
+    /* frees without waiting on the other members (a start that failed on
+     * some); NULL: free does not wait */
+    void (*abort)(struct collective *c);
 };
 struct collective {
     const struct collective_ops *ops;

@@ -9,7 +9,7 @@
 
 #include "shadowsync/gpu.h"
 
-#define SS_GPU_API_VERSION 3
+#define SS_GPU_API_VERSION 4
 #define SS_GPU_LIB "libshadowsync_gpu.so"
 
 struct gpu_api {

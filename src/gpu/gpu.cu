@@ -401,11 +401,10 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
     double deadline = x->pw.timeout_s > 0 ? now_s() + x->pw.timeout_s : 0;
     cudaError_t err;
     for (int i = 1; (err = cudaStreamQuery(x->st)) == cudaErrorNotReady; i++) {
-        if (deadline && (i & 255) == 0 && now_s() > deadline) { /* a peer that stalls, alive */
-            ncclCommAbort(x->comm);
-            x->comm = NULL;
+        if (deadline && (i & 255) == 0 && now_s() > deadline) /* a peer that stalls, alive: */
             peer_stalled(&x->pw, "the trainers' NCCL all-reduce (a sync round)", x->pw.others);
-        }
+            /* (MPI_Abort ends the kernel with the process; an ncclCommAbort first could
+             * block, NVIDIA/nccl#863, before the message is out) */
         ncclResult_t async = ncclSuccess;
         if (ncclCommGetAsyncError(x->comm, &async) == ncclSuccess && async != ncclSuccess)
             return nccl_broke(c, e, "NCCL all-reduce", ncclGetErrorString(async));
@@ -418,12 +417,15 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
 }
 #undef NCU
 
-static void nccl_free(struct collective *c)
+/* ncclCommDestroy finalizes, waiting for every peer's own; a peer that
+ * aborted or never made its communicator would hold it for ever, so a
+ * start that failed on some trainer frees with ncclCommAbort. */
+static void nccl_release(struct collective *c, int abort)
 {
     struct nccl_impl *x = (struct nccl_impl *)c->impl;
     cudaSetDevice(x->dev);
     if (x->comm)
-        ncclCommDestroy(x->comm);
+        (abort ? ncclCommAbort : ncclCommDestroy)(x->comm);
     cudaFree(x->buf);
     cudaFreeHost(x->hbuf);
     cudaStreamDestroy(x->st);
@@ -431,7 +433,17 @@ static void nccl_free(struct collective *c)
     free(c);
 }
 
-static const struct collective_ops nccl_ops = {"nccl", nccl_sum, nccl_free};
+static void nccl_free(struct collective *c)
+{
+    nccl_release(c, 0);
+}
+
+static void nccl_abort(struct collective *c)
+{
+    nccl_release(c, 1);
+}
+
+static const struct collective_ops nccl_ops = {"nccl", nccl_sum, nccl_free, nccl_abort};
 
 /* The stream and a first buffer: a failure here is agreed on before any
  * rank enters an NCCL call that would wait on this one. */

@@ -77,7 +77,7 @@ static void local_free(struct collective *c)
     free(c);
 }
 
-static const struct collective_ops local_ops = {"in-process", local_allreduce, local_free};
+static const struct collective_ops local_ops = {"in-process", local_allreduce, local_free, NULL};
 
 void collective_local_group(struct collective **m, int n, size_t max_len)
 {

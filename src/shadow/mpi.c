@@ -128,7 +128,7 @@ static void mpi_free(struct collective *c)
     free(c);
 }
 
-static const struct collective_ops mpi_ops = {"mpi", mpi_allreduce, mpi_free};
+static const struct collective_ops mpi_ops = {"mpi", mpi_allreduce, mpi_free, NULL};
 
 struct collective *collective_mpi(MPI_Comm comm, const struct peer_wait *pw)
 {

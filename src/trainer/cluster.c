@@ -221,10 +221,10 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
         ok = r == 0 || nccl_failed(p, &e);
         MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, p->trainers);
     }
+    if (!ok && c) /* (still guarded) */
+        (c->ops->abort ? c->ops->abort : c->ops->free)(c);
     stall_guard_disarm(g);
     if (!ok) { /* all or none: a trainer that could not join NCCL makes everyone use MPI */
-        if (c)
-            c->ops->free(c);
         if (verbose)
             printf("# NCCL could not start on every trainer: the trainers' all-reduce over MPI\n");
         return collective_mpi(p->trainers, pw);

@@ -44,6 +44,9 @@ struct worker {
     struct hot_stats hot;       /* its hot client's figures (read once it has ended) */
     struct cache_stats cache;   /* its embedding cache's */
     struct des_stats des;       /* its DES client's */
+    struct gpu_worker *gpu;     /* freed in free_trainers, after the shadow thread's final
+                                 * round: a cudaFree waits for the whole device, an NCCL
+                                 * sum in flight included, which waits on the peers */
     int rc;
     struct ss_err err;
 };
@@ -194,6 +197,7 @@ static void *worker_main(void *arg)
     int foreground = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") != 0;
     float lr = (float)c->optim.dense_lr, eps = (float)c->optim.eps;
     int rc = tr->gpu ? gpu_worker_create(&gw, tr->gpu, c->trainer.batch_size, &wk->err) : 0;
+    wk->gpu = gw;
     if (!tr->gpu) /* a GPU worker keeps its scratch on the device */
         model_scratch_init(&s, l, c->trainer.batch_size);
     /* on a GPU the lookup and push use the worker's pinned buffers */
@@ -293,7 +297,6 @@ static void *worker_main(void *arg)
     wk->rc = rc;
     if (rc < 0)
         __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
-    gpu_worker_free(gw);
     model_scratch_free(&s);
     batch_free(&b);
     pthread_mutex_lock(&j->mu);
@@ -722,6 +725,12 @@ static int setup_hot(struct job *j, struct ss_err *e)
         snprintf(why, sizeof why, "%s", e->msg);
         return ss_fail(e, rc, "hot_embeddings: %s", why);
     }
+    if (j->hot && c->embedding.placement == EMB_ON_TRAINERS)
+        return ss_fail(e, SS_EINVAL, "%s: the checkpoint keeps %lld hot rows replicated on "
+                       "every trainer, which embedding.placement = trainers (DES) does not "
+                       "support (each row lives on one trainer): resume it with "
+                       "embedding.placement = ps", j->resumed_from[0] ? j->resumed_from
+                       : "the resumed checkpoint", (long long)j->hot->n);
     if (!j->hot) {
         if (c->hot_embeddings.memory_mb > 0 && !j->resumed_from[0] && j->is_master &&
             !c->output.quiet)
@@ -1264,6 +1273,7 @@ static void free_trainers(struct job *j)
         for (int k = 0; j->tr[t].workers && k < j->n_wk; k++) { /* none: failed before them */
             struct worker *wk = &j->tr[t].workers[k];
             pthread_mutex_destroy(&wk->mu);
+            gpu_worker_free(wk->gpu);
             if (wk->emb && wk->emb != j->emb)
                 wk->emb->ops->free(wk->emb);
         }
@@ -2159,6 +2169,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         rc = ss_fail(e, SS_EINVAL, "config: optim.decay_start = %lld starts a decay that "
                      "optim.decay_examples = 0 leaves out: set how many examples it lasts, or "
                      "optim.decay_start = 0", (long long)c->optim.decay_start);
+        goto out;
+    }
+    if (c->optim.decay_to && !c->optim.decay_examples) {
+        rc = ss_fail(e, SS_EINVAL, "config: optim.decay_to = %g is the end of a decay that "
+                     "optim.decay_examples = 0 leaves out: set how many examples it lasts, or "
+                     "optim.decay_to = 0", c->optim.decay_to);
         goto out;
     }
     if (c->output.eval_every && (!c->data.eval || !*c->data.eval)) {
