@@ -37,6 +37,16 @@ check "one worker, decayed to 0 after the first batch: the same eval NE with and
 check "one worker, staleness 0: the cache announced and its line printed" \
     sh -c "grep -q '^# embedding cache: 30000 rows per worker thread (.* MB each), staleness 0' $T/s0.log && grep -q '^cache: hits [0-9.]* %' $T/s0.log"
 
+# a mid-run eval scores the updates the caches hold back: the rates decayed to 0 over the first
+# 20000 examples, every eval after that of one worker is the frozen model's, with or without
+# a cache that sends nothing on its own (staleness 1e6)
+EV="--set trainer.worker_threads=1 --set optim.decay_examples=20000 --set output.eval_every=15000"
+train ev_plain $EV
+train ev_cache $EV --set $CACHE --set embedding_cache.staleness=1000000
+late() { awk -F, 'NR > 1 && $1 > 25000 { print $4 }' $T/$1/eval.csv | sort -u; }
+check "mid-run evals with a cache score its held-back updates: the frozen model's NE ($(late ev_cache | tr '\n' ' ')vs $(late ev_plain | tr '\n' ' '))" \
+    sh -c "[ -n '$(late ev_plain)' ] && [ '$(late ev_cache)' = '$(late ev_plain)' ] && [ \$(awk -F, 'NR > 1 && \$1 > 25000' $T/ev_cache/eval.csv | wc -l) -ge 2 ]"
+
 train t2 --set job.trainers=2 --set sync.algo=ma
 train t2c --set job.trainers=2 --set sync.algo=ma --set $CACHE
 M=$T/t2c/metrics.json

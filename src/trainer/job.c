@@ -44,6 +44,8 @@ struct worker {
     struct hot_stats hot;       /* its hot client's figures (read once it has ended) */
     struct cache_stats cache;   /* its embedding cache's */
     struct des_stats des;       /* its DES client's */
+    int64_t flushed_gen;        /* under mu: the last flush asked (flush_workers) it made */
+    int ended;                  /* under mu: its loop has ended (its updates all sent) */
     struct gpu_worker *gpu;     /* freed in free_trainers, after the shadow thread's final
                                  * round: a cudaFree waits for the whole device, an NCCL
                                  * sum in flight included, which waits on the peers */
@@ -111,6 +113,8 @@ struct job {
     int workers_left;
     int pause, paused;          /* under mu (pause also atomic): workers wait at a batch's edge */
     int64_t resumes;            /* under mu: checkpoint pauses ended (paused workers wait on it) */
+    int64_t flush_gen;          /* atomic, raised under mu: the workers' caches send on what
+                                 * they hold back (flush_workers) */
     const char *resume;         /* checkpoint directory to resume from (NULL: a fresh run) */
     char resumed_from[4300];    /* the checkpoint it resumed from */
     int resumed_trainers;
@@ -135,6 +139,8 @@ struct job {
     double eval_s;       /* the end-of-run eval's seconds, and its threads */
     int eval_threads;
     FILE *csv, *eval_csv;
+    int64_t eval_last_at;       /* eval.csv's last row: its examples, and where it starts */
+    off_t eval_last_off;
 };
 
 /* Under j->mu: the worker counts as paused until the trainer goes on. */
@@ -211,6 +217,15 @@ static void *worker_main(void *arg)
             break;
         if (des && !feed && (rc = emb_des_gate(wk->emb, &wk->err)) < 0)
             break;
+        if (__atomic_load_n(&j->flush_gen, __ATOMIC_ACQUIRE) != wk->flushed_gen) {
+            int64_t gen = __atomic_load_n(&j->flush_gen, __ATOMIC_ACQUIRE);
+            if ((rc = flush_emb(wk)) < 0) /* a mid-run eval scores every update made */
+                break;
+            pthread_mutex_lock(&j->mu);
+            wk->flushed_gen = gen;
+            pthread_cond_broadcast(&j->cv);
+            pthread_mutex_unlock(&j->mu);
+        }
         if (!des && !feed && __atomic_load_n(&j->pause, __ATOMIC_ACQUIRE)) {
             if ((rc = flush_emb(wk)) < 0) /* a checkpoint holds every update made */
                 break;
@@ -300,6 +315,7 @@ static void *worker_main(void *arg)
     model_scratch_free(&s);
     batch_free(&b);
     pthread_mutex_lock(&j->mu);
+    wk->ended = 1;
     j->workers_left--;
     int trainer_done = --tr->workers_left == 0;
     pthread_cond_broadcast(&j->cv);
@@ -626,6 +642,7 @@ static int open_csvs(struct job *j, struct ss_err *e)
     j->eval_csv = csv_open(c->output.dir, "eval.csv",
                            "examples,elapsed_s,eval_examples,eval_ne,eval_logloss,eval_auc,"
                            "eval_calibration\n", 0, upto, e);
+    j->eval_last_off = -1;
     return j->eval_csv ? 0 : SS_EIO;
 }
 
@@ -1603,6 +1620,13 @@ static void eval_row(struct job *j, int64_t at, double elapsed, const struct eva
 {
     if (!j->eval_csv)
         return;
+    /* a mid-run eval of a copy taken at the end's own count, which ended
+     * before the end could drop it: the end-of-run eval's row replaces it */
+    if (at == j->eval_last_at && j->eval_last_off >= 0 && fflush(j->eval_csv) == 0 &&
+        ftruncate(fileno(j->eval_csv), j->eval_last_off) == 0)
+        fseeko(j->eval_csv, j->eval_last_off, SEEK_SET);
+    j->eval_last_at = at;
+    j->eval_last_off = ftello(j->eval_csv);
     fprintf(j->eval_csv, "%lld,%.3f,%lld,%.6f,%.6f,%.6f,%.6f\n", (long long)at, elapsed,
             (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
     fflush(j->eval_csv);
@@ -1649,6 +1673,25 @@ static int eval_model(struct job *j, float *w, struct ss_err *e)
     return rc;
 }
 
+/* Every worker of this process sends on the updates its embedding cache
+ * holds back, at the edge of its batch (it goes on at once); returns once
+ * each has, or has ended (then it sent them all). */
+static void flush_workers(struct job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int64_t gen = __atomic_add_fetch(&j->flush_gen, 1, __ATOMIC_ACQ_REL);
+    for (;;) {
+        int all = 1;
+        for (int t = 0; all && t < j->n_tr; t++)
+            for (int k = 0; all && k < j->n_wk; k++)
+                all = j->tr[t].workers[k].ended || j->tr[t].workers[k].flushed_gen == gen;
+        if (all || __atomic_load_n(&j->stop, __ATOMIC_RELAXED))
+            break;
+        pthread_cond_wait(&j->cv, &j->mu);
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
 /* The master, from its waits: reports an eval that has ended, and starts
  * one that is due at `examples` (the job's count) unless a worker's data
  * has ended (its count is then at or near the last: the end's eval
@@ -1662,6 +1705,8 @@ static void mid_eval_poll(struct job *j, int64_t examples, int ending)
         return;
     if (!m->w)
         m->w = ss_aligned(j->n_sync * sizeof(float));
+    if (j->c->embedding_cache.rows > 0) /* (a cluster job's other trainers hold theirs) */
+        flush_workers(j);
     if (eval_model(j, m->w, &m->err) < 0) {
         fprintf(stderr, "shadowsync: warning: no eval at %lld examples: a trainer's model "
                 "could not be read from its GPU: %s\n", (long long)examples, m->err.msg);
