@@ -35,7 +35,13 @@ train s2_lr --set trainer.worker_threads=1 --set $CACHE $LR
 check "one worker, decayed to 0 after the first batch: the same eval NE with and without a cache ($(json eval_ne $T/s2_lr/metrics.json) vs $(json eval_ne $T/plain_lr/metrics.json), trained $NE0)" \
     sh -c "awk -v a='$(json eval_ne $T/s2_lr/metrics.json)' -v b='$(json eval_ne $T/plain_lr/metrics.json)' -v c='$NE0' 'BEGIN { d = a - b; exit !(a != \"\" && d < 1e-4 && d > -1e-4 && a - c > 0.01) }'"
 check "one worker, staleness 0: the cache announced and its line printed" \
-    sh -c "grep -q '^# embedding cache: 30000 rows per worker thread (.* MB each), staleness 0' $T/s0.log && grep -q '^cache: hits [0-9.]* %' $T/s0.log"
+    sh -c "grep -q '^# embedding cache: 26000 rows per worker thread (.* MB each: every table.s rows; embedding_cache.rows is more), staleness 0' $T/s0.log && grep -q '^cache: hits [0-9.]* %' $T/s0.log"
+# caches past the memory free here: refused before any is made (3968 workers x 26000 rows x 65
+# floats twice, 53 GB; the thread cap is 4096 with the shadow threads)
+train cbig --set model.dim=64 --set model.bottom=13-32-64 --set job.trainers=128 \
+    --set trainer.worker_threads=31 --set $CACHE
+check "embedding caches past the free memory: refused before training, with the need and the room" \
+    sh -c "[ $? = 1 ] && grep -q '^shadowsync: the embedding caches here need [0-9]* MB (3968 worker thread(s) x 26000 rows of model.dim 64 and their deltas), more than the [0-9]* MB of memory free here: fewer embedding_cache.rows' $T/cbig.log && ! [ -e $T/cbig/progress.csv ]"
 
 # a mid-run eval scores the updates the caches hold back: the rates decayed to 0 over the first
 # 20000 examples, every eval after that of one worker is the frozen model's, with or without

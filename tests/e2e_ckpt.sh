@@ -211,6 +211,18 @@ check "resuming a run that had trained on all its data says there is nothing lef
     sh -c "[ $? = 0 ] && grep -q '^# nothing left to train: $T/ck-done/ckpt-[0-9]* had trained on all of data.train ($N examples)' $T/doneagain.log && [ \"$(json examples $T/doneagain/metrics.json)\" = $N ]"
 check "...and writes no new checkpoint (the older ones stay)" sh -c "[ \"\$(ls $T/ck-done | tr '\n' ' ')\" = \"$(ls $T/ck | tr '\n' ' ')\" ]"
 
+# 2 trainers whose replicas differ: a resume with nothing left keeps the model as it was (the
+# shadow threads' rounds changed it), and eval of the checkpoint under sync.output = average
+# scores the replicas' mean, as the run's model
+train nl2 job.trainers=2 sync.algo=ma sync.output=average checkpoint.dir=$T/nlck > $T/nl2.log 2>&1
+cp $T/nl2/model/dense.bin $T/nl2-dense.bin
+EXTRA="--resume" train nl2 job.trainers=2 sync.algo=ma sync.output=average checkpoint.dir=$T/nlck > $T/nl2b.log 2>&1
+check "2 trainers, a resume with nothing left to train: the same model and syncs ($(json syncs $T/nl2/metrics.json))" \
+    sh -c "[ $? = 0 ] && grep -q '^# nothing left to train' $T/nl2b.log && cmp -s $T/nl2/model/dense.bin $T/nl2-dense.bin && grep -q '^train: .* syncs $(json syncs $T/nl2/metrics.json) ' $T/nl2.log"
+$BIN eval configs/tiny.ini --model $T/nlck --set data.eval=$T/d/eval.tsv --set sync.output=average > $T/nlev.log 2>&1
+check "eval of a checkpoint under sync.output = average: the replicas' mean, the run's NE ($(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/nlev.log) vs $(json eval_ne $T/nl2/metrics.json))" \
+    sh -c "grep -q '^# model: the mean of its 2 trainers' $T/nlev.log && awk -v a=\$(sed -n 's/.*\"eval_ne\": \([0-9.]*\).*/\1/p' $T/nlev.log) -v b=$(json eval_ne $T/nl2/metrics.json) 'BEGIN { d = a - b; exit !(a != \"\" && d < 0.000001 && d > -0.000001) }'"
+
 $BIN eval configs/tiny.ini --model $T/ck --set data.eval=$T/d/eval.tsv > $T/ev.log 2>&1
 ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/ev.log)
 check "shadowsync eval reads a checkpoint as a model (the final one: NE $ENE)" near "$ENE" "$NE" 0.000001

@@ -225,6 +225,18 @@ static void test_pins_and_memory(void)
           "the memory check names the PS and its need before anything is allocated", "%s",
           e.msg);
     placement_free(&pl);
+    /* the shards on the trainers (DES): the messages name them and their key */
+    rc = placement_make_on(&pl, 1, PLACE_PROFILE, big, 2, 2, 600, "", &e);
+    CHECK(rc < 0 && strstr(e.msg, "2 trainers hold") && strstr(e.msg, "raise job.trainers") &&
+              strstr(e.msg, "each trainer's room"),
+          "DES: tables beyond the trainers' room: the message names trainers and job.trainers",
+          "%s", e.msg);
+    rc = placement_make_on(&pl, 1, PLACE_PROFILE, tp, T, P, 1024, "3:7", &e);
+    CHECK(rc < 0 && strstr(e.msg, "trainer 7, the job has 4 trainers"),
+          "DES: a pin to a trainer the job lacks names trainers", "%s", e.msg);
+    rc = placement_make(&pl, PLACE_PROFILE, big, 2, 2, 64, "", &e);
+    CHECK(rc < 0 && strstr(e.msg, "embedding_ps.memory_mb = 64 leaves no room"),
+          "a memory_mb within the process's own share: refused as leaving no room", "%s", e.msg);
     /* pins that alone overfill a PS: the advice is the pins', not the strategy's */
     for (int k = 0; k < 2; k++) {
         rc = placement_make(&pl, k ? PLACE_ROUND_ROBIN : PLACE_PROFILE, big, 2, 3, 1000,

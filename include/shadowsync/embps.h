@@ -152,6 +152,8 @@ struct placement {
     double capacity;                /* bytes per PS (embedding_ps.memory_mb) */
     double mean, max, lower_bound, imbalance;
     int over_memory;                /* PSs whose memory exceeds capacity */
+    int on_trainers;                /* the shards go to the trainers (DES): they are the
+                                     * "PSs" here, for the messages */
 };
 
 const char *placement_strategy_name(int s);
@@ -175,6 +177,10 @@ int profile_rows(const struct ss_config *c, const struct model_layout *l, int ba
  * profile cannot fit the tables; round_robin and hash report over_memory. */
 int placement_make(struct placement *pl, int strategy, const struct table_profile *tp, int T,
                    int P, double capacity_mb, const char *pins, struct ss_err *e);
+/* The same for the shards of embedding.placement = trainers (DES). */
+int placement_make_on(struct placement *pl, int on_trainers, int strategy,
+                      const struct table_profile *tp, int T, int P, double capacity_mb,
+                      const char *pin_spec, struct ss_err *e);
 /* Fails naming the first PS whose memory need exceeds its capacity. */
 int placement_check_memory(const struct placement *pl, struct ss_err *e);
 void placement_free(struct placement *pl);

@@ -70,6 +70,10 @@ struct cache_stats {
     double bytes_plain, bytes_sent; /* wire bytes without the cache, and with it */
 };
 void cache_stats_add(struct cache_stats *to, const struct cache_stats *from);
+/* The rows a worker's cache holds: embedding_cache.rows, at most every
+ * table's rows together (a bigger one would never fill), and its bytes. */
+int64_t emb_cache_rows(const struct ss_config *c, const struct model_layout *l);
+double emb_cache_bytes(const struct ss_config *c, const struct model_layout *l);
 /* NULL when inner cannot serve rows. cap as emb_client_hot's. */
 struct emb_client *emb_client_cache(struct emb_client *inner, int own_inner,
                                     const struct ss_config *c, const struct model_layout *l,

@@ -351,8 +351,25 @@ struct pin {
 };
 
 /* "T:PS" or "T@LO-HI:PS", comma separated. */
-static int parse_pins(const char *s, const struct table_profile *tp, int T, int P, struct pin **out,
-                      int *n_out, struct ss_err *e)
+/* What holds a plan's shards, for the messages: embedding PSs, or the
+ * trainers under DES. */
+static const char *holder(const struct placement *pl)
+{
+    return pl->on_trainers ? "trainer" : "embedding PS";
+}
+
+static const char *holders(const struct placement *pl)
+{
+    return pl->on_trainers ? "trainers" : "embedding PSs";
+}
+
+static const char *holders_key(const struct placement *pl)
+{
+    return pl->on_trainers ? "job.trainers" : "job.embedding_ps";
+}
+
+static int parse_pins(const struct placement *pl, const char *s, const struct table_profile *tp,
+                      int T, int P, struct pin **out, int *n_out, struct ss_err *e)
 {
     *out = NULL;
     *n_out = 0;
@@ -379,8 +396,8 @@ static int parse_pins(const char *s, const struct table_profile *tp, int T, int 
             rc = ss_fail(e, SS_EINVAL, "placement.pin: \"%s\": table %lld, the model has %d "
                                        "tables (0..%d)", tok, t, T, T - 1);
         else if (ps < 0 || ps >= P)
-            rc = ss_fail(e, SS_EINVAL, "placement.pin: \"%s\": embedding PS %lld, the job has %d "
-                                       "(0..%d)", tok, ps, P, P - 1);
+            rc = ss_fail(e, SS_EINVAL, "placement.pin: \"%s\": %s %lld, the job has %d %s "
+                                       "(0..%d)", tok, holder(pl), ps, P, holders(pl), P - 1);
         else if (lo >= 0 && (lo >= hi || hi > tp[t].rows))
             rc = ss_fail(e, SS_EINVAL, "placement.pin: \"%s\": rows [%lld, %lld) are not within "
                                        "table %lld's %lld rows", tok, lo, hi, t,
@@ -488,12 +505,12 @@ static void finish(struct placement *pl, const struct table_profile *tp)
     pl->imbalance = pl->mean > 0 ? pl->max / pl->mean : 1;
 }
 
-static int pins_too_big(int ps, double bytes, double capacity, struct ss_err *e)
+static int pins_too_big(const struct placement *pl, int ps, double bytes, struct ss_err *e)
 {
-    return ss_fail(e, SS_ENOMEM, "placement.pin: the rows pinned to embedding PS %d need %.0f "
-                   "MiB with the process, more than embedding_ps.memory_mb = %.0f: pin fewer "
-                   "rows there (TABLE@LO-HI:PS pins a range) or raise it", ps, bytes / 1048576,
-                   capacity / 1048576);
+    return ss_fail(e, SS_ENOMEM, "placement.pin: the rows pinned to %s %d need %.0f MiB with "
+                   "the process, more than embedding_ps.memory_mb = %.0f: pin fewer rows there "
+                   "(TABLE@LO-HI:PS pins a range) or raise it", holder(pl), ps, bytes / 1048576,
+                   pl->capacity / 1048576);
 }
 
 /* profile: items from splitting the free ranges, packed around the pins. */
@@ -506,19 +523,27 @@ static int pack_profile(struct placement *pl, const struct table_profile *tp,
         total_load += range_load(&tp[t], 0, tp[t].rows);
         total_bytes += range_bytes(&tp[t], 0, tp[t].rows);
     }
+    const char *room_of = pl->on_trainers ? ", each trainer's room for its shards under "
+                                            "embedding.placement = trainers" : "";
+    if (room <= 0)
+        return ss_fail(e, SS_ENOMEM, "placement: embedding_ps.memory_mb = %.0f%s%s%s leaves no "
+                       "room for the tables: %.0f MiB of it are counted for the process itself",
+                       pl->capacity / 1048576, *room_of ? " (" : "", *room_of ? room_of + 2 : "",
+                       *room_of ? ")" : "", PS_BASE_BYTES / 1048576);
     if (total_bytes > room * P)
         return ss_fail(e, SS_ENOMEM,
-                       "placement: the tables need %.0f MiB but %d embedding PSs hold %.0f MiB "
-                       "(embedding_ps.memory_mb = %.0f, of which %.0f MiB go to each PS's "
-                       "process): raise job.embedding_ps or embedding_ps.memory_mb",
-                       (total_bytes + PS_BASE_BYTES * P) / 1048576, P, pl->capacity * P / 1048576,
-                       pl->capacity / 1048576, PS_BASE_BYTES / 1048576);
+                       "placement: the tables need %.0f MiB but %d %s hold %.0f MiB "
+                       "(embedding_ps.memory_mb = %.0f%s, of which %.0f MiB are counted for "
+                       "each process): raise %s or embedding_ps.memory_mb",
+                       (total_bytes + PS_BASE_BYTES * P) / 1048576, P, holders(pl),
+                       pl->capacity * P / 1048576, pl->capacity / 1048576, room_of,
+                       PS_BASE_BYTES / 1048576, holders_key(pl));
     for (int p = 0; p < P; p++) {
         double pinned = 0;
         for (int k = 0; k < n_pins; k++)
             pinned += pins[k].ps == p ? range_bytes(&tp[pins[k].table], pins[k].lo, pins[k].hi) : 0;
         if (pinned > room)
-            return pins_too_big(p, pinned + PS_BASE_BYTES, pl->capacity, e);
+            return pins_too_big(pl, p, pinned + PS_BASE_BYTES, e);
     }
     double share_load = total_load / P, share_bytes = total_bytes / P;
     for (int round = 0; round < MAX_SPLIT_ROUNDS; round++) {
@@ -570,15 +595,23 @@ static int pack_profile(struct placement *pl, const struct table_profile *tp,
         if (rc == 0)
             return 0;
     }
-    return ss_fail(e, SS_ENOMEM, "placement: the tables (%.0f MiB) do not pack into %d embedding "
-                                 "PSs of %.0f MiB around the pins",
-                   total_bytes / 1048576, P, pl->capacity / 1048576);
+    return ss_fail(e, SS_ENOMEM, "placement: the tables (%.0f MiB) do not pack into %d %s of "
+                                 "%.0f MiB around the pins", total_bytes / 1048576, P,
+                   holders(pl), pl->capacity / 1048576);
 }
 
 int placement_make(struct placement *pl, int strategy, const struct table_profile *tp, int T,
                    int P, double capacity_mb, const char *pin_spec, struct ss_err *e)
 {
+    return placement_make_on(pl, 0, strategy, tp, T, P, capacity_mb, pin_spec, e);
+}
+
+int placement_make_on(struct placement *pl, int on_trainers, int strategy,
+                      const struct table_profile *tp, int T, int P, double capacity_mb,
+                      const char *pin_spec, struct ss_err *e)
+{
     memset(pl, 0, sizeof *pl);
+    pl->on_trainers = on_trainers;
     pl->strategy = strategy;
     pl->n_tables = T;
     pl->n_ps = P;
@@ -587,9 +620,9 @@ int placement_make(struct placement *pl, int strategy, const struct table_profil
     for (int t = 0; t < T; t++)
         pl->table_rows[t] = tp[t].rows;
     if (P < 1)
-        return ss_fail(e, SS_EINVAL, "placement: no embedding PS to place the tables on");
+        return ss_fail(e, SS_EINVAL, "placement: no %s to place the tables on", holder(pl));
     struct pin *pins;
-    int n_pins, cap = 0, rc = parse_pins(pin_spec, tp, T, P, &pins, &n_pins, e);
+    int n_pins, cap = 0, rc = parse_pins(pl, pin_spec, tp, T, P, &pins, &n_pins, e);
     if (rc < 0) {
         placement_free(pl);
         return rc;
@@ -626,13 +659,14 @@ int placement_check_memory(const struct placement *pl, struct ss_err *e)
             if (pl->shards[i].ps == p && pl->shards[i].pinned)
                 pinned += pl->shards[i].bytes;
         if (pinned > pl->capacity)
-            return pins_too_big(p, pinned, pl->capacity, e);
+            return pins_too_big(pl, p, pinned, e);
         return ss_fail(e, SS_ENOMEM,
-                           "placement %s: embedding PS %d would need %.0f MiB, more than "
-                           "embedding_ps.memory_mb = %.0f: raise it, add PSs, or use "
+                           "placement %s: %s %d would need %.0f MiB, more than "
+                           "embedding_ps.memory_mb = %.0f: raise it, add %s (%s), or use "
                            "placement.strategy = profile (it splits big tables)",
-                           placement_strategy_name(pl->strategy), p, pl->bytes[p] / 1048576,
-                           pl->capacity / 1048576);
+                           placement_strategy_name(pl->strategy), holder(pl), p,
+                           pl->bytes[p] / 1048576, pl->capacity / 1048576, holders(pl),
+                           holders_key(pl));
     }
     return 0;
 }
@@ -659,8 +693,9 @@ int placement_ps_shards(const struct placement *pl, int ps, int32_t *ids)
 
 void placement_print(const struct placement *pl, FILE *f)
 {
-    fprintf(f, "placement %s: %d tables on %d embedding PSs (%d shards)\n",
-            placement_strategy_name(pl->strategy), pl->n_tables, pl->n_ps, pl->n_shards);
+    fprintf(f, "placement %s: %d tables on %d %s (%d shards)\n",
+            placement_strategy_name(pl->strategy), pl->n_tables, pl->n_ps, holders(pl),
+            pl->n_shards);
     fprintf(f, "  %-4s %12s %10s  %s\n", "ps", "load ns/ex", "memory MiB", "tables [row range)");
     for (int p = 0; p < pl->n_ps; p++) {
         fprintf(f, "  %-4d %12.1f %10.1f %s ", p, pl->load[p], pl->bytes[p] / 1048576,
@@ -807,8 +842,8 @@ int placement_for_config(const struct ss_config *c, const struct model_layout *l
     double cap = (double)c->embedding_ps.memory_mb, t_pack = ss_now();
     for (int s = 0; rc == 0 && s < 3; s++) {
         struct ss_err ignore;
-        int r = placement_make(&plans[s], s, tp, T, n_ps, cap, c->placement.pin,
-                               s == chosen ? e : &ignore);
+        int r = placement_make_on(&plans[s], c->embedding.placement == EMB_ON_TRAINERS, s, tp,
+                                  T, n_ps, cap, c->placement.pin, s == chosen ? e : &ignore);
         if (r < 0 && s == chosen)
             rc = r;
         else if (r < 0) /* only profile fails (on memory): shown as such */

@@ -359,6 +359,21 @@ void cache_stats_add(struct cache_stats *to, const struct cache_stats *from)
 static const struct emb_client_ops cache_ops = {"embedding cache", cache_lookup, cache_push,
                                                 cache_free, NULL, cache_flush};
 
+int64_t emb_cache_rows(const struct ss_config *c, const struct model_layout *l)
+{
+    int64_t all = 0;
+    for (int t = 0; t < l->n_tables; t++)
+        all += l->rows[t];
+    return c->embedding_cache.rows < all ? c->embedding_cache.rows : all;
+}
+
+double emb_cache_bytes(const struct ss_config *c, const struct model_layout *l)
+{
+    int stride = l->dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD);
+    double slots = (double)((emb_cache_rows(c, l) + WAYS - 1) / WAYS * WAYS);
+    return slots * (2.0 * stride * sizeof(float) + sizeof(int64_t) + sizeof(struct slot));
+}
+
 struct emb_client *emb_client_cache(struct emb_client *inner, int own_inner,
                                     const struct ss_config *cf, const struct model_layout *l,
                                     int cap, struct cache_stats *st)
@@ -378,7 +393,7 @@ struct emb_client *emb_client_cache(struct emb_client *inner, int own_inner,
     c->staleness = (uint32_t)cf->embedding_cache.staleness;
     c->table_rows = ss_xmalloc((size_t)c->T * sizeof(int64_t));
     memcpy(c->table_rows, l->rows, (size_t)c->T * sizeof(int64_t));
-    c->n_sets = ((size_t)cf->embedding_cache.rows + WAYS - 1) / WAYS;
+    c->n_sets = ((size_t)emb_cache_rows(cf, l) + WAYS - 1) / WAYS;
     size_t slots = c->n_sets * WAYS;
     size_t data = slots * 2 * c->stride * sizeof(float);
     c->key = ss_alloc_big(slots * sizeof(int64_t)); /* 2 MiB aligned, or malloc's 16: */

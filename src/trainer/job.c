@@ -574,14 +574,19 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         snprintf(why, sizeof why, "%s", e->msg); /* e->msg is written below */
         return ss_fail(e, SS_EIO, "output.dir = %s is not writable: %s", dir, why);
     }
-    /* an earlier run's files must not pass for this run's: its model (tables
-     * of another count of PSs or trainers, hot rows this run may not have:
-     * eval would load them with this run's), what it wrote at its end (a
-     * run that fails writes none), and its plan where this run makes none
-     * (a cluster job's master and one-process DES wrote theirs already) */
-    int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
-    stale_files(dir, planned ? 6 : 8, 1);
     return 0;
+}
+
+/* An earlier run's files must not pass for this run's: its model (tables
+ * of another count of PSs or trainers, hot rows this run may not have:
+ * eval would load them with this run's), what it wrote at its end (a run
+ * that fails writes none), and its plan where this run makes none (a
+ * cluster job's master and one-process DES wrote theirs already). Once
+ * the run has started well: a resume refused keeps the earlier model. */
+static void clear_stale(struct job *j)
+{
+    int planned = j->env || j->c->embedding.placement == EMB_ON_TRAINERS;
+    stale_files(j->c->output.dir, planned ? 6 : 8, 1);
 }
 
 /* dir/name for the run's rows under header. A resumed run's file goes on
@@ -940,6 +945,16 @@ static struct hot_replica replica_of(struct job *j, struct trainer *tr)
 
 static void shadow_failed(void *arg, const struct ss_err *e);
 
+/* A resumed trainer's saved vector (what: dense or state): trainer t of the
+ * job takes the saved one t mod their count. */
+static int resumed_vector(struct job *j, int t, const char *what, float *v, struct ss_err *e)
+{
+    char p[4400];
+    int gi = ((j->env ? j->env->index : 0) + t) % j->resumed_trainers;
+    snprintf(p, sizeof p, "%s/%s-%d.bin", j->resumed_from, what, gi);
+    return dense_load(v, j->n_sync, &j->l, p, e);
+}
+
 static int start_trainers(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
@@ -967,16 +982,10 @@ static int start_trainers(struct job *j, struct ss_err *e)
             if (rc < 0)
                 return rc;
         }
-        if (j->resumed_from[0]) { /* trainer t of the job takes the saved one t mod count */
-            char p[4400];
-            int rc, gi = ((j->env ? j->env->index : 0) + t) % j->resumed_trainers;
-            snprintf(p, sizeof p, "%s/dense-%d.bin", j->resumed_from, gi);
-            if ((rc = dense_load(tr->w, n, &j->l, p, e)) < 0)
-                return rc;
-            snprintf(p, sizeof p, "%s/state-%d.bin", j->resumed_from, gi);
-            if ((rc = dense_load(tr->state, n, &j->l, p, e)) < 0)
-                return rc;
-        }
+        int rc;
+        if (j->resumed_from[0] && ((rc = resumed_vector(j, t, "dense", tr->w, e)) < 0 ||
+                                   (rc = resumed_vector(j, t, "state", tr->state, e)) < 0))
+            return rc;
         tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
         tr->workers_left = j->n_wk;
         if (j->gpu_dev >= 0) { /* the live copy goes to the device; w is read back from it */
@@ -1350,12 +1359,24 @@ static double share(int64_t part, int64_t whole)
     return whole > 0 ? (double)part / (double)whole : NAN;
 }
 
+/* A share as a percentage for a line ("-" of nothing: a resume that
+ * trained nothing). */
+static const char *pct(char buf[24], int64_t part, int64_t whole, int digits)
+{
+    if (whole > 0)
+        snprintf(buf, 24, "%.*f %%", digits, 100 * share(part, whole));
+    else
+        snprintf(buf, 24, "-");
+    return buf;
+}
+
 static void print_cache(const struct cache_stats *k)
 {
-    printf("cache: hits %.1f %%  rows fetched %lld  refreshed %lld  deltas pushed %lld  "
-           "uncached %.2f %%  wire MB %.1f of %.1f\n", 100 * share(k->hits, k->lookups),
+    char a[24], b[24];
+    printf("cache: hits %s  rows fetched %lld  refreshed %lld  deltas pushed %lld  "
+           "uncached %s  wire MB %.1f of %.1f\n", pct(a, k->hits, k->lookups, 1),
            (long long)k->fetched, (long long)k->refreshed, (long long)k->rows_pushed,
-           100 * share(k->uncached, k->lookups), k->bytes_sent / 1e6, k->bytes_plain / 1e6);
+           pct(b, k->uncached, k->lookups, 2), k->bytes_sent / 1e6, k->bytes_plain / 1e6);
 }
 
 static void print_des(const struct des_stats *d)
@@ -1367,9 +1388,10 @@ static void print_des(const struct des_stats *d)
 
 static void print_hot(const struct job *j, const struct hot_stats *h)
 {
-    printf("hot: rows %lld  lookups %.1f %%  examples without the tables %.1f %%  batches "
+    char a[24], b[24];
+    printf("hot: rows %lld  lookups %s  examples without the tables %s  batches "
            "without them %lld of %lld  wire MB saved %.1f\n", (long long)j->hot->n,
-           100 * share(h->hot_lookups, h->lookups), 100 * share(h->hot_examples, h->examples),
+           pct(a, h->hot_lookups, h->lookups, 1), pct(b, h->hot_examples, h->examples, 1),
            (long long)h->ps_skipped, (long long)h->batches, h->bytes_saved / 1e6);
 }
 
@@ -2237,6 +2259,18 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     }
     if ((j.is_master && (rc = check_room(c, e)) < 0) || (rc = setup_model(&j, e)) < 0)
         goto out;
+    if (c->embedding_cache.rows > 0) { /* (the tables are made: the room is what they left) */
+        int64_t rows = emb_cache_rows(c, &j.l), avail = ss_mem_available();
+        double need = emb_cache_bytes(c, &j.l) * j.n_tr * j.n_wk;
+        if (avail >= 0 && need > (double)avail) {
+            rc = ss_fail(e, SS_ENOMEM, "the embedding caches here need %.0f MB (%d worker "
+                         "thread(s) x %lld rows of model.dim %d and their deltas), more than "
+                         "the %lld MB of memory free here: fewer embedding_cache.rows",
+                         need / 1048576, j.n_tr * j.n_wk, (long long)rows, j.l.dim,
+                         (long long)(avail >> 20));
+            goto out;
+        }
+    }
     if (env && c->embedding.placement != EMB_ON_TRAINERS &&
         (double)c->trainer.batch_size * j.l.n_tables * j.l.dim * 4 > SS_MAX_FIELD_BYTES) {
         rc = ss_fail(e, SS_EINVAL, "config: trainer.batch_size = %d x %d tables x model.dim = %d "
@@ -2272,6 +2306,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     if ((rc = setup_hot(&j, e)) < 0)
         goto out;
+    if (j.is_master)
+        clear_stale(&j);
     if (j.is_master && c->output.eval_every) {
         j.mid.every = c->output.eval_every;
         j.mid.next = (j.base.examples / j.mid.every + 1) * j.mid.every;
@@ -2279,10 +2315,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         j.mid.c.data.report_bad_lines = 0; /* named by the first */
     }
     if (c->embedding_cache.rows > 0 && j.is_master && !c->output.quiet) {
-        int stride = j.l.dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD);
-        printf("# embedding cache: %d rows per worker thread (%.1f MB each), staleness %d\n",
-               c->embedding_cache.rows, c->embedding_cache.rows * (8.0 * stride + 25) / 1048576.0,
-               c->embedding_cache.staleness);
+        int64_t rows = emb_cache_rows(c, &j.l);
+        double each = emb_cache_bytes(c, &j.l);
+        printf("# embedding cache: %lld rows per worker thread (%.1f MB each%s), "
+               "staleness %d\n", (long long)rows, each / 1048576,
+               rows < c->embedding_cache.rows ? ": every table's rows; embedding_cache.rows "
+               "is more" : "", c->embedding_cache.staleness);
     }
     blas_note(c);
     if (!c->output.quiet && j.is_master)
@@ -2324,6 +2362,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         sum_over_trainers(&j, &f, &rs);
     if (env && env->feed) /* the readers' counts, not a sum: every trainer saw them all */
         rs.bad_lines = feed_bad_lines(env->feed);
+    /* a resume that trained nothing (in one process) keeps the checkpoint's replicas and
+     * syncs: the shadow threads' rounds meanwhile would change the model it resumed */
+    for (int t = 0; !env && rc == 0 && j.resumed_from[0] && f.examples == j.base.examples &&
+                    t < j.n_tr; t++)
+        if ((rc = resumed_vector(&j, t, "dense", j.tr[t].w, e)) == 0 && t == 0)
+            f.syncs = j.base.syncs, derive(&f, &f.ne);
     f.spread = replica_spread(&j); /* collective, even after a failure */
     if (rc < 0)
         goto out;
@@ -2528,6 +2572,26 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, &j.l, dense, e)) < 0 ||
         (rc = embps_load_dir(j.tables, src, e)) < 0)
         goto out;
+    if (is_ckpt && c->sync.output == OUT_AVERAGE) { /* the model the run would output */
+        float *one = ss_aligned(j.n_sync * sizeof(float));
+        int k = 1;
+        for (;; k++) {
+            snprintf(dense, sizeof dense, "%s/dense-%d.bin", src, k);
+            if (access(dense, F_OK) != 0)
+                break;
+            if ((rc = dense_load(one, j.n_sync, &j.l, dense, e)) < 0)
+                break;
+            for (size_t i = 0; i < j.n_sync; i++)
+                w[i] += one[i];
+        }
+        free(one);
+        if (rc < 0)
+            goto out;
+        for (size_t i = 0; i < j.n_sync; i++)
+            w[i] /= (float)k;
+        fprintf(say, "# model: the mean of its %d trainers' dense vectors (sync.output = "
+                "average)\n", k);
+    }
     snprintf(dense, sizeof dense, "%s/hot.bin", src);
     if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, &j.l, dense, e)) < 0)
         goto out;
