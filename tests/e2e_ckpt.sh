@@ -217,8 +217,9 @@ check "...and writes no new checkpoint (the older ones stay)" sh -c "[ \"\$(ls $
 train nl2 job.trainers=2 sync.algo=ma sync.output=average checkpoint.dir=$T/nlck > $T/nl2.log 2>&1
 cp $T/nl2/model/dense.bin $T/nl2-dense.bin
 EXTRA="--resume" train nl2 job.trainers=2 sync.algo=ma sync.output=average checkpoint.dir=$T/nlck > $T/nl2b.log 2>&1
-check "2 trainers, a resume with nothing left to train: the same model and syncs ($(json syncs $T/nl2/metrics.json))" \
-    sh -c "[ $? = 0 ] && grep -q '^# nothing left to train' $T/nl2b.log && cmp -s $T/nl2/model/dense.bin $T/nl2-dense.bin && grep -q '^train: .* syncs $(json syncs $T/nl2/metrics.json) ' $T/nl2.log"
+rc=$?
+check "2 trainers, a resume of the final checkpoint with nothing left to train: the same model and syncs ($(json syncs $T/nl2/metrics.json))" \
+    sh -c "[ $rc = 0 ] && grep -q '^# nothing left to train' $T/nl2b.log && cmp -s $T/nl2/model/dense.bin $T/nl2-dense.bin && grep -q '^train: .* syncs $(json syncs $T/nl2/metrics.json) ' $T/nl2.log"
 $BIN eval configs/tiny.ini --model $T/nlck --set data.eval=$T/d/eval.tsv --set sync.output=average > $T/nlev.log 2>&1
 check "eval of a checkpoint under sync.output = average: the replicas' mean, the run's NE ($(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/nlev.log) vs $(json eval_ne $T/nl2/metrics.json))" \
     sh -c "grep -q '^# model: the mean of its 2 trainers' $T/nlev.log && awk -v a=\$(sed -n 's/.*\"eval_ne\": \([0-9.]*\).*/\1/p' $T/nlev.log) -v b=$(json eval_ne $T/nl2/metrics.json) 'BEGIN { d = a - b; exit !(a != \"\" && d < 0.000001 && d > -0.000001) }'"

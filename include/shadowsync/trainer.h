@@ -70,8 +70,9 @@ struct cache_stats {
     double bytes_plain, bytes_sent; /* wire bytes without the cache, and with it */
 };
 void cache_stats_add(struct cache_stats *to, const struct cache_stats *from);
-/* The rows a worker's cache holds: embedding_cache.rows, at most every
- * table's rows together (a bigger one would never fill), and its bytes. */
+/* The rows a worker's cache holds: embedding_cache.rows, at most twice
+ * every table's rows together (more would not raise its hits), and its
+ * bytes. */
 int64_t emb_cache_rows(const struct ss_config *c, const struct model_layout *l);
 double emb_cache_bytes(const struct ss_config *c, const struct model_layout *l);
 /* NULL when inner cannot serve rows. cap as emb_client_hot's. */

@@ -350,7 +350,6 @@ struct pin {
     int64_t lo, hi;
 };
 
-/* "T:PS" or "T@LO-HI:PS", comma separated. */
 /* What holds a plan's shards, for the messages: embedding PSs, or the
  * trainers under DES. */
 static const char *holder(const struct placement *pl)
@@ -368,6 +367,7 @@ static const char *holders_key(const struct placement *pl)
     return pl->on_trainers ? "job.trainers" : "job.embedding_ps";
 }
 
+/* "T:PS" or "T@LO-HI:PS", comma separated. */
 static int parse_pins(const struct placement *pl, const char *s, const struct table_profile *tp,
                       int T, int P, struct pin **out, int *n_out, struct ss_err *e)
 {
@@ -505,6 +505,15 @@ static void finish(struct placement *pl, const struct table_profile *tp)
     pl->imbalance = pl->mean > 0 ? pl->max / pl->mean : 1;
 }
 
+/* embedding_ps.memory_mb within what the process itself is counted */
+static int no_room(const struct placement *pl, struct ss_err *e)
+{
+    return ss_fail(e, SS_ENOMEM, "placement: embedding_ps.memory_mb = %.0f%s leaves no room for "
+                   "the tables: %.0f MiB of it are counted for the process itself",
+                   pl->capacity / 1048576, pl->on_trainers ? " (each trainer's room for its "
+                   "shards under embedding.placement = trainers)" : "", PS_BASE_BYTES / 1048576);
+}
+
 static int pins_too_big(const struct placement *pl, int ps, double bytes, struct ss_err *e)
 {
     return ss_fail(e, SS_ENOMEM, "placement.pin: the rows pinned to %s %d need %.0f MiB with "
@@ -526,10 +535,7 @@ static int pack_profile(struct placement *pl, const struct table_profile *tp,
     const char *room_of = pl->on_trainers ? ", each trainer's room for its shards under "
                                             "embedding.placement = trainers" : "";
     if (room <= 0)
-        return ss_fail(e, SS_ENOMEM, "placement: embedding_ps.memory_mb = %.0f%s%s%s leaves no "
-                       "room for the tables: %.0f MiB of it are counted for the process itself",
-                       pl->capacity / 1048576, *room_of ? " (" : "", *room_of ? room_of + 2 : "",
-                       *room_of ? ")" : "", PS_BASE_BYTES / 1048576);
+        return no_room(pl, e);
     if (total_bytes > room * P)
         return ss_fail(e, SS_ENOMEM,
                        "placement: the tables need %.0f MiB but %d %s hold %.0f MiB "
@@ -658,7 +664,9 @@ int placement_check_memory(const struct placement *pl, struct ss_err *e)
         for (int i = 0; i < pl->n_shards; i++)
             if (pl->shards[i].ps == p && pl->shards[i].pinned)
                 pinned += pl->shards[i].bytes;
-        if (pinned > pl->capacity)
+        if (pl->capacity <= PS_BASE_BYTES)
+            return no_room(pl, e);
+        if (pinned > PS_BASE_BYTES && pinned > pl->capacity)
             return pins_too_big(pl, p, pinned, e);
         return ss_fail(e, SS_ENOMEM,
                            "placement %s: %s %d would need %.0f MiB, more than "

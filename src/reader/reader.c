@@ -866,9 +866,10 @@ static int pos_same_size(struct reader *r, const struct reader_pos *p, struct ss
     if (p->cur_bytes < 0 || now == p->cur_bytes)
         return 0;
     return ss_fail(e, SS_EINVAL, "%s: is %lld bytes, and was %lld when the checkpoint was taken "
-                   "in it: data.train has changed since, so the checkpoint's place in it no "
+                   "in it: data.train has changed since%s, so the checkpoint's place in it no "
                    "longer applies (resume over the same files, or train afresh without "
-                   "--resume)", r->files[r->cur], (long long)now, (long long)p->cur_bytes);
+                   "--resume)", r->files[r->cur], (long long)now, (long long)p->cur_bytes,
+                   r->gz ? " (or its text was compressed anew: its compressed bytes count)" : "");
 }
 
 static int pos_not_line_start(struct reader *r, const struct reader_pos *p, struct ss_err *e)
@@ -920,6 +921,9 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
                 r->at = (size_t)p->offset;
                 r->rec = (uint64_t)p->rec;
                 r->ids_left = (uint64_t)p->ids_left;
+            } else if (r->map) {
+                munmap((void *)r->map, r->map_len);
+                r->map = NULL;
             }
         } else {
             rc = text_open(r, e);

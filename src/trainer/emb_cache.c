@@ -364,7 +364,9 @@ int64_t emb_cache_rows(const struct ss_config *c, const struct model_layout *l)
     int64_t all = 0;
     for (int t = 0; t < l->n_tables; t++)
         all += l->rows[t];
-    return c->embedding_cache.rows < all ? c->embedding_cache.rows : all;
+    /* twice: hashed into sets of WAYS, as many slots as rows would leave
+     * some rows no room (a set's share is Poisson) */
+    return c->embedding_cache.rows < 2 * all ? c->embedding_cache.rows : 2 * all;
 }
 
 double emb_cache_bytes(const struct ss_config *c, const struct model_layout *l)

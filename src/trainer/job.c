@@ -113,6 +113,8 @@ struct job {
     int workers_left;
     int pause, paused;          /* under mu (pause also atomic): workers wait at a batch's edge */
     int64_t resumes;            /* under mu: checkpoint pauses ended (paused workers wait on it) */
+    int resumed_final;          /* it resumed a run's final checkpoint (after its final sync) */
+    int kept_resumed;           /* ...and trained nothing: its model is that checkpoint's */
     int64_t flush_gen;          /* atomic, raised under mu: the workers' caches send on what
                                  * they hold back (flush_workers) */
     const char *resume;         /* checkpoint directory to resume from (NULL: a fresh run) */
@@ -365,7 +367,7 @@ static void collect(struct job *j, struct figures *f)
             ne_merge(&ne, &wk->ne);
             pthread_mutex_unlock(&wk->mu);
         }
-        f->syncs += tr->shadow ? shadow_syncs(tr->shadow) : tr->syncs;
+        f->syncs += j->kept_resumed ? 0 : tr->shadow ? shadow_syncs(tr->shadow) : tr->syncs;
     }
     f->elapsed = ss_now() - j->t0;
     derive(f, &ne);
@@ -533,7 +535,7 @@ static double tables_bytes(const struct model_layout *l, const struct ss_config 
 
 /* The model is saved at the end: a disk short of it would fail the run
  * after its training, so that is said before the tables are even made.
- * The room counts what an earlier run's model there frees (open_run_dir
+ * The room counts what an earlier run's model there frees (clear_stale
  * removes it); a file system that gives no figures passes. */
 static int check_room(const struct ss_config *c, struct ss_err *e)
 {
@@ -953,6 +955,23 @@ static int resumed_vector(struct job *j, int t, const char *what, float *v, stru
     int gi = ((j->env ? j->env->index : 0) + t) % j->resumed_trainers;
     snprintf(p, sizeof p, "%s/%s-%d.bin", j->resumed_from, what, gi);
     return dense_load(v, j->n_sync, &j->l, p, e);
+}
+
+/* A resume of a run's final checkpoint (taken after its final sync) that
+ * trained nothing, in one process: the checkpoint's replicas are its model,
+ * as the shadow threads' rounds meanwhile would change them (MA's again).
+ * (A cluster job writes its own final checkpoint of them.) */
+static int keep_resumed(struct job *j, const struct figures *f, struct ss_err *e)
+{
+    if (j->env || !j->resumed_final || f->examples != j->base.examples)
+        return 0;
+    for (int t = 0; t < j->n_tr; t++) {
+        int rc = resumed_vector(j, t, "dense", j->tr[t].w, e);
+        if (rc < 0)
+            return rc;
+    }
+    j->kept_resumed = 1;
+    return 0;
 }
 
 static int start_trainers(struct job *j, struct ss_err *e)
@@ -2062,6 +2081,7 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
     if (rc < 0)
         return rc;
     j->resumed_trainers = (int)ckpt_meta_get(&m, "trainers", 1);
+    j->resumed_final = ckpt_meta_get(&m, "final", 0) != 0;
     if (j->resumed_trainers < 1)
         return ss_fail(e, SS_EFORMAT, "%s: no trainer in the checkpoint", j->resumed_from);
     char p[4500];
@@ -2302,12 +2322,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                          env->feed ? "readers" : "trainers", c->data.split);
     if ((resume || (env && env->resume_from)) && (rc = load_checkpoint(&j, e)) < 0)
         goto out;
-    if (j.is_master && (rc = open_csvs(&j, e)) < 0)
-        goto out;
     if ((rc = setup_hot(&j, e)) < 0)
         goto out;
-    if (j.is_master)
+    if (j.is_master) /* the run has started well: the earlier run's files go */
         clear_stale(&j);
+    if (j.is_master && (rc = open_csvs(&j, e)) < 0)
+        goto out;
     if (j.is_master && c->output.eval_every) {
         j.mid.every = c->output.eval_every;
         j.mid.next = (j.base.examples / j.mid.every + 1) * j.mid.every;
@@ -2319,8 +2339,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         double each = emb_cache_bytes(c, &j.l);
         printf("# embedding cache: %lld rows per worker thread (%.1f MB each%s), "
                "staleness %d\n", (long long)rows, each / 1048576,
-               rows < c->embedding_cache.rows ? ": every table's rows; embedding_cache.rows "
-               "is more" : "", c->embedding_cache.staleness);
+               rows < c->embedding_cache.rows ? ": twice every table's rows, the most that "
+               "raises its hits" : "", c->embedding_cache.staleness);
     }
     blas_note(c);
     if (!c->output.quiet && j.is_master)
@@ -2348,6 +2368,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (read_back(&j, &rbe) < 0 && rc == 0) /* the model and final checkpoint read w */
         rc = rbe.code, *e = rbe;
     collect(&j, &f); /* the training's figures: the final checkpoint's time is not in them */
+    if (rc == 0 && (rc = keep_resumed(&j, &f, e)) == 0 && j.kept_resumed)
+        collect(&j, &f);
     client_figures(&j, &f);
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
         final_checkpoint_part(&j);
@@ -2362,12 +2384,6 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         sum_over_trainers(&j, &f, &rs);
     if (env && env->feed) /* the readers' counts, not a sum: every trainer saw them all */
         rs.bad_lines = feed_bad_lines(env->feed);
-    /* a resume that trained nothing (in one process) keeps the checkpoint's replicas and
-     * syncs: the shadow threads' rounds meanwhile would change the model it resumed */
-    for (int t = 0; !env && rc == 0 && j.resumed_from[0] && f.examples == j.base.examples &&
-                    t < j.n_tr; t++)
-        if ((rc = resumed_vector(&j, t, "dense", j.tr[t].w, e)) == 0 && t == 0)
-            f.syncs = j.base.syncs, derive(&f, &f.ne);
     f.spread = replica_spread(&j); /* collective, even after a failure */
     if (rc < 0)
         goto out;
@@ -2589,8 +2605,8 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
             goto out;
         for (size_t i = 0; i < j.n_sync; i++)
             w[i] /= (float)k;
-        fprintf(say, "# model: the mean of its %d trainers' dense vectors (sync.output = "
-                "average)\n", k);
+        fprintf(say, "# model: the mean of its %d trainer%s dense vector%s (sync.output = "
+                "average)\n", k, k > 1 ? "s'" : "'s", k > 1 ? "s" : "");
     }
     snprintf(dense, sizeof dense, "%s/hot.bin", src);
     if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, &j.l, dense, e)) < 0)
