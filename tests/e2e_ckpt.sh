@@ -220,7 +220,9 @@ EXTRA="--resume" train nl2 job.trainers=2 sync.algo=ma sync.output=average check
 rc=$?
 check "2 trainers, a resume of the final checkpoint with nothing left to train: the same model and syncs ($(json syncs $T/nl2/metrics.json))" \
     sh -c "[ $rc = 0 ] && grep -q '^# nothing left to train' $T/nl2b.log && cmp -s $T/nl2/model/dense.bin $T/nl2-dense.bin && grep -q '^train: .* syncs $(json syncs $T/nl2/metrics.json) ' $T/nl2.log"
-$BIN eval configs/tiny.ini --model $T/nlck --set data.eval=$T/d/eval.tsv --set sync.output=average > $T/nlev.log 2>&1
+$BIN eval configs/tiny.ini --model $T/nlck --set data.eval=$T/d/eval.tsv --set sync.output=average --predictions $T/nlck.pred > $T/nlev.log 2>&1
+$BIN eval configs/tiny.ini --model $T/nl2 --set data.eval=$T/d/eval.tsv --predictions $T/nl2.pred > /dev/null 2>&1
+check "...the final checkpoint's mean scores every example as the saved model does" cmp -s $T/nlck.pred $T/nl2.pred
 check "eval of a checkpoint under sync.output = average: the replicas' mean, the run's NE ($(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/nlev.log) vs $(json eval_ne $T/nl2/metrics.json))" \
     sh -c "grep -q '^# model: the mean of its 2 trainers' $T/nlev.log && awk -v a=\$(sed -n 's/.*\"eval_ne\": \([0-9.]*\).*/\1/p' $T/nlev.log) -v b=$(json eval_ne $T/nl2/metrics.json) 'BEGIN { d = a - b; exit !(a != \"\" && d < 0.000001 && d > -0.000001) }'"
 

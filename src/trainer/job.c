@@ -2588,23 +2588,25 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, &j.l, dense, e)) < 0 ||
         (rc = embps_load_dir(j.tables, src, e)) < 0)
         goto out;
-    if (is_ckpt && c->sync.output == OUT_AVERAGE) { /* the model the run would output */
-        float *one = ss_aligned(j.n_sync * sizeof(float));
-        int k = 1;
+    if (is_ckpt && c->sync.output == OUT_AVERAGE) { /* the model the run would output, */
+        int k = 1;                                   /* summed as output_model does */
         for (;; k++) {
             snprintf(dense, sizeof dense, "%s/dense-%d.bin", src, k);
             if (access(dense, F_OK) != 0)
                 break;
-            if ((rc = dense_load(one, j.n_sync, &j.l, dense, e)) < 0)
-                break;
-            for (size_t i = 0; i < j.n_sync; i++)
-                w[i] += one[i];
+        }
+        float *one = ss_aligned(j.n_sync * sizeof(float));
+        for (size_t i = 0; i < j.n_sync; i++)
+            one[i] = w[i], w[i] = 0;
+        for (int t = 0; rc == 0 && t < k; t++) {
+            snprintf(dense, sizeof dense, "%s/dense-%d.bin", src, t);
+            if (t == 0 || (rc = dense_load(one, j.n_sync, &j.l, dense, e)) == 0)
+                for (size_t i = 0; i < j.n_sync; i++)
+                    w[i] += one[i] / k;
         }
         free(one);
         if (rc < 0)
             goto out;
-        for (size_t i = 0; i < j.n_sync; i++)
-            w[i] /= (float)k;
         fprintf(say, "# model: the mean of its %d trainer%s dense vector%s (sync.output = "
                 "average)\n", k, k > 1 ? "s'" : "'s", k > 1 ? "s" : "");
     }
