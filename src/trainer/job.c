@@ -1342,6 +1342,15 @@ static void free_trainers(struct job *j)
 }
 
 /* trainer0's vector, or the mean of the replicas (sync.output = average). */
+/* w += v / count: one replica's share of their mean, summed the same way
+ * wherever a mean is taken (the saved model, a mid-run eval's, a
+ * checkpoint's), so each scores as the others. */
+static void mean_add(float *w, const float *v, size_t n, int count)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] += v[i] / count;
+}
+
 static float *output_model(struct job *j)
 {
     size_t n = j->n_sync;
@@ -1353,8 +1362,7 @@ static float *output_model(struct job *j)
             w[i] /= j->env->count;
     } else if (j->c->sync.output == OUT_AVERAGE) {
         for (int t = 0; t < j->n_tr; t++)
-            for (size_t i = 0; i < n; i++)
-                w[i] += j->tr[t].w[i] / j->n_tr;
+            mean_add(w, j->tr[t].w, n, j->n_tr);
     } else {
         memcpy(w, j->tr[0].w, n * sizeof(float));
     }
@@ -1699,17 +1707,15 @@ static void mid_eval_report(struct job *j)
  * other trainers. */
 static int eval_model(struct job *j, float *w, struct ss_err *e)
 {
-    int rc = model_of(j, &j->tr[0], w, NULL, e);
-    if (rc < 0 || j->c->sync.output != OUT_AVERAGE || j->env || j->n_tr < 2)
-        return rc;
+    if (j->c->sync.output != OUT_AVERAGE || j->env || j->n_tr < 2)
+        return model_of(j, &j->tr[0], w, NULL, e);
     size_t n = j->n_sync;
     float *one = ss_aligned(n * sizeof(float));
-    for (int t = 1; rc == 0 && t < j->n_tr; t++)
+    memset(w, 0, n * sizeof(float));
+    int rc = 0;
+    for (int t = 0; rc == 0 && t < j->n_tr; t++)
         if ((rc = model_of(j, &j->tr[t], one, NULL, e)) == 0)
-            for (size_t i = 0; i < n; i++)
-                w[i] += one[i];
-    for (size_t i = 0; i < n; i++)
-        w[i] /= (float)j->n_tr;
+            mean_add(w, one, n, j->n_tr);
     free(one);
     return rc;
 }
@@ -2601,8 +2607,7 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         for (int t = 0; rc == 0 && t < k; t++) {
             snprintf(dense, sizeof dense, "%s/dense-%d.bin", src, t);
             if (t == 0 || (rc = dense_load(one, j.n_sync, &j.l, dense, e)) == 0)
-                for (size_t i = 0; i < j.n_sync; i++)
-                    w[i] += one[i] / k;
+                mean_add(w, one, j.n_sync, k);
         }
         free(one);
         if (rc < 0)
