@@ -58,7 +58,10 @@ $(GEN_DIR)/%.o: $(GEN_DIR)/%.c
 $(BUILD)/%.o: %.c include/shadowsync/*.h $(GEN_SRC)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS) -c $< -o $@
+	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# every header an object includes (src/*/internal.h, src/gpu/api.h ...), as the compiler saw them
+-include $(OBJ:.o=.d) $(BUILD)/src/main.d
 
 GPU_SRC := src/gpu/api.h src/gpu/common.h src/gpu/kernels.h include/shadowsync/*.h
 $(BUILD)/libshadowsync_gpu.so: src/gpu/gpu.cu $(GPU_SRC)
@@ -98,10 +101,10 @@ test: deps
 
 demo: deps
 	$(MAKE) $(BUILD)/shadowsync
-	sh tools/demo
+	BIN=$(BUILD)/shadowsync sh tools/demo
 
 bench: all
-	python3 tools/bench
+	/usr/bin/python3 tools/bench
 
 asan:
 	$(MAKE) BUILD=build-asan GPU=0 OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \

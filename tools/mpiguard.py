@@ -20,6 +20,12 @@ code, or 128 + the signal). A SIGTERM or SIGINT it gets goes to mpirun; if mpiru
 is still there GRACE_S seconds later, it is killed. A SIGUSR1 goes to mpirun,
 which passes it to every rank: the trainers stop as at the end of their data. tools/submit runs
 mpirun through this; so do the tests. MPIGUARD_GRACE_S sets the grace.
+
+mpirun runs in a process group of its own (its stdin /dev/null): a Ctrl-C or
+a `timeout` signals the guard's group, and the guard passes it on once. Open
+MPI takes a second signal within 5 s for a stuck mpirun and exits at once,
+leaving its ranks running. Any rank still there when mpirun has exited is
+killed.
 """
 import os, signal, subprocess, sys, threading, time
 
@@ -41,14 +47,14 @@ def children(pid):
 
 
 def proc_state(pid):
-    """(state letter, exit status as waitpid reports it) or None when gone."""
+    """(state letter, exit status as waitpid reports it, start time) or None when gone."""
     try:
         with open("/proc/%d/stat" % pid) as f:
             s = f.read()
     except OSError:
         return None
     rest = s[s.rindex(")") + 2:].split()  # rest[0] is field 3 (state); field 52 is exit_code
-    return rest[0], int(rest[49]) if len(rest) > 49 else 0
+    return rest[0], int(rest[49]) if len(rest) > 49 else 0, rest[19]  # field 22: start time
 
 
 def shell_status(ws):
@@ -60,31 +66,48 @@ def shell_status(ws):
 def run(cmd, on_line=None):
     """Runs cmd; returns its exit status. on_line(line): each line of its
     standard error (which is passed through) when given."""
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE if on_line else None, text=True,
-                         errors="replace")
+    proc, early = [None], []  # a signal before mpirun has started goes to it once it has
+    stop_at, stop_sig = [None], [signal.SIGTERM]
+
+    def send(sig):
+        if proc[0] is None:
+            early.append(sig)
+            return
+        try:
+            proc[0].send_signal(sig)
+        except OSError:
+            pass
+
+    def forward(sig, _frame):
+        send(sig)
+        stop_sig[0] = sig
+        stop_at[0] = stop_at[0] or time.time() + GRACE_S
+
+    def pass_on(sig, _frame):  # SIGUSR1: the trainers' graceful stop, no deadline
+        send(sig)
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, pass_on)
+    try:
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, process_group=0, text=True,
+                             stderr=subprocess.PIPE if on_line else None, errors="replace")
+    except OSError as e:
+        for s, h in old.items():
+            signal.signal(s, h)
+        sys.stderr.write("mpiguard: cannot run %s: %s\n" % (cmd[0], e.strerror or e))
+        return 127
+    proc[0] = p
+    for sig in early:
+        send(sig)
     reader = None
     if on_line:
         def pump():
             for line in p.stderr:
-                on_line(line)
+                try:
+                    on_line(line)
+                except OSError:  # (our stderr closed: go on draining mpirun's)
+                    pass
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-    stop_at = [None]
-
-    def forward(sig, _frame):
-        try:
-            p.send_signal(sig)
-        except OSError:
-            pass
-        stop_at[0] = stop_at[0] or time.time() + GRACE_S
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
-
-    def pass_on(sig, _frame):  # SIGUSR1: the trainers' graceful stop, no deadline
-        try:
-            p.send_signal(sig)
-        except OSError:
-            pass
-    old[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, pass_on)
     seen, unreaped, rc = {}, {}, None  # unreaped: child -> when first seen a zombie
     try:
         while p.poll() is None:
@@ -109,7 +132,7 @@ def run(cmd, on_line=None):
                 p.kill()
                 p.wait()
                 bad = [c for c in codes if c != 0]
-                rc = shell_status(bad[0]) if bad else 143 if not stuck else 137 if live else 0
+                rc = shell_status(bad[0]) if bad else 128 + stop_sig[0] if not stuck else 137 if live else 0
                 if stuck:
                     what = "left a rank unreaped for %.0f s (an Open MPI shutdown hang)" % GRACE_S
                 else:
@@ -126,6 +149,13 @@ def run(cmd, on_line=None):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        for k, st in seen.items():  # ranks mpirun left running (the same process, not a new pid)
+            now_st = proc_state(k)
+            if now_st and now_st[2] == st[2] and now_st[0] not in "ZX":
+                try:
+                    os.kill(k, signal.SIGKILL)
+                except OSError:
+                    pass
     if reader:
         reader.join(timeout=2)
     if rc is None:
