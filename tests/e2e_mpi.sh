@@ -342,6 +342,55 @@ tools/submit configs/tiny.ini --slurm --dry-run --signal-lead 0 > $T/lead0.txt 2
 check "tools/submit --signal-lead 0: refused (status 2), naming the range" \
     sh -c "[ $? = 2 ] && grep -q 'signal-lead 0: seconds from 1 to 65535' $T/lead0.txt"
 
+# a finished job resumed (a requeue that always passes --resume): nothing left, so its model,
+# syncs and eval.csv stay as they were, however often (its shadow rounds changed the model)
+mkdir -p $T/fin-d && head -20000 $T/d/train.tsv > $T/fin-d/train.tsv
+fin() {
+    timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini --set job.trainers=2 \
+        --set job.embedding_ps=1 --set job.sync_ps=1 --set sync.algo=easgd --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/fin-d/train.tsv --set data.eval=$T/d/eval.tsv \
+        --set output.dir=$T/fin --set checkpoint.dir=$T/finck "$@" > $T/fin.log 2>&1
+}
+fin
+cp $T/fin/model/dense.bin $T/fin-dense.bin; S0=$(json syncs $T/fin/metrics.json)
+fin --resume && fin --resume
+rc=$?
+check "a finished cluster job resumed twice: nothing left, the same model, syncs ($S0) and one eval row" \
+    sh -c "[ $rc = 0 ] && grep -q '^# nothing left to train' $T/fin.log && cmp -s $T/fin/model/dense.bin $T/fin-dense.bin && [ '$(json syncs $T/fin/metrics.json)' = '$S0' ] && [ \$(wc -l < $T/fin/eval.csv) = 2 ]"
+
+# two reader services feeding one trainer of one worker: a stop and its resume train the
+# uninterrupted run's model, bit for bit (its queue goes on with the reader it would have asked
+# next, kept in feed-0.pos; it began with the first, so an odd count of batches swapped them)
+ord_job() { # OUT [--resume]
+    timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini --set job.trainers=1 \
+        --set job.embedding_ps=1 --set job.readers=2 --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/fin-d/train.tsv --set data.epochs=8 \
+        --set data.eval=$T/d/eval.tsv --set output.log_interval_s=0.1 --set output.quiet=false \
+        --set checkpoint.dir=$T/ck-$1 --set output.dir=$T/$1 $2 > $T/$1$2.log 2>&1
+}
+ord_job ordfull
+ord_job ord &
+bg=$!
+for i in $(seq 1 600); do grep -q '^\[ *[0-9.]*s\]' $T/ord.log && break; sleep 0.05; done
+kill -USR1 $(pgrep -f "^/usr/bin/python3 tools/mpiguard.py mpirun .*output.dir=$T/ord\$")
+wait $bg
+stopped=$(json examples $T/ord/metrics.json)
+ord_job ord --resume
+rc=$?
+check "2 reader services, a stop ($stopped of 160000) and its resume: the uninterrupted run's model, bit for bit" \
+    sh -c "[ $rc = 0 ] && [ '$stopped' -lt 160000 ] && ls $T/ck-ord/ckpt-*/feed-0.pos > /dev/null && [ '$(json examples $T/ord/metrics.json)' = 160000 ] && diff -rq $T/ordfull/model $T/ord/model"
+
+# a checkpoint taken under ma resumed under easgd: the sync PSs' center starts as trainer 0's
+# replica (it was refused: no center-*.bin)
+cluster ma2e sync.algo=ma data.max_examples=20000 checkpoint.dir=$T/ma2eck
+timeout -k 10 120 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
+    --set job.sync_ps=1 --set job.bind=127.0.0.1 --set trainer.worker_threads=1 --set sync.algo=easgd \
+    --set data.train=$T/d/train.tsv --set data.max_examples=40000 --set data.eval=$T/d/eval.tsv \
+    --set output.dir=$T/ma2e --set checkpoint.dir=$T/ma2eck --resume > $T/ma2e-b.log 2>&1
+rc=$?
+check "a cluster checkpoint of ma resumed under easgd: the center starts as trainer 0's replica, the job trains on ($(json examples $T/ma2e/metrics.json))" \
+    sh -c "[ $rc = 0 ] && grep -q 'keeps no EASGD center (taken under another sync.algo): the center starts as trainer 0.s replica' $T/ma2e-b.log && [ '$(json examples $T/ma2e/metrics.json)' = 40000 ]"
+
 $MPIRUN -np 3 $BUILD/tests/mpi_collective 2>&1 | grep -E '^(PASS|FAIL)'
 
 # the job's end with a rank stalled before MPI_Finalize, which waits for

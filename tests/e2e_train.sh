@@ -173,6 +173,16 @@ train twice --set trainer.worker_threads=1 --set data.train=$T/twice
 check "data.epochs = 2: $(json examples $T/ep2/metrics.json) examples, the model of one pass over two copies, done 100.0% at the end" \
     sh -c "[ '$(json examples $T/ep2/metrics.json)' = $((2 * N)) ] && [ '$(json epochs $T/ep2/metrics.json)' = 2 ] && cmp -s $T/ep2/model/dense.bin $T/twice/model/dense.bin && cmp -s $T/ep2/model/tables.bin $T/twice/model/tables.bin && grep '^\[ *[0-9.]*s\]' $T/ep2.log | tail -1 | grep -q '  done 100.0%\$'"
 
+# a resume's bad-line share counts the job's lines so far on both sides: 0.6 % bad lines, one
+# pass then a second resumed from the first's final checkpoint, warn of nothing (this run's
+# examples against the job's bad lines made it 1.2 %)
+mkdir -p $T/bad06 && awk 'NR % 160 == 7 { print "garbage" } { print }' $T/d/train.tsv > $T/bad06/train.tsv
+train b06 --set data.train=$T/bad06/train.tsv --set checkpoint.dir=$T/b06ck
+train b06 --set data.train=$T/bad06/train.tsv --set checkpoint.dir=$T/b06ck --set data.epochs=2 --resume
+rc=$?
+check "a resumed pass over data with 0.6 % bad lines: no warning of over 1 % ($(grep -o 'bad_lines [0-9]*' $T/b06.log))" \
+    sh -c "[ $rc = 0 ] && grep -q 'bad_lines [1-9]' $T/b06.log && ! grep -q 'were not examples' $T/b06.log"
+
 # the rates' schedule: decayed to 0 over the first example, only the first batch steps, so the
 # model is one batch's (both rates: the dense vector and the rows; SGD, as Adagrad's sums go on)
 SGD="--set optim.dense=sgd --set optim.emb=sgd"

@@ -48,9 +48,12 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static int pause_returned;
+
 static void *pause_feed(void *arg)
 {
     feed_pause(arg, 1); /* returns once no pull is in flight */
+    __atomic_store_n(&pause_returned, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -136,7 +139,7 @@ int main(void)
           "a bad max is refused", "%s", why);
 
     for (int f = 0; f < FEEDS; f++)
-        rc |= feed_start(&feed[f], ep, 2, token, 7 + 31 * f, 3, 2000, &e);
+        rc |= feed_start(&feed[f], ep, 2, token, 7 + 31 * f, 3, 2000, NULL, &e);
     CHECK(rc == 0, "3 prefetch queues connect to both readers", "%s", e.msg);
     pthread_t th[2 * FEEDS];
     for (int k = 0; k < 2 * FEEDS; k++)
@@ -187,31 +190,43 @@ int main(void)
         ep[k].port = rpc_server_port(srv[k]);
     }
     struct batch_feed *pf = NULL;
-    rc |= feed_start(&pf, ep, 2, token, 50, 3, 2000, &e);
+    rc |= feed_start(&pf, ep, 2, token, 50, 3, 2000, NULL, &e);
     CHECK(rc == 0, "a prefetch queue on two fresh reader services", "%s", e.msg);
     struct batch b;
     batch_init(&b, 100, 13, 26);
-    int total = 0, drained = 0, paused = 0, again = 0, nb;
+    int total = 0, drained = 0, paused = 0, again = 0, nb, n_after = 0, saved = -1;
+    static uint64_t after[N]; /* the ids after the pause, in the order handed out */
+    struct reader_pos at_pause[2];
+    char state[300];
+    snprintf(state, sizeof state, "%s/feed-0.pos", dir);
     pthread_t pauser;
     n_seen = 0;
     for (int step = 0; rc >= 0; step++) {
         batch_clear(&b);
         if (step == 2) /* as pause_workers does, while the workers take batches */
             pthread_create(&pauser, NULL, pause_feed, pf);
+        /* (counted from feed_pause's return: a loaded machine may run the pauser late) */
+        int since_pause = __atomic_load_n(&pause_returned, __ATOMIC_ACQUIRE);
         rc = feed_next(pf, &b, &e);
         if (rc == FEED_PAUSED) {
             pthread_join(pauser, NULL);
             paused++;
             batch_clear(&b);
             again = feed_next(pf, &b, &e) == FEED_PAUSED && b.n == 0;
+            /* a checkpoint's parts: the readers' places and the feed's order */
+            for (int k = 0; k < 2; k++)
+                reader_tell(r[k], &at_pause[k]);
+            saved = feed_save(pf, state, &e);
             feed_pause(pf, 0);
             continue;
         }
         if (rc < 0 || b.n == 0)
             break;
-        drained += step >= 2 && !paused;
+        drained += since_pause && !paused;
         for (int i = 0; i < b.n && n_seen < N + 64; i++)
             seen[n_seen++] = b.example_id[i];
+        for (int i = 0; paused && i < b.n && n_after < N; i++)
+            after[n_after++] = b.example_id[i];
         total += b.n;
     }
     nb = b.n;
@@ -224,6 +239,37 @@ int main(void)
           "paused: the queued batches and a pull in flight drain, then FEED_PAUSED until the pause ends; every "
           "example once across it", "rc %d paused %d again %d drained %d total %d of %d, %d "
           "repeated", rc, paused, again, drained, total, N, dup);
+    feed_free(pf);
+    for (int k = 0; k < 2; k++) {
+        rpc_server_stop(srv[k]);
+        reader_service_free(svc[k]);
+        reader_close(r[k]);
+    }
+    /* resumed from those parts: the same batches in the same order (the pulls
+     * go on with the reader that was next, not the first) */
+    for (int k = 0; k < 2; k++) {
+        rc |= reader_open(&r[k], path, &s, 0, 0, &e);
+        reader_set_share(r[k], k, 2, SPLIT_LINES, NULL);
+        rc |= reader_seek(r[k], &at_pause[k], &e);
+        svc[k] = reader_service_create(r[k], s.n_dense, s.n_cat, token);
+        rc |= rpc_server_start(&srv[k], "127.0.0.1", 0, reader_service_processor(svc[k]), &e);
+        ep[k].port = rpc_server_port(srv[k]);
+    }
+    rc |= feed_start(&pf, ep, 2, token, 50, 3, 2000, state, &e);
+    batch_init(&b, 100, 13, 26);
+    int same = rc == 0 && saved == 0, n_again = 0;
+    for (;;) {
+        batch_clear(&b);
+        if (feed_next(pf, &b, &e) < 0 || b.n == 0)
+            break;
+        for (int i = 0; i < b.n; i++, n_again++)
+            same &= n_again < n_after && b.example_id[i] == after[n_again];
+    }
+    batch_free(&b);
+    CHECK(same && n_again == n_after && n_after > 0,
+          "a feed resumed from its saved order and the readers' places hands out the same "
+          "batches in the same order", "rc %d saved %d: %d vs %d examples: %s", rc, saved,
+          n_again, n_after, e.msg);
     feed_free(pf);
     for (int k = 0; k < 2; k++) {
         rpc_server_stop(srv[k]);

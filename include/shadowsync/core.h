@@ -64,6 +64,8 @@ void ss_halt_freeze(void);
 int ss_halt_signal(void);
 void ss_halt_request(void);
 const char *ss_halt_name(void);  /* "SIGTERM", ...; NULL when not halted */
+void ss_halt_quiet(void);        /* a job's other processes: the late signal's note is the
+                                  * master's alone */
 uint64_t ss_splitmix(uint64_t *state); /* deterministic PRNG */
 double ss_uniform(uint64_t *state);    /* in [0,1) */
 double ss_normal(uint64_t *state);

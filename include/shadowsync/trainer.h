@@ -166,8 +166,14 @@ struct reader_endpoint {
     int port;
 };
 struct batch_feed;
+/* state: a checkpoint's feed-K.pos (feed_save) to go on from, when there is
+ * one for as many readers (NULL: from the first reader). */
 int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, int n_readers,
-               const char *token, int batch_size, int depth, int timeout_ms, struct ss_err *e);
+               const char *token, int batch_size, int depth, int timeout_ms, const char *state,
+               struct ss_err *e);
+/* This trainer's pull order and counts into path (a checkpoint's part),
+ * while paused. */
+int feed_save(struct batch_feed *f, const char *path, struct ss_err *e);
 /* Thread-safe: the next batch into b (b->n = 0 at the end of every share).
  * While paused with nothing queued and no pull in flight it returns
  * FEED_PAUSED (b->n = 0), until the pause ends: the worker then waits for

@@ -103,7 +103,8 @@ static const struct key_desc keys[] = {
     ENUM(data, cat_encoding, "hex", cat_encodings, "how a categorical token becomes an id"),
     INT(data, report_bad_lines, "5", 0, 1000000, "bad lines reported as file:line: reason"),
     I64(data, max_examples, "0", 0, P62,
-        "stop after this many training examples, every pass's together (0 = all)"),
+        "stop after this many training examples, every pass's together (0 = all; readers "
+        "splitting data.train by lines count its lines, bad ones too)"),
     INT(data, epochs, "1", 1, 1000000,
         "passes over data.train, each in the same order (each reader reading its share)"),
     ENUM(data, split, "auto", splits,

@@ -225,6 +225,12 @@ static int halt_sig; /* the first signal taken, or -1: a peer's stop (atomic: lo
                       * so the handler may set it) */
 static int halt_frozen = -2; /* ss_halt_freeze's value of halt_sig; -2: not frozen */
 static sigset_t halt_set;    /* the signals the taker waits for */
+static int halt_quiet;       /* no note here: another process of the job says it */
+
+void ss_halt_quiet(void)
+{
+    __atomic_store_n(&halt_quiet, 1, __ATOMIC_SEQ_CST);
+}
 
 /* Says once that a signal after the training stops nothing (write(2):
  * async-signal-safe, the handler calls it too). */
@@ -239,6 +245,7 @@ static void late_note(int sig)
         "# SIGUSR1 after the training had ended: the run goes on to its end\n"};
     int zero = 0;
     if (__atomic_load_n(&halt_frozen, __ATOMIC_SEQ_CST) != 0 ||
+        __atomic_load_n(&halt_quiet, __ATOMIC_SEQ_CST) ||
         !__atomic_compare_exchange_n(&said, &zero, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         return;
     const char *m = note[sig == SIGINT ? 0 : sig == SIGTERM ? 1 : 2];

@@ -1,10 +1,11 @@
 /* The sync PS role (DESIGN §2): its partition of the EASGD center, which
  * starts from the model's initial dense vector (the same job.seed every
- * trainer starts from, or on a resume the checkpoint's), served until the
- * job ends. */
+ * trainer starts from, or on a resume the checkpoint's: its center, or
+ * trainer 0's replica where it kept none), served until the job ends. */
 #include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/syncps.h"
+#include "shadowsync/trainer.h"
 
 #include <glob.h>
 #include <stdlib.h>
@@ -29,10 +30,16 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
             char pat[4400];
             glob_t g;
             snprintf(pat, sizeof pat, "%s/center-*.bin", p->resume_from);
-            if (glob(pat, 0, NULL, &g) != 0)
-                rc = ss_fail(e, SS_EFORMAT, "%s: no center-*.bin to resume the sync PSs from",
-                             p->resume_from);
-            else
+            struct ckpt_meta_set m;
+            struct ss_err ignore;
+            int kept = ckpt_read_meta(p->resume_from, &m, &ignore) < 0 ||
+                       ckpt_meta_get(&m, "center", 1) != 0; /* (older ones: as they are) */
+            if (!kept || glob(pat, 0, NULL, &g) != 0) { /* written under another sync.algo:
+                                                         * the center starts as trainer 0's
+                                                         * replica, as in one process */
+                snprintf(pat, sizeof pat, "%s/dense-0.bin", p->resume_from);
+                rc = dense_load(w, n, &l, pat, e); /* (the master says so) */
+            } else
                 rc = syncps_load(w + lo, n, lo, hi, g.gl_pathv, (int)g.gl_pathc, e),
                 globfree(&g);
         }

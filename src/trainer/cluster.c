@@ -437,6 +437,8 @@ static void sum_floats(void *arg, float *v, size_t n)
 
 int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
 {
+    if (p->rank != 0) /* a signal once the training has ended: the master says so */
+        ss_halt_quiet();
     struct endpoint me = {{0}, 0}, *all = ss_xcalloc(p->size, sizeof *all);
     rpc_exchange_endpoints(p, &me, all);
     struct model_layout l;
@@ -510,8 +512,12 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             for (int r = 0; r < R; r++)
                 rds[r] = (struct reader_endpoint){w.names[r0 + r], all[r0 + r].host,
                                                   all[r0 + r].port};
+            char state[4400] = "";
+            if (p->resume_from[0])
+                snprintf(state, sizeof state, "%s/feed-%d.pos", p->resume_from, p->role_index);
             rc = feed_start(&env.feed, rds, R, p->token, c->trainer.batch_size,
-                            4 * c->trainer.worker_threads, w.timeout_ms, e);
+                            4 * c->trainer.worker_threads, w.timeout_ms,
+                            state[0] ? state : NULL, e);
         }
     }
     if (rc == 0 && env.des_plan) { /* every trainer alike, in one order */

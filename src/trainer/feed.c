@@ -9,7 +9,9 @@
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +37,7 @@ struct batch_feed {
     struct ss_err err;
     struct rd *rd;
     int n_rd, batch_size;
+    int next_rd;                /* the reader the next pull asks (mu): a checkpoint keeps it */
     GByteArray *token;
 };
 
@@ -56,7 +59,7 @@ static void *feed_main(void *arg)
 {
     struct batch_feed *f = arg;
     int rc = 0, left = f->n_rd;
-    for (int i = 0; left > 0 && rc == 0; i = (i + 1) % f->n_rd) {
+    for (int i = f->next_rd; left > 0 && rc == 0; i = (i + 1) % f->n_rd) {
         struct rd *r = &f->rd[i];
         if (!r->active)
             continue;
@@ -85,6 +88,7 @@ static void *feed_main(void *arg)
             r->done = 1;
         else if (reply->done > r->done) /* NaN fails this too */
             r->done = reply->done < 1 ? reply->done : 1;
+        f->next_rd = (i + 1) % f->n_rd;
         pthread_mutex_unlock(&f->mu);
         if (reply->n <= 0) {
             r->active = 0;
@@ -255,8 +259,57 @@ void feed_free(struct batch_feed *f)
     free(f);
 }
 
+/* The order of the pulls and each reader's count, as a checkpoint keeps
+ * them (text): a resume goes on with the reader that was next, and the
+ * batches' places in the job's data count on from the same figures. */
+#define FEED_STATE "shadowsync feed 1"
+
+int feed_save(struct batch_feed *f, const char *path, struct ss_err *e)
+{
+    FILE *out = fopen(path, "w");
+    if (!out)
+        return ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno));
+    pthread_mutex_lock(&f->mu);
+    fprintf(out, "%s\nreaders %d\nnext_reader %d\nhanded", FEED_STATE, f->n_rd, f->next_rd);
+    for (int i = 0; i < f->n_rd; i++)
+        fprintf(out, " %lld", (long long)f->rd[i].next);
+    pthread_mutex_unlock(&f->mu);
+    fputc('\n', out);
+    int bad = ferror(out);
+    if (fclose(out) != 0 || bad)
+        return ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
+    return 0;
+}
+
+/* A saved state for as many readers as this feed's (else it starts afresh:
+ * the shares were made anew); 1 when taken. */
+static int feed_load(struct batch_feed *f, const char *path)
+{
+    FILE *in = path ? fopen(path, "r") : NULL;
+    if (!in)
+        return 0;
+    char tag[32] = "";
+    int n = -1, next = -1, ok = fscanf(in, "%31[^\n] readers %d next_reader %d handed", tag, &n,
+                                       &next) == 3 && !strcmp(tag, FEED_STATE) &&
+                                n == f->n_rd && next >= 0 && next < n;
+    int64_t *handed = ss_xcalloc(n > 0 ? n : 1, sizeof *handed);
+    for (int i = 0; ok && i < n; i++) {
+        long long v;
+        ok = fscanf(in, "%lld", &v) == 1 && v >= 0;
+        handed[i] = v;
+    }
+    fclose(in);
+    for (int i = 0; ok && i < n; i++)
+        f->rd[i].next = handed[i];
+    if (ok)
+        f->next_rd = next;
+    free(handed);
+    return ok;
+}
+
 int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, int n_readers,
-               const char *token, int batch_size, int depth, int timeout_ms, struct ss_err *e)
+               const char *token, int batch_size, int depth, int timeout_ms, const char *state,
+               struct ss_err *e)
 {
     struct batch_feed *f = ss_xcalloc(1, sizeof *f);
     pthread_mutex_init(&f->mu, NULL);
@@ -294,6 +347,7 @@ int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, i
         r->client = g_object_new(SS_TYPE_READER_CLIENT, "input_protocol", p, "output_protocol", p,
                                  NULL);
     }
+    feed_load(f, state);
     if (pthread_create(&f->th, NULL, feed_main, f) != 0) {
         f->stop = 1;
         return ss_fail(e, SS_ESTATE, "cannot start the prefetch thread");

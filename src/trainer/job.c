@@ -595,7 +595,7 @@ static void clear_stale(struct job *j)
  * from the checkpoint: the earlier run's rows up to its examples (column
  * col) are kept, those past it (trained after it, then lost) dropped. */
 static FILE *csv_open(const char *dir, const char *name, const char *header, int col,
-                      int64_t upto, struct ss_err *e)
+                      int64_t upto, int64_t *last_at, off_t *last_off, struct ss_err *e)
 {
     char p[4200], tmp[4300], *line = NULL;
     size_t cap = 0;
@@ -614,8 +614,12 @@ static FILE *csv_open(const char *dir, const char *name, const char *header, int
         for (int k = 0; k < col && f; k++)
             if ((f = strchr(f, ',')))
                 f++;
-        if (!first && f && strtoll(f, NULL, 10) <= upto && strchr(line, '\n'))
+        int64_t at = f ? strtoll(f, NULL, 10) : 0;
+        if (!first && f && at <= upto && strchr(line, '\n')) {
+            if (last_at) /* (where the last kept row starts, and its figure) */
+                *last_at = at, *last_off = ftello(out);
             fputs(line, out);
+        }
     }
     free(line);
     if (old)
@@ -636,7 +640,8 @@ static int open_csvs(struct job *j, struct ss_err *e)
     const struct ss_config *c = j->c;
     int64_t upto = j->resumed_from[0] ? j->base.examples : -1;
     j->csv = csv_open(c->output.dir, "progress.csv",
-                      "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap,done\n", 1, upto, e);
+                      "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap,done\n", 1, upto,
+                      NULL, NULL, e);
     if (!j->csv)
         return SS_EIO;
     if (!c->data.eval || !*c->data.eval) { /* an earlier run's rows are not this one's */
@@ -646,10 +651,12 @@ static int open_csvs(struct job *j, struct ss_err *e)
             unlink(p);
         return 0;
     }
+    /* a row of this run at the examples of the earlier run's last replaces it (a
+     * resume that trained nothing scores the same count again) */
+    j->eval_last_off = -1;
     j->eval_csv = csv_open(c->output.dir, "eval.csv",
                            "examples,elapsed_s,eval_examples,eval_ne,eval_logloss,eval_auc,"
-                           "eval_calibration\n", 0, upto, e);
-    j->eval_last_off = -1;
+                           "eval_calibration\n", 0, upto, &j->eval_last_at, &j->eval_last_off, e);
     return j->eval_csv ? 0 : SS_EIO;
 }
 
@@ -957,13 +964,20 @@ static int resumed_vector(struct job *j, int t, const char *what, float *v, stru
     return dense_load(v, j->n_sync, &j->l, p, e);
 }
 
-/* A resume of a run's final checkpoint (taken after its final sync) that
- * trained nothing, in one process: the checkpoint's replicas are its model,
- * as the shadow threads' rounds meanwhile would change them (MA's again).
- * (A cluster job writes its own final checkpoint of them.) */
-static int keep_resumed(struct job *j, const struct figures *f, struct ss_err *e)
+/* A resume of a run's final checkpoint (taken after its final sync) whose
+ * job trained nothing: the checkpoint's replicas are its model, as the
+ * shadow threads' rounds meanwhile would change them (MA's again), and a
+ * resume of a finished job (a requeue) must leave it as it was. In a
+ * cluster job every trainer takes part in the count (ok or not: it is
+ * collective), and each keeps its own replica. */
+static int keep_resumed(struct job *j, const struct figures *f, int ok, struct ss_err *e)
 {
-    if (j->env || !j->resumed_final || f->examples != j->base.examples)
+    if (!j->resumed_final)
+        return 0;
+    double v[1] = {(double)(f->examples - j->base.examples)}; /* this run's, here */
+    if (j->env)
+        j->env->sum(j->env->arg, v, 1);
+    if (!ok || v[0] != 0)
         return 0;
     for (int t = 0; t < j->n_tr; t++) {
         int rc = resumed_vector(j, t, "dense", j->tr[t].w, e);
@@ -1934,6 +1948,10 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
         snprintf(p, sizeof p, "%s/reader-%d.pos", dir, first);
         rc = reader_save_pos(j->reader, p, e);
     }
+    if (rc == 0 && j->env && j->env->feed) { /* which reader is next, each one's count */
+        snprintf(p, sizeof p, "%s/feed-%d.pos", dir, first);
+        rc = feed_save(j->env->feed, p, e);
+    }
     return rc;
 }
 
@@ -1956,6 +1974,9 @@ static int commit_snapshot(struct job *j, struct ckpt *k, const double *fig, int
         ckpt_meta(k, "readers", j->env ? c->job.readers : 0);
         ckpt_meta(k, "in_flight_batches", 0);
         ckpt_meta(k, "final", final);
+        /* whether its center-*.bin are a center (easgd's), or only the start the sync PSs
+         * of another algorithm kept */
+        ckpt_meta(k, "center", sync_algo_needs(c->sync.algo) == SYNC_NEEDS_CENTER);
         rc = ckpt_commit(k, 2, &final_dir, e);
     }
     if (rc == 0 && !c->output.quiet)
@@ -2126,6 +2147,10 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
         j->base.elapsed = ckpt_meta_get(&m, "elapsed_s", 0);
     }
     int now_trainers = env ? env->count : j->n_tr;
+    if (sync_algo_needs(j->c->sync.algo) == SYNC_NEEDS_CENTER && !ckpt_meta_get(&m, "center", 1) &&
+        j->is_master && !j->c->output.quiet)
+        printf("# sync: %s keeps no EASGD center (taken under another sync.algo): the center "
+               "starts as trainer 0's replica\n", j->resumed_from);
     if (!j->c->output.quiet)
         printf("# resuming from %s: %lld examples done, %.0f batches in flight at the snapshot "
                "(0: none lost or repeated)%s (checked and loaded in %.1f s)\n", j->resumed_from,
@@ -2374,7 +2399,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (read_back(&j, &rbe) < 0 && rc == 0) /* the model and final checkpoint read w */
         rc = rbe.code, *e = rbe;
     collect(&j, &f); /* the training's figures: the final checkpoint's time is not in them */
-    if (rc == 0 && (rc = keep_resumed(&j, &f, e)) == 0 && j.kept_resumed)
+    int krc = keep_resumed(&j, &f, rc == 0, e);
+    if (rc == 0 && (rc = krc) == 0 && j.kept_resumed)
         collect(&j, &f);
     client_figures(&j, &f);
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
@@ -2427,8 +2453,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
            "sync_gap %s  bad_lines %lld\n", (long long)f.examples, f.elapsed, f.eps,
            f.train_ne, (long long)f.syncs, gap_text(f.sync_gap, 0, gap), (long long)rs.bad_lines);
     fflush(stdout); /* seen before the eval, which may take a while */
-    warn_bad_share("data.train", c->data.train, rs.bad_lines,
-                   f.examples - (j.resumed_from[0] ? j.base.examples : 0)); /* this run's */
+    /* both the job's so far: a resumed reader's bad lines go on from its checkpoint's */
+    warn_bad_share("data.train", c->data.train, rs.bad_lines, f.examples);
     if (j.hot)
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
