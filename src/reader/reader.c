@@ -896,7 +896,9 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
         return ss_fail(e, SS_EINVAL, "reader position: taken over other files than the %d of "
                        "this data path (data.train; its files are told by their paths as "
                        "given: were files added, removed or renamed, or is the path spelled "
-                       "otherwise than in the run that wrote it?)", r->n_files);
+                       "otherwise than in the run that wrote it?%s)", r->n_files,
+                       files ? " Split by whole files, a file whose size changed deals the "
+                               "shares anew too" : "");
     if (p->cur < 0 || p->cur > r->n_files || r->is_open || r->handed)
         return ss_fail(e, SS_EINVAL, "reader position: file %d of %d, or the reader has started",
                        p->cur, r->n_files);
