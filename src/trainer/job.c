@@ -219,8 +219,8 @@ static void *worker_main(void *arg)
             break;
         if (des && !feed && (rc = emb_des_gate(wk->emb, &wk->err)) < 0)
             break;
-        if (__atomic_load_n(&j->flush_gen, __ATOMIC_ACQUIRE) != wk->flushed_gen) {
-            int64_t gen = __atomic_load_n(&j->flush_gen, __ATOMIC_ACQUIRE);
+        int64_t gen = __atomic_load_n(&j->flush_gen, __ATOMIC_ACQUIRE);
+        if (gen != wk->flushed_gen) {
             if ((rc = flush_emb(wk)) < 0) /* a mid-run eval scores every update made */
                 break;
             pthread_mutex_lock(&j->mu);
