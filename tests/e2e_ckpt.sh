@@ -180,6 +180,20 @@ stop_run usr1 USR1 trainer.worker_threads=1
 rc=$rc1
 check "SIGUSR1 (embedded): status 75 ($rc), stopped_by SIGUSR1, short of the data ($(json examples $T/usr1/metrics.json) of $N)" \
     sh -c "[ $rc = 75 ] && grep -q '\"stopped_by\": \"SIGUSR1\"' $T/usr1/metrics.json && [ $(json examples $T/usr1/metrics.json) -lt $N ]"
+# a stop before the first example (while 2M rows a table are filled): nothing saved, no
+# checkpoint taken, and the message says to run it again without --resume
+train early model.rows=2000000 checkpoint.dir=$T/ckearly > $T/early.log 2>&1 &
+bg=$!
+for i in $(seq 1 3000); do # once its main thread blocks SIGUSR1 (bit 10 of SigBlk)
+    p=$(pid_of early); m=$(awk '/^SigBlk/ { print $2 }' /proc/$p/status 2> /dev/null)
+    [ -n "$p" ] && [ -n "$m" ] && [ $(( 0x$m & 512 )) != 0 ] && break
+    sleep 0.005
+done
+kill -USR1 $p
+wait $bg
+rc=$?
+check "SIGUSR1 before the first example: status 1 ($rc), no model, no checkpoint, run it again without --resume, train_ne -" \
+    sh -c "[ $rc = 1 ] && grep -q 'stopped (SIGUSR1) before any example was trained: no model saved, no checkpoint taken (run it again without --resume)' $T/early.log && ! [ -e $T/early/model ] && ! ls -d $T/ckearly/ckpt-* > /dev/null 2>&1 && grep -q 'examples 0 .* train_ne -  ' $T/early.log && ! grep -qi nan $T/early.log"
 # a stop once the training has ended (here in the final eval) stops nothing: status 0,
 # no stopped_by, the eval whole
 $BIN gen --out $T/ev --examples 1000 --eval-examples 300000 --seed 6 --config configs/tiny.ini > /dev/null 2>&1

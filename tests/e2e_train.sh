@@ -328,6 +328,8 @@ check "run directory whose config.ini cannot be written: named once, with the ca
 train none --set data.train=/dev/null --set checkpoint.dir=$T/ck0
 check "no training example read: status 1 naming data.train, no model saved" \
     sh -c "[ $? != 0 ] && grep -q 'no training example was read from data.train = /dev/null' $T/none.log && ! [ -e $T/none/model ]"
+check "...its progress row: no train_ne known, none written (no nan)" \
+    sh -c "grep -q '^[0-9.]*,0,[0-9.]*,,' $T/none/progress.csv && ! grep -qi nan $T/none.log $T/none/progress.csv"
 train none2 --set checkpoint.dir=$T/ck0 --set data.max_examples=1000
 check "...and its checkpoint.dir takes the next run without --resume (nothing was trained there)" test $? = 0
 : > $T/empty.tsv

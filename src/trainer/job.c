@@ -396,13 +396,20 @@ static int beat_figures(struct job *j, struct figures *f, int final)
  * trainer's data has ended. Returns 1 once every other trainer's has. */
 /* A sync gap for a line ("-" before any sync, as with sync.algo = none;
  * csv: an empty field). */
-static const char *gap_text(double gap, int csv, char buf[32])
+/* A figure in fmt, or "-" (the CSV: nothing) where it is NAN (not known,
+ * or of no example yet). */
+static const char *num_text(double v, int csv, const char *fmt, char buf[32])
 {
-    if (isnan(gap))
+    if (isnan(v))
         snprintf(buf, 32, "%s", csv ? "" : "-");
     else
-        snprintf(buf, 32, csv ? "%.4f" : "%.2f", gap);
+        snprintf(buf, 32, fmt, v);
     return buf;
+}
+
+static const char *gap_text(double gap, int csv, char buf[32])
+{
+    return num_text(gap, csv, csv ? "%.4f" : "%.2f", buf);
 }
 
 /* How far through data.train the job is (NAN: not known here): its own
@@ -456,18 +463,19 @@ static int progress(struct job *j, int final, int print)
     j->seen = f.examples;
     if (!j->is_master || !print)
         return all;
-    char gap[32], done[64], rate[32] = "";
+    char gap[32], ne[32], done[64], rate[32] = "";
     double frac = done_fraction(j);
     if (j->sched_on) /* the rates' factor at the job's count (a cluster job's: as beaten) */
         snprintf(rate, sizeof rate, "  lr x%.3g", optim_lr_scale(j->c, f.examples));
     if (!j->c->output.quiet)
-        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %.4f  syncs/s %.1f  sync_gap %s%s%s\n",
-               f.elapsed, (long long)f.examples, f.eps, f.train_ne, f.syncs_per_s,
+        printf("[%8.1fs] examples %lld  eps %.0f  train_ne %s  syncs/s %.1f  sync_gap %s%s%s\n",
+               f.elapsed, (long long)f.examples, f.eps, num_text(f.train_ne, 0, "%.4f", ne),
+               f.syncs_per_s,
                gap_text(f.sync_gap, 0, gap), rate, done_text(j, frac, 0, done));
     fflush(stdout);
     if (j->csv) {
-        fprintf(j->csv, "%.3f,%lld,%.1f,%.6f,%.3f,%s,", f.elapsed, (long long)f.examples, f.eps,
-                f.train_ne, f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
+        fprintf(j->csv, "%.3f,%lld,%.1f,%s,%.3f,%s,", f.elapsed, (long long)f.examples, f.eps,
+                num_text(f.train_ne, 1, "%.6f", ne), f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
         fprintf(j->csv, "%s\n", done_text(j, frac, 1, done));
         fflush(j->csv);
     }
@@ -2420,8 +2428,9 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (rc < 0)
         goto out;
     if (f.examples == 0 && ss_halt_signal()) {
-        rc = ss_fail(e, SS_EINVAL, "stopped (%s) before any example was trained: no model saved",
-                     ss_halt_name());
+        rc = ss_fail(e, SS_EINVAL, "stopped (%s) before any example was trained: no model "
+                     "saved%s", ss_halt_name(), !env && c->checkpoint.dir[0] && !j.resumed_from[0]
+                     ? ", no checkpoint taken (run it again without --resume)" : "");
         goto out;
     }
     if (f.examples == 0) { /* the job's sum: every trainer stops here alike (DES serves no eval) */
