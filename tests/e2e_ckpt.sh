@@ -164,7 +164,16 @@ check "a NaN model stops the training, naming it, no model saved ($rc1, $rc)" \
 cp -r $T/stop/model $T/nanmodel && nan_dense $T/nanmodel/dense.bin
 timeout 60 $BIN eval configs/tiny.ini --set data.eval=$T/d/eval.tsv --model $T/nanmodel > $T/naneval.log 2>&1
 rc=$?
-check "eval of a NaN model ends ($rc), its AUC nan" sh -c "[ $rc != 124 ] && grep -q 'auc.*nan' $T/naneval.log"
+check "eval of a NaN model ends ($rc), its AUC nan, status 1 naming the NaN predictions" \
+    sh -c "[ $rc = 1 ] && grep -q 'auc.*nan.*nan_predictions' $T/naneval.log && grep -q 'the model diverged: [0-9]* of its [0-9]* predictions on $T/d/eval.tsv are NaN' $T/naneval.log"
+# a NaN model no prediction shows: a finished run's final checkpoint gone NaN, resumed with
+# nothing left to train, is refused at the end, no model saved
+train fin trainer.worker_threads=1 checkpoint.dir=$T/ckfin data.max_examples=2000 > /dev/null 2>&1
+nan_dense $(ls -d $T/ckfin/ckpt-* | tail -1)/dense-0.bin
+EXTRA=--resume train fin2 trainer.worker_threads=1 checkpoint.dir=$T/ckfin data.max_examples=2000 > $T/fin2.log 2>&1
+rc=$?
+check "a finished run's final checkpoint gone NaN, resumed: status 1 ($rc), its NaN parameters named, no model saved" \
+    sh -c "[ $rc = 1 ] && grep -q 'the model diverged: [0-9]* of the trainers. 1 x [0-9]* dense parameters are NaN or infinite at the end of the training: no model saved' $T/fin2.log && ! [ -e $T/fin2/model/dense.bin ]"
 # two runs on one checkpoint.dir at once: the second is refused (each would
 # delete the other's checkpoints)
 train lock1 trainer.worker_threads=1 checkpoint.dir=$T/cklock > $T/lock1.log 2>&1 &

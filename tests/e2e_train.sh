@@ -324,6 +324,25 @@ train rodir
 check "run directory whose config.ini cannot be written: named once, with the cause" \
     sh -c "[ $? != 0 ] && [ \"\$(grep -o 'is not writable' $T/rodir.log | wc -l)\" = 1 ] && grep -q 'rodir/config.ini: Is a directory' $T/rodir.log"
 
+# a model that diverged is not saved: NaNs the ReLUs once hid stop the training; weights that
+# overflow only in the eval's forward fail the run; BMUF's own step is named where it diverges
+train div --set optim.dense=sgd --set optim.dense_lr=3 --set trainer.worker_threads=1
+check "SGD at dense_lr 3: the model diverged, status 1, no model saved" \
+    sh -c "[ $? = 1 ] && grep -q 'the model diverged: its predictions are NaN after [0-9]* examples' $T/div.log && ! [ -e $T/div/model/dense.bin ]"
+train div2 --set optim.dense=sgd --set optim.dense_lr=10 --set trainer.worker_threads=1 --set data.max_examples=640
+check "SGD at dense_lr 10 over 5 batches: the eval's NaN predictions fail the run, no model saved" \
+    sh -c "[ $? = 1 ] && grep -q 'the model diverged: 5000 of its 5000 predictions on $T/d/eval.tsv are NaN .* in the training: no model saved' $T/div2.log && ! [ -e $T/div2/model/dense.bin ] && ! grep -q '^[0-9]*,.*nan' $T/div2/eval.csv"
+train div3 --set job.trainers=2 --set sync.algo=bmuf --set sync.bmuf_lr=10 --set sync.bmuf_momentum=0.99 --set sync.shadow_sleep_ms=0
+check "BMUF diverging: sync.bmuf_lr and sync.bmuf_momentum named" \
+    sh -c "[ $? = 1 ] && grep -q 'the model diverged: .*lower sync.bmuf_lr or sync.bmuf_momentum' $T/div3.log"
+# the shadow thread's sleep between rounds ends with the data: the run does not wait it out
+timeout -k 5 50 $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+    --set output.dir=$T/sleep --set output.quiet=true --set job.trainers=2 --set sync.algo=ma \
+    --set sync.shadow_sleep_ms=60000 > $T/sleep.log 2>&1
+rc=$?
+check "sync.shadow_sleep_ms = 60000: the run ends with its data ($rc, $(json seconds $T/sleep/metrics.json) s), every example" \
+    sh -c "[ $rc = 0 ] && [ '$(json examples $T/sleep/metrics.json)' = $N ] && awk -v s='$(json seconds $T/sleep/metrics.json)' 'BEGIN { exit !(s != \"\" && s < 20) }'"
+
 # data that yields nothing, or an eval set that cannot serve, does not pass for a trained model
 train none --set data.train=/dev/null --set checkpoint.dir=$T/ck0
 check "no training example read: status 1 naming data.train, no model saved" \

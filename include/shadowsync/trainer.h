@@ -201,6 +201,7 @@ struct eval_result {
     int labeled;                /* 0: unlabeled data, only scored (the figures NAN) */
     int threads;                /* the threads that scored it */
     int64_t bad_lines;          /* lines of the data that were no examples (skipped) */
+    int64_t nan_preds;          /* predictions that were NaN: a diverged model */
 };
 
 /* Scores every example of path with the model (forward only), on threads

@@ -190,9 +190,9 @@ SS_HOGWILD static void linear_fwd(const float *x, const float *w, const float *b
         ss_copy(y + (size_t)i * out, b, out);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f, y,
                 out);
-    if (relu)
+    if (relu) /* a NaN passes (max would make it 0): a diverged model shows in its predictions */
         for (size_t i = 0; i < (size_t)n * out; i++)
-            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+            y[i] = y[i] < 0.0f ? 0.0f : y[i];
 }
 
 /* Given dy [n x out] (already through the activation's derivative):

@@ -21,7 +21,7 @@ KB void kb_log1p_relu(const float *x, float *y, size_t i) { y[i] = log1pf(fmaxf(
 KB void kb_bias_act(float *y, const float *b, int out, int relu, size_t i)
 {
     float v = y[i] + b[i % out];
-    y[i] = relu ? fmaxf(v, 0.0f) : v;
+    y[i] = relu && v < 0.0f ? 0.0f : v; /* a NaN passes, as on the CPU */
 }
 
 KB void kb_relu_bwd(float *dy, const float *y, size_t i) { dy[i] = y[i] > 0.0f ? dy[i] : 0.0f; }

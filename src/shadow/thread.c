@@ -35,6 +35,23 @@ static void pause_ms(double ms)
     nanosleep(&ts, NULL);
 }
 
+/* The shadow thread's sleep between rounds (sync.shadow_sleep_ms), cut
+ * short when the data ends: the final rounds follow at once. */
+static void pause_unless_done(struct shadow *s, double ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long long ns = until.tv_nsec + (long long)(ms * 1e6);
+    until.tv_sec += (time_t)(ns / 1000000000LL);
+    until.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_mutex_lock(&s->mu);
+    while (!s->data_done && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Foreground: waits for a worker's request or the end of the data;
  * returns 1 where the round is run only because the workers are held. */
 static int wait_for_request(struct shadow *s)
@@ -86,7 +103,7 @@ static void *shadow_main(void *arg)
         if (rc <= 0)
             break;
         if (!foreground)
-            pause_ms(s->o.cfg->sync.shadow_sleep_ms);
+            pause_unless_done(s, s->o.cfg->sync.shadow_sleep_ms);
         else if (__atomic_load_n(&s->held, __ATOMIC_RELAXED))
             pause_ms(1);
     }
@@ -132,7 +149,11 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
             memcpy(arrays[i], o->restore[i], o->n * sizeof(float));
     }
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    pthread_condattr_t ca; /* timed waits on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&s->th, NULL, shadow_main, s) != 0) {
         if (algo->free)
             algo->free(&s->ctx);

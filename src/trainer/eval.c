@@ -114,6 +114,7 @@ struct eval_part {
     const int *cancel;
     float *prob, *label;        /* its examples' scores and labels, for the AUC */
     size_t have;
+    int64_t nan_preds;
     struct ne_acc acc;
     double psum;
     int rc;                     /* 0, 1 (cancelled) or < 0 with err */
@@ -168,6 +169,8 @@ static void *eval_part_run(void *arg)
             break;
         model_pool_scale(l, &b, sc.emb);
         model_forward(l, p->params, &b, &sc);
+        for (int i = 0; i < b.n; i++)
+            p->nan_preds += isnan(sc.prob[i]);
         for (int i = 0; p->ps && i < b.n; i++)
             pred_put(p->ps, b.example_id[i], &sc.prob[i]);
         for (int i = 0; p->keep && i < b.n; i++)
@@ -243,6 +246,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
     struct ne_acc acc = {0};
     double psum = 0;
     size_t have = 0;
+    int64_t nan_preds = 0;
     int failed = -1, cancelled = 0;
     for (int t = 0; rc == 0 && t < n; t++) {
         if (parts[t].rc < 0 && failed < 0)
@@ -251,6 +255,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         ne_merge(&acc, &parts[t].acc);
         psum += parts[t].psum;
         have += parts[t].have;
+        nan_preds += parts[t].nan_preds;
     }
     if (rc == 0 && failed >= 0) /* the first share's error, else a cancel */
         rc = parts[failed].rc, *e = parts[failed].err;
@@ -267,7 +272,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
         free(bufs);
     }
     if (rc == 0 && !labeled) {
-        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0, n, 0};
+        *r = (struct eval_result){(int64_t)have, NAN, NAN, NAN, NAN, NAN, NAN, 0, n, 0, 0};
     } else if (rc == 0) {
         float *prob = parts[0].prob, *label = parts[0].label;
         if (n > 1) { /* every share's scores, for the AUC */
@@ -299,7 +304,7 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
     struct reader_stats st;
     reader_stats(rd, &st);
     if (rc == 0)
-        r->bad_lines = st.bad_lines;
+        r->bad_lines = st.bad_lines, r->nan_preds = nan_preds;
     reader_close(rd);
     free(parts);
     free(ps.skip);

@@ -190,6 +190,16 @@ static int flush_emb(struct worker *wk)
     return wk->emb->ops->flush ? wk->emb->ops->flush(wk->emb, &wk->err) : 0;
 }
 
+/* What to change when the model diverged: the rates, and BMUF's own step
+ * (which the schedule does not scale). */
+static const char *diverged_advice(const struct ss_config *c)
+{
+    return strcmp(c->sync.algo, "bmuf")
+               ? "lower optim.dense_lr or optim.emb_lr, or add an optim.warmup_examples"
+               : "lower optim.dense_lr or optim.emb_lr, add an optim.warmup_examples, or lower "
+                 "sync.bmuf_lr or sync.bmuf_momentum, which the schedule does not scale";
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *wk = arg;
@@ -276,9 +286,8 @@ static void *worker_main(void *arg)
         }
         if (!isfinite(scored.loss_sum)) { /* nothing good trains on from here */
             rc = ss_fail(&wk->err, SS_EINVAL, "the model diverged: its predictions are NaN "
-                         "after %lld examples of this worker (steps too large: lower "
-                         "optim.dense_lr or optim.emb_lr, or add an optim.warmup_examples)",
-                         (long long)stepped);
+                         "after %lld examples of this worker (steps too large: %s)",
+                         (long long)stepped, diverged_advice(c));
             break;
         }
         if (!gw) {
@@ -996,6 +1005,26 @@ static int keep_resumed(struct job *j, const struct figures *f, int ok, struct s
     return 0;
 }
 
+/* A model diverged in its last steps, or one whose NaNs no prediction
+ * showed: the dense parameters and hot rows of every trainer here that are
+ * NaN or infinite, summed over the job (a collective: every trainer
+ * alike), refused before anything is saved. */
+static int check_finite(struct job *j, struct ss_err *e)
+{
+    double v[1] = {0};
+    for (int t = 0; t < j->n_tr; t++)
+        for (size_t i = 0; i < j->n_sync; i++)
+            v[0] += !isfinite(j->tr[t].w[i]);
+    if (j->env)
+        j->env->sum(j->env->arg, v, 1);
+    if (v[0] == 0)
+        return 0;
+    return ss_fail(e, SS_EINVAL, "the model diverged: %.0f of the trainers' %d x %zu dense "
+                   "parameters are NaN or infinite at the end of the training: no model saved "
+                   "(steps too large: %s)", v[0], j->env ? j->env->count : j->n_tr, j->n_sync,
+                   diverged_advice(j->c));
+}
+
 static int start_trainers(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
@@ -1594,6 +1623,8 @@ static void print_eval_to(FILE *f, const char *what, const struct eval_result *e
            (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
     if (ev->bad_lines)
         fprintf(f, "  bad_lines %lld", (long long)ev->bad_lines);
+    if (ev->nan_preds)
+        fprintf(f, "  nan_predictions %lld", (long long)ev->nan_preds);
     fputc('\n', f);
 }
 
@@ -1608,6 +1639,16 @@ static void warn_bad_share(const char *key, const char *path, int64_t bad, int64
                 "were not examples and were skipped (the first are named above): check "
                 "data.format and the columns, and which files %s takes in\n", (long long)bad,
                 (long long)read, key, path, 100.0 * (double)bad / (double)read, key);
+}
+
+/* An eval whose predictions were NaN: the model diverged in when. */
+static int nan_model(struct ss_err *e, int64_t nan_preds, int64_t examples, const char *path,
+                     const char *when)
+{
+    return ss_fail(e, SS_EINVAL, "the model diverged: %lld of its %lld predictions on %s are "
+                   "NaN (its parameters overflow a forward pass) in %s; lower optim.dense_lr or "
+                   "optim.emb_lr, or add an optim.warmup_examples", (long long)nan_preds,
+                   (long long)examples, path, when);
 }
 
 static void print_eval(const char *what, const struct eval_result *ev)
@@ -2265,7 +2306,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     pthread_cond_init(&j.resume_cv, NULL);
-    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0, 0};
+    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0, 0, 0};
     struct figures f = {0};
     struct reader_stats rs = {0};
     float *w = NULL;
@@ -2442,6 +2483,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                      (long long)c->data.header);
         goto out;
     }
+    if ((rc = check_finite(&j, e)) < 0)
+        goto out;
     w = output_model(&j); /* collective for sync.output = average */
     if (j.des && c->output.save_model) { /* every trainer its shards */
         char dir[4200];
@@ -2484,6 +2527,15 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         j.eval_s = ss_now() - t0;
         j.eval_threads = ev.threads; /* fewer where a thread's client could not be made */
         print_eval("eval", &ev);
+        if (ev.nan_preds) { /* weights so large that a forward overflows: no usable model */
+            if (c->output.save_model && !env)
+                stale_files(c->output.dir, MODEL_FILES, 1);
+            rc = nan_model(e, ev.nan_preds, ev.examples, c->data.eval,
+                           !c->output.save_model ? "the training (none saved)"
+                           : env ? "the training (the model saved is not usable)"
+                                 : "the training: no model saved");
+            goto out;
+        }
         eval_row(&j, f.examples, f.elapsed, &ev);
         warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples);
     }
@@ -2676,6 +2728,8 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     fprintf(say, "{\"eval_examples\": %lld, \"eval_ne\": %s, \"eval_logloss\": %s, "
             "\"eval_auc\": %s, \"eval_calibration\": %s, \"eval_bad_lines\": %lld}\n",
             (long long)ev.examples, v[0], v[1], v[2], v[3], (long long)ev.bad_lines);
+    if (ev.nan_preds)
+        rc = nan_model(e, ev.nan_preds, ev.examples, c->data.eval, "its training");
 out:
     if (pred)
         close_predictions(pred, predictions, part, rc, e);
