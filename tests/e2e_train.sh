@@ -164,6 +164,10 @@ check "sync.output = average trains (2 trainers: no note that ma changes nothing
 train ma1 --set job.trainers=1 --set sync.algo=ma --set data.max_examples=2000 --set output.quiet=false
 check "sync.algo = ma with 1 trainer says that its rounds change nothing, naming job.trainers" \
     grep -q '^# sync: ma with 1 trainer averages it with itself.*job.trainers above 1' $T/ma1.log
+train a1 --set job.trainers=2 --set sync.algo=easgd --set sync.alpha=1 --set data.max_examples=2000 --set output.quiet=false
+train a0 --set job.trainers=2 --set sync.algo=bmuf --set sync.alpha=0 --set data.max_examples=2000 --set output.quiet=false
+check "sync.alpha = 1 under easgd, and 0 under bmuf: the run says its rounds sync nothing; 0.5 says nothing" \
+    sh -c "grep -q '^# sync: easgd with sync.alpha = 1: .*no trainer sees another' $T/a1.log && grep -q '^# sync: sync.alpha = 0 leaves every replica as it is, so the bmuf rounds' $T/a0.log && ! grep -q '^# sync: .*alpha' $T/avg.log"
 
 # data.epochs: two passes over the file train as one pass over two copies of it (1 worker: bit
 # for bit), every example counted each pass

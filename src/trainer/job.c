@@ -2435,6 +2435,16 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         printf("# sync: %s with 1 trainer averages it with itself, so its rounds change "
                "nothing (job.trainers above 1 to sync; sync.algo = none spares the rounds)\n",
                c->sync.algo);
+    int blends = !strcmp(c->sync.algo, "easgd") || !strcmp(c->sync.algo, "ma") ||
+                 !strcmp(c->sync.algo, "bmuf");
+    if (blends && c->sync.alpha == 0 && !c->output.quiet && j.is_master)
+        printf("# sync: sync.alpha = 0 leaves every replica as it is, so the %s rounds change "
+               "nothing a trainer trains on (sync.alpha above 0 to sync)\n", c->sync.algo);
+    else if (!strcmp(c->sync.algo, "easgd") && c->sync.alpha == 1 && !c->output.quiet &&
+             j.is_master)
+        printf("# sync: easgd with sync.alpha = 1: the center takes a trainer's vector, then the "
+               "trainer the center's, its own: no trainer sees another's (the pull is alpha x "
+               "(1 - alpha); 0.5 pulls most)\n");
     if ((rc = start_trainers(&j, e)) < 0) {
         if (env) /* a cluster job ends here, before a shadow thread's buffers are freed */
             env->fatal(env->arg, e);
