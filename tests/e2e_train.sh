@@ -374,6 +374,29 @@ $BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one --set model.bottom=1
     --set model.top=auto-10-1 > $T/shape.log 2>&1
 check "eval of a model with other MLP widths but as many parameters: refused, naming both" \
     sh -c "[ $? = 1 ] && grep -q 'dense.bin: a model of bottom 13-32-8, top 359-32-1; the config.s is bottom 13-393-8, top 359-10-1' $T/shape.log"
+# a model of another number of tables: the advice names the tables' keys, not model.top
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one --set data.cat_cols=14-20 > $T/ntab.log 2>&1
+check "eval of a model with another number of tables: refused, naming data.cat_cols" \
+    sh -c "[ $? = 1 ] && grep -q 'dense.bin: a model of bottom 13-32-8, top 359-32-1; the config.s is bottom 13-32-8, top 36-32-1: .*another number of tables: set data.cat_cols and model.rows' $T/ntab.log"
+# scoring reads no optimizer state: a model trained with optim.emb = sgd scores under the
+# config's rowwise_adagrad (and back) as under its own
+train sgdemb --set optim.emb=sgd --set data.max_examples=20000 --set trainer.worker_threads=1
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/sgdemb > $T/sgdemb-eval.log 2>&1
+rc=$?
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/one --set optim.emb=sgd > $T/one-sgd.log 2>&1
+rc2=$?
+ne1=$(sed -n 's/.*"eval_ne": \([0-9.]*\),.*/\1/p' $T/sgdemb-eval.log)
+ne2=$(sed -n 's/.*"eval_ne": \([0-9.]*\),.*/\1/p' $T/one-sgd.log)
+check "eval of a model of either optim.emb under the other: its own NE ($ne1, $ne2)" \
+    sh -c "[ $rc = 0 ] && [ $rc2 = 0 ] && awk -v a='$ne1' -v b='$(json eval_ne $T/sgdemb/metrics.json)' -v c='$ne2' -v d='$(json eval_ne $T/one/metrics.json)' 'BEGIN { exit !(a != \"\" && c != \"\" && a - b < 1e-6 && b - a < 1e-6 && c - d < 1e-6 && d - c < 1e-6) }'"
+# no model to score, or nothing scored: status 1, saying which
+train nosave --set output.save_model=false --set data.max_examples=2000
+$BIN eval $CFG --set data.eval=$T/d/eval.tsv --model $T/nosave > $T/nosave-eval.log 2>&1
+rc=$?
+: > $T/empty-eval.tsv
+$BIN eval $CFG --set data.eval=$T/empty-eval.tsv --model $T/one > $T/empty-eval.log 2>&1
+check "eval of a run that saved no model, and of an empty data.eval: status 1 ($rc, $?), naming each" \
+    sh -c "[ $rc = 1 ] && grep -q 'no dense.bin there or in its model/ (a run with output.save_model = false saves none' $T/nosave-eval.log && grep -q 'no eval example was read from data.eval = $T/empty-eval.tsv: nothing is scored' $T/empty-eval.log"
 # a model file from before the widths were stored (version 1: no pooling, no widths) loads
 mkdir -p $T/oldmodel && cp $T/one/model/tables.bin $T/oldmodel/ && python3 - $T/one/model/dense.bin $T/oldmodel/dense.bin <<'PY'
 import struct, sys

@@ -94,6 +94,9 @@ int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e);
 int embps_load_files(struct emb_tables *t, char *const *paths, int n, struct ss_err *e);
 /* Every DIR/tables*.bin. */
 int embps_load_dir(struct emb_tables *t, const char *dir, struct ss_err *e);
+/* The row stride of the first tables*.bin in dir (dim, or dim + 1 with
+ * rowwise_adagrad's state), or -1 where there is none. */
+int embps_saved_stride(const char *dir);
 /* The rows table k holds: [*lo, *lo + rows). */
 void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
                 int64_t *table_rows);

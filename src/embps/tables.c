@@ -408,6 +408,25 @@ int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e)
     return 0;
 }
 
+int embps_saved_stride(const char *dir)
+{
+    char pat[4200];
+    snprintf(pat, sizeof pat, "%s/tables*.bin", dir);
+    glob_t g;
+    int stride = -1;
+    if (glob(pat, 0, NULL, &g) != 0)
+        return -1;
+    FILE *f = fopen(g.gl_pathv[0], "rb");
+    struct emb_header h;
+    if (f && fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, EMB_MAGIC, 8) == 0 &&
+        h.stride <= INT32_MAX)
+        stride = (int)h.stride;
+    if (f)
+        fclose(f);
+    globfree(&g);
+    return stride;
+}
+
 /* Copies the rows of file f's tables that t holds; counts them in got[]. */
 static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct ss_err *e)
 {

@@ -1641,6 +1641,13 @@ static void warn_bad_share(const char *key, const char *path, int64_t bad, int64
                 (long long)read, key, path, 100.0 * (double)bad / (double)read, key);
 }
 
+/* An eval that read no example of path. */
+static int noeval(struct ss_err *e, const char *path, const char *so)
+{
+    return ss_fail(e, SS_EINVAL, "no eval example was read from data.eval = %s: %s; check its "
+                   "format and columns", path, so);
+}
+
 /* An eval whose predictions were NaN: the model diverged in when. */
 static int nan_model(struct ss_err *e, int64_t nan_preds, int64_t examples, const char *path,
                      const char *when)
@@ -2566,8 +2573,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                     "\n", ss_halt_name(), (long long)f.examples, c->output.dir);
     }
     if (rc == 0 && c->data.eval && *c->data.eval && ev.examples == 0) /* the model is kept */
-        rc = ss_fail(e, SS_EINVAL, "no eval example was read from data.eval = %s: the model "
-                     "is saved, but not scored; check its format and columns", c->data.eval);
+        rc = noeval(e, c->data.eval, "the model is saved, but not scored");
 out:
     mid_eval_end(&j, 1, 0);
     free(j.mid.w);
@@ -2651,9 +2657,6 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         rc = SS_EIO;
         goto out;
     }
-    if ((rc = setup_model(&j, e)) < 0)
-        goto out;
-    openblas_set_num_threads(1);
     /* DIR/dense.bin + DIR/tables*.bin; or a checkpoint (DIR/MANIFEST) or a
      * checkpoint.dir (its newest complete checkpoint): trainer 0's dense
      * vector (with its replica of the hot rows, when hot-rows.bin is there;
@@ -2676,8 +2679,24 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
             fprintf(say, "# model: %s\n", src);
         }
     }
+    if (!is_ckpt && access(dense, F_OK) != 0) {
+        rc = ss_fail(e, SS_EINVAL, "--model %s: no dense.bin there or in its model/ (a run with "
+                     "output.save_model = false saves none; a checkpoint or checkpoint.dir "
+                     "scores too)", dir);
+        goto out;
+    }
     if (is_ckpt)
         fprintf(say, "# model: checkpoint %s\n", src);
+    /* the tables' rows as saved, with or without rowwise_adagrad's state
+     * float: scoring reads none, so a model of either optim.emb scores */
+    struct ss_config cc = *c;
+    int saved = embps_saved_stride(src);
+    if (saved == c->model.dim || saved == c->model.dim + 1)
+        cc.optim.emb = saved == c->model.dim ? OPT_SGD : OPT_ROWWISE_ADAGRAD;
+    j.c = c = &cc;
+    if ((rc = setup_model(&j, e)) < 0)
+        goto out;
+    openblas_set_num_threads(1);
     j.n_sync = j.l.n_params;
     snprintf(dense, sizeof dense, "%s/hot-rows.bin", src);
     if (access(dense, F_OK) == 0) {
@@ -2727,6 +2746,8 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
                 strcmp(predictions, "-") ? predictions : "standard output");
     if (!ev.labeled) {
         fprintf(say, "{\"eval_examples\": %lld}\n", (long long)ev.examples);
+        if (ev.examples == 0)
+            rc = noeval(e, c->data.eval, "nothing is scored");
         goto out;
     }
     print_eval_to(say, "eval", &ev);
@@ -2740,6 +2761,8 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
             (long long)ev.examples, v[0], v[1], v[2], v[3], (long long)ev.bad_lines);
     if (ev.nan_preds)
         rc = nan_model(e, ev.nan_preds, ev.examples, c->data.eval, "its training");
+    else if (ev.examples == 0)
+        rc = noeval(e, c->data.eval, "nothing is scored");
 out:
     if (pred)
         close_predictions(pred, predictions, part, rc, e);

@@ -73,6 +73,13 @@ static int check_shape(FILE *f, const struct model_layout *l, const char *path, 
     char a[256], b[256];
     shape_text(got, a, sizeof a);
     shape_text(want, b, sizeof b);
+    int tb = (int)got[0] + 2; /* the top's count; only its input width differs: the tables */
+    if (at == k && !memcmp(got, want, (size_t)tb * 4) && got[tb] == want[tb] &&
+        !memcmp(got + tb + 2, want + tb + 2, (size_t)(k - tb - 2) * 4))
+        return ss_fail(e, SS_EINVAL, "%s: a model of %s; the config's is %s: the top's input "
+                       "(the bottom's output and its dot products with every embedding table) "
+                       "differs, so the model has another number of tables: set data.cat_cols "
+                       "and model.rows to the model's (model.top follows with auto)", path, a, b);
     return ss_fail(e, SS_EINVAL, "%s: a model of %s; the config's is %s: set model.bottom and "
                    "model.top to the model's", path, a, b);
 }
