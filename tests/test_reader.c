@@ -307,6 +307,14 @@ static void test_parse_csv(void)
     char l5[] = "1,2,1.0,4,5,6";
     rc = parse_line(&s, l5, strlen(l5), &b, &e);
     CHECK(rc == 0 && b.label[2] == 1.0f, "label 1.0 accepted", "rc %d %s", rc, e.msg);
+    char lq1[] = "1,2,\"a,b\",4,5,6";
+    rc = parse_line(&s, lq1, strlen(lq1), &b, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "column 2: a quoted field (\"a): quotes are not read"),
+          "csv: a quoted field holding the separator is a bad line", "rc %d %s", rc, e.msg);
+    char lq2[] = "1,2,3,\"4\",5,6";
+    rc = parse_line(&s, lq2, strlen(lq2), &b, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "column 3: a quoted field (\"4\")"),
+          "csv: a quoted value is a bad line (it would hash as another id)", "rc %d %s", rc, e.msg);
     batch_free(&b);
 
     /* decimal encoding */

@@ -271,6 +271,14 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
                        s->format == FMT_CRITEO ? "" : "at least ", want, (long long)nf);
 #define FIELD(c) (line + fs[c])
 #define FLEN(c) ((size_t)(fs[(c) + 1] - 1 - fs[c]))
+    /* CSV quoting is not read: a separator inside quotes would shift every
+     * later column, and a quoted value would hash as another id */
+    for (int c = 0; s->format != FMT_CRITEO && c < want; c++)
+        if (FLEN(c) && FIELD(c)[0] == '"')
+            return ss_fail(e, SS_EFORMAT, "column %d: a quoted field (%.*s%s): quotes are not "
+                           "read, so a separator inside them would shift the columns; write "
+                           "the data without quotes", c, (int)(FLEN(c) > SHOW ? SHOW : FLEN(c)),
+                           FIELD(c), FLEN(c) > SHOW ? "..." : "");
 
     float label = NAN; /* no label column: unlabeled data, only scored */
     if (s->label_col >= 0) {
