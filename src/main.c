@@ -568,7 +568,7 @@ static int cmd_convert(int argc, char **argv)
         rc = ss_fail(&e, SS_EINVAL, "convert: data.label_col = -1 (no label column), but a "
                      "binary shard holds each example's label");
     if (rc == 0)
-        rc = reader_convert(opt(&a, "in"), opt(&a, "out"), &s, per, &e);
+        rc = reader_convert(opt(&a, "in"), opt(&a, "out"), &s, per, c.data.report_bad_lines, &e);
     ss_config_free(&c);
     return rc < 0 ? die(&e) : 0;
 }

@@ -854,7 +854,7 @@ static void test_convert_and_binary(void)
     path_of(in, sizeof in, "conv.tsv");
     path_of(out, sizeof out, "shards");
     capture_begin();
-    int rc = reader_convert(in, out, &s, 7, &e);
+    int rc = reader_convert(in, out, &s, 7, 10, &e);
     free(capture_end());
     CHECK(rc == 0, "convert runs", "%s", e.msg);
     int files = 0;
@@ -984,7 +984,7 @@ static void test_convert_and_binary(void)
 
     /* converting again with one shard removes the stale parts */
     capture_begin();
-    rc = reader_convert(in, out, &s, 0, &e);
+    rc = reader_convert(in, out, &s, 0, 10, &e);
     free(capture_end());
     snprintf(g, sizeof g, "%s/part-00001.bin", out);
     int64_t k1 = read_all_examples(out, &bs, 100, 0, NULL, 0, NULL, &e);
@@ -1221,7 +1221,7 @@ static int two_files(const char *name, int a, int bad, int b, int shard, char *d
     snprintf(rel, sizeof rel, "%s/b.tsv", name);
     write_criteo_file(rel, b, 0);
     criteo_schema(s);
-    int rc = reader_convert(dir, bin, s, shard, e);
+    int rc = reader_convert(dir, bin, s, shard, 10, e);
     *bs = *s;
     bs->format = FMT_BINARY;
     return rc;
@@ -1644,6 +1644,41 @@ static void test_gzip(void)
               "rc %d: %s", rc, e.msg);
         reader_close(r);
     }
+    /* a conversion that fails midway (a truncated file, after shards were
+     * done) leaves the directory as the last one left it: no new or .tmp
+     * shard; one that reads no example fails too */
+    char out[512], cut[512];
+    path_of(out, sizeof out, "gzconv");
+    path_of(p, sizeof p, "gz/a.tsv");
+    capture_begin();
+    int crc = reader_convert(p, out, &s, 1000, 10, &e); /* 3 shards */
+    gzip_file("gz/a.tsv", "cut.tsv.gz", 0.6, 0);
+    path_of(cut, sizeof cut, "cut.tsv.gz");
+    int frc = reader_convert(cut, out, &s, 500, 10, &e);
+    write_file("allbad.tsv", "x\ny\n", 4);
+    path_of(pz, sizeof pz, "allbad.tsv");
+    struct ss_err e2 = {0};
+    int zrc = reader_convert(pz, out, &s, 500, 10, &e2);
+    free(capture_end());
+    struct ss_config c0;
+    memset(&c0, 0, sizeof c0);
+    struct schema bin;
+    int64_t kept = schema_from_config(&bin, &c0, out, &e) == 0
+                       ? read_all_examples(out, &bin, 128, 0, NULL, 0, NULL, &e)
+                       : -1;
+    int tmps = 0;
+    for (int k = 0; k < 8; k++) {
+        char f[600];
+        snprintf(f, sizeof f, "%s/part-%05d.bin.tmp", out, k);
+        tmps += access(f, F_OK) == 0;
+        snprintf(f, sizeof f, "%s/part-%05d.bin", out, k);
+        tmps += k >= 3 && access(f, F_OK) == 0;
+    }
+    CHECK(crc == 0 && frc < 0 && zrc < 0 && kept == 2970 && tmps == 0 &&
+              strstr(e2.msg, "convert: no example was read from") && strstr(e2.msg, "2 bad lines"),
+          "convert: a failed or empty conversion leaves the directory as it was",
+          "rc %d %d %d, %lld examples kept, %d stray: %s", crc, frc, zrc, (long long)kept, tmps,
+          e2.msg);
     /* a resume inside a big gzip file: its progress goes on from the place
      * (before, the compressed bytes up to it were counted twice) */
     write_criteo_file("gzbig.tsv", 60000, 0);

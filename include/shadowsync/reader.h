@@ -152,9 +152,10 @@ void reader_service_counts(struct reader_service *s, int64_t *served, int64_t *e
 void reader_service_free(struct reader_service *s);
 
 /* `shadowsync convert`: text to binary shards of up to shard_examples each
- * (0 = one file), streaming in constant memory. */
+ * (0 = one file), streaming in constant memory; the first report_bad bad
+ * lines are named. Reading no example fails, writing nothing. */
 int reader_convert(const char *in, const char *out_dir, const struct schema *s,
-                   int64_t shard_examples, struct ss_err *e);
+                   int64_t shard_examples, int report_bad, struct ss_err *e);
 
 /* `shadowsync gen`: Criteo-shaped data from a hidden teacher (DESIGN §5).
  * Writes dir/train.tsv, dir/eval.tsv, dir/train.prob, dir/eval.prob and

@@ -2,9 +2,11 @@
  * into binary shards out_dir/part-00000.bin, ... of up to shard_examples
  * each. Memory stays constant: one batch and one write buffer. Each shard is
  * written as part-N.bin.tmp with zero counts in its header, the counts are
- * patched at the end, then fsync and rename, so a shard that exists is
- * whole. Shards left from an earlier, longer conversion into the same
- * directory are removed so the directory holds exactly this data. */
+ * patched at its end, then fsync; once every shard is whole they are all
+ * renamed, and shards left from an earlier, longer conversion into the same
+ * directory removed, so the directory holds exactly this data. A conversion
+ * that fails, or reads no example, removes its .tmp files and leaves the
+ * directory as it was. */
 #include "internal.h"
 
 #include <dirent.h>
@@ -14,7 +16,6 @@
 #include <unistd.h>
 
 #define CONVERT_BATCH 4096
-#define REPORT_BAD 10
 #define PROGRESS_S 2.0
 
 struct shard_writer {
@@ -29,10 +30,16 @@ struct shard_writer {
     struct shard_header h;
 };
 
+/* Shard i's paths into w->tmp and w->final. */
+static void shard_paths(struct shard_writer *w, int i)
+{
+    snprintf(w->final, w->path_cap, "%s/part-%05d.bin", w->dir, i);
+    snprintf(w->tmp, w->path_cap, "%s/part-%05d.bin.tmp", w->dir, i);
+}
+
 static int writer_begin(struct shard_writer *w, const struct schema *s, struct ss_err *e)
 {
-    snprintf(w->final, w->path_cap, "%s/part-%05d.bin", w->dir, w->index);
-    snprintf(w->tmp, w->path_cap, "%s/part-%05d.bin.tmp", w->dir, w->index);
+    shard_paths(w, w->index);
     w->f = fopen(w->tmp, "wb");
     if (!w->f)
         return ss_fail(e, SS_EIO, "%s: %s", w->tmp, strerror(errno));
@@ -92,12 +99,24 @@ static int writer_finish(struct shard_writer *w, struct ss_err *e)
     if (fclose(w->f) && !rc)
         rc = ss_fail(e, SS_EIO, "%s: %s", w->tmp, strerror(errno));
     w->f = NULL;
-    if (!rc && rename(w->tmp, w->final))
-        rc = ss_fail(e, SS_EIO, "%s: rename: %s", w->final, strerror(errno));
     if (rc)
         unlink(w->tmp);
     else
         w->index++;
+    return rc;
+}
+
+/* The finished shards: renamed to their names (ok), or removed. */
+static int writer_commit(struct shard_writer *w, int ok, struct ss_err *e)
+{
+    int rc = 0;
+    for (int i = 0; i < w->index; i++) {
+        shard_paths(w, i);
+        if (ok && rc == 0 && rename(w->tmp, w->final))
+            rc = ss_fail(e, SS_EIO, "%s: rename: %s", w->final, strerror(errno));
+        else if (!ok || rc)
+            unlink(w->tmp);
+    }
     return rc;
 }
 
@@ -127,7 +146,7 @@ static void remove_stale(const char *dir, int first)
 }
 
 int reader_convert(const char *in, const char *out_dir, const struct schema *s,
-                   int64_t shard_examples, struct ss_err *e)
+                   int64_t shard_examples, int report_bad, struct ss_err *e)
 {
     if (s->format == FMT_BINARY)
         return ss_fail(e, SS_EINVAL, "convert: %s is already binary shards", in);
@@ -138,7 +157,7 @@ int reader_convert(const char *in, const char *out_dir, const struct schema *s,
     if (rc)
         return rc;
     struct reader *r;
-    rc = reader_open(&r, in, s, 0, REPORT_BAD, e);
+    rc = reader_open(&r, in, s, 0, report_bad, e);
     if (rc)
         return rc;
 
@@ -174,22 +193,32 @@ int reader_convert(const char *in, const char *out_dir, const struct schema *s,
             last = now;
         }
     }
-    if (!rc && !w.f && w.index == 0)
-        rc = writer_begin(&w, s, e); /* no examples: one empty shard */
     if (!rc && w.f)
         rc = writer_finish(&w, e);
     if (rc && w.f) {
         fclose(w.f);
         unlink(w.tmp);
     }
+    struct reader_stats st;
+    reader_stats(r, &st);
+    if (!rc && st.examples == 0)
+        rc = ss_fail(e, SS_EFORMAT, "convert: no example was read from %s (%lld bad lines%s): "
+                     "nothing written; check data.format, data.separator, data.header and the "
+                     "columns (data.*_cols)", in, (long long)st.bad_lines,
+                     st.bad_lines && report_bad ? ", the first named above" : "");
+    int crc = writer_commit(&w, rc == 0, e);
+    rc = rc ? rc : crc;
     if (!rc) {
         remove_stale(out_dir, w.index);
-        struct reader_stats st;
-        reader_stats(r, &st);
         double dt = ss_now() - t0;
         ss_log("convert: %lld examples, %lld bad lines, %d shards in %s (%.1f s, %.1f MB/s)",
                (long long)st.examples, (long long)st.bad_lines, w.index, out_dir, dt,
                (double)reader_bytes_done(r) / 1e6 / (dt > 0 ? dt : 1e-9));
+        int64_t read = st.examples + st.bad_lines;
+        if (st.bad_lines * 100 > read)
+            ss_log("warning: %lld of the %lld lines read from %s (%.1f %%) were not examples and "
+                   "were skipped: check data.format and the columns", (long long)st.bad_lines,
+                   (long long)read, in, 100.0 * (double)st.bad_lines / (double)read);
     }
     batch_free(&b);
     reader_close(r);
