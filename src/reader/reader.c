@@ -32,6 +32,10 @@
 #include <zlib.h>
 
 #define TEXT_BUF (4u << 20)       /* the longest line read */
+/* gzip is inflated GZ_STEP bytes a call, straight into the buffer (zlib
+ * reads its input GZ_STEP / 2 at a time): a call that fails drops what it
+ * inflated (gz_fill) */
+#define GZ_STEP (256u << 10)
 #define TEXT_BUF_MIN (64u << 10)
 
 struct reader {
@@ -143,7 +147,7 @@ static int text_open(struct reader *r, struct ss_err *e)
             r->fd = -1;
             return ss_fail(e, SS_EIO, "%s: cannot read it as gzip (out of memory?)", f);
         }
-        gzbuffer(r->gz, 1u << 20);
+        gzbuffer(r->gz, GZ_STEP / 2); /* reads of GZ_STEP inflate straight into buf */
     }
     r->pos = r->end = 0;
     r->eof = r->skipping = 0;
@@ -163,17 +167,28 @@ static void text_close(struct reader *r)
 }
 
 /* Inflates more into buf[end..): a truncated or corrupt stream is an error
- * naming the file, never a quiet end. */
+ * naming the file, never a quiet end. zlib drops what a call inflated when
+ * it fails (a bad CRC at the stream's end, say), so the room is filled in
+ * steps of GZ_STEP: what steps before the damage brought is kept, and the
+ * error comes at the next fill. */
 static int gz_fill(struct reader *r, struct ss_err *e)
 {
-    int k = gzread(r->gz, r->buf + r->end, (unsigned)(r->buf_cap - r->end)), zerr = Z_OK;
+    size_t room = r->buf_cap - r->end, got = 0;
+    int k = 0, zerr = Z_OK;
+    while (got < room) {
+        unsigned ask = (unsigned)(room - got < GZ_STEP ? room - got : GZ_STEP);
+        if ((k = gzread(r->gz, r->buf + r->end + got, ask)) <= 0)
+            break;
+        got += (size_t)k;
+    }
     const char *msg = gzerror(r->gz, &zerr), *fd_tag = strstr(msg, ">: ");
     if (!strncmp(msg, "<fd:", 4) && fd_tag) /* gzdopen's name for the stream */
         msg = fd_tag + 3;
-    if (k < 0 || (k == 0 && zerr != Z_OK))
+    if (!got && (k < 0 || (k == 0 && zerr != Z_OK)))
         return ss_fail(e, SS_EIO, "%s: %s after %llu uncompressed bytes", r->files[r->cur],
                        zerr == Z_BUF_ERROR ? "the gzip stream is truncated" : msg,
                        (unsigned long long)r->file_read);
+    k = (int)got;
     z_off_t in = gzoffset(r->gz);
     if (in > r->gz_in) {
         r->bytes_done += (uint64_t)(in - r->gz_in);
