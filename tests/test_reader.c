@@ -1603,6 +1603,20 @@ static void test_gzip(void)
           (long long)sb.bad_lines, (long long)sa.bad_lines, e.msg);
     free(err);
 
+    /* a UTF-8 byte order mark before the first line: not part of its label */
+    size_t tl;
+    char *tb = read_all(p, &tl), *bom = malloc(tl + 3);
+    memcpy(bom, "\xEF\xBB\xBF", 3);
+    memcpy(bom + 3, tb, tl);
+    write_file("bom.tsv", bom, tl + 3);
+    free(tb), free(bom);
+    char pb[512];
+    path_of(pb, sizeof pb, "bom.tsv");
+    struct reader_stats sm;
+    int64_t nm = read_all_examples(pb, &s, 128, 0, NULL, 0, &sm, &e);
+    CHECK(nm == 2970 && sm.bad_lines == 30, "a UTF-8 byte order mark: the first line read as without it",
+          "%lld examples, %lld bad", (long long)nm, (long long)sm.bad_lines);
+
     /* progress: compressed bytes of the file's */
     struct reader *r;
     struct batch b;

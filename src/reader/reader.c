@@ -237,6 +237,8 @@ static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *
                 r->skipping = 0;
                 continue;
             }
+            if (r->line_no == 1 && n >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3))
+                p += 3, n -= 3; /* a UTF-8 byte order mark: not the first field's */
             *line = p;
             *len = n;
             return 1;
