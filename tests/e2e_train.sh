@@ -347,6 +347,16 @@ rc=$?
 check "sync.shadow_sleep_ms = 60000: the run ends with its data ($rc, $(json seconds $T/sleep/metrics.json) s), every example" \
     sh -c "[ $rc = 0 ] && [ '$(json examples $T/sleep/metrics.json)' = $N ] && awk -v s='$(json seconds $T/sleep/metrics.json)' 'BEGIN { exit !(s != \"\" && s < 20) }'"
 
+# a pipe reads once: data.epochs = 2 over one is refused (its second pass waited forever)
+mkfifo $T/pipe.tsv
+cat $T/d/train.tsv > $T/pipe.tsv 2> /dev/null &
+catpid=$!
+timeout -k 5 60 $BIN train $CFG --set data.train=$T/pipe.tsv --set data.eval= --set output.dir=$T/pipe \
+    --set data.epochs=2 > $T/pipe.log 2>&1
+rc=$?
+kill $catpid 2> /dev/null
+check "data.epochs = 2 over a pipe: refused, naming it ($rc)" \
+    sh -c "[ $rc = 1 ] && grep -q 'data.train: $T/pipe.tsv is not a regular file (a pipe or device reads once), but data.epochs = 2' $T/pipe.log"
 # data that yields nothing, or an eval set that cannot serve, does not pass for a trained model
 train none --set data.train=/dev/null --set checkpoint.dir=$T/ck0
 check "no training example read: status 1 naming data.train, no model saved" \

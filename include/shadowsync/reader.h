@@ -73,6 +73,8 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
  * that many times over, in the same order (data.epochs); max_examples
  * counts every pass's. */
 void reader_set_epochs(struct reader *r, int epochs);
+/* Fails where a pass after the first could not read a file again (a pipe). */
+int reader_check_passes(const struct reader *r, int epochs, struct ss_err *e);
 /* Fills b with up to b->cap examples (b->n = 0 at the end of the data).
  * Thread-safe. Returns 0 or a negative code (I/O error, corrupt shard). */
 int reader_next(struct reader *r, struct batch *b, struct ss_err *e);

@@ -686,6 +686,17 @@ void reader_set_epochs(struct reader *r, int epochs)
     r->epochs = epochs > 1 ? epochs : 1;
 }
 
+int reader_check_passes(const struct reader *r, int epochs, struct ss_err *e)
+{
+    struct stat st;
+    for (int i = 0; epochs > 1 && i < r->n_files; i++)
+        if (stat(r->files[i], &st) == 0 && !S_ISREG(st.st_mode))
+            return ss_fail(e, SS_EINVAL, "data.train: %s is not a regular file (a pipe or "
+                           "device reads once), but data.epochs = %d passes over it", r->files[i],
+                           epochs);
+    return 0;
+}
+
 void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), void *arg)
 {
     r->on_skip = fn;

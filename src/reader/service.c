@@ -229,6 +229,8 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
     if (rc == 0)
         rc = reader_open(&r, c->data.train, &s, c->data.max_examples, c->data.report_bad_lines,
                          e);
+    if (rc == 0)
+        rc = reader_check_passes(r, c->data.epochs, e);
     if (rc == 0) { /* (the master says how: trainer_run) */
         reader_set_epochs(r, c->data.epochs);
         reader_set_share(r, p->role_index, p->count[ROLE_READER], c->data.split, NULL);

@@ -2400,6 +2400,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         (rc = reader_open(&j.reader, c->data.train, &j.schema, c->data.max_examples,
                           c->data.report_bad_lines, e)) < 0)
         goto out;
+    if (j.reader && (rc = reader_check_passes(j.reader, c->data.epochs, e)) < 0)
+        goto out;
     if (j.reader)
         reader_set_epochs(j.reader, c->data.epochs);
     if (env && !env->feed)
