@@ -157,6 +157,19 @@ static void test_separators(void)
         if (!rc)
             ss_config_free(&c);
     }
+    /* a space, which an INI value cannot hold bare; a quoted character */
+    static const char *const more[] = {"[data]\nseparator = space\n", "[data]\nseparator = \" \"\n",
+                                       "[data]\nseparator = \";\"\n"};
+    for (int i = 0; i < 3; i++) {
+        struct ss_config c;
+        struct ss_err e = {0};
+        int rc = load_text(&c, more[i], NULL, 0, &e);
+        char name[64];
+        snprintf(name, sizeof name, "separator %s", i == 0 ? "space" : i == 1 ? "\" \"" : "\";\"");
+        CHECK(rc == 0 && !strcmp(c.data.separator, i < 2 ? " " : ";"), name, "rc %d: %s", rc, e.msg);
+        if (!rc)
+            ss_config_free(&c);
+    }
 }
 
 struct bad_case {
@@ -225,7 +238,7 @@ static const struct bad_case bad_cases[] = {
     {"unclosed section", "[job\ntrainers = 2\n", NULL, {"t.ini:1:", "\"[job\" is not a [section] line"}},
     {"bad escape", "[job]\nbind = a\\qb\n", NULL, {"t.ini", "job.bind"}},
     {"separator two chars", "[data]\nseparator = ab\n", NULL, {"data.separator", "ab"}},
-    {"multihot_sep empty", NULL, "data.multihot_sep=", {"data.multihot_sep", "\"\""}},
+    {"multihot_sep empty", NULL, "data.multihot_sep=", {"data.multihot_sep", "''", "not one character"}},
     {"bad bottom", NULL, "model.bottom=13-0-16", {"model.bottom", "13-0-16"}},
     {"bad top", NULL, "model.top=autox-1", {"model.top", "autox-1"}},
     {"top auto alone", NULL, "model.top=auto", {"model.top", "auto"}},

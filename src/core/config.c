@@ -632,15 +632,24 @@ static int apply_override(struct ss_config *c, const char *ov, struct ss_err *e)
 
 /* ---- checks across keys ---------------------------------------------- */
 
-/* A one-character separator; "\t" (two characters) and "tab" mean a tab. */
+/* A one-character separator; "\t" (two characters) and "tab" mean a tab,
+ * "space" a space, and one character in double quotes itself (an INI
+ * value's spaces are stripped). */
 static int check_char(char **s, const char *key, struct ss_err *e)
 {
-    if (!strcmp(*s, "\\t") || !strcmp(*s, "tab")) {
+    size_t n = strlen(*s);
+    const char *to = !strcmp(*s, "\\t") || !strcmp(*s, "tab") ? "\t"
+                     : !strcmp(*s, "space")                    ? " "
+                     : n == 3 && (*s)[0] == '"' && (*s)[2] == '"' ? *s + 1
+                                                                  : NULL;
+    if (to) {
+        char *v = g_strndup(to, 1);
         g_free(*s);
-        *s = g_strdup("\t");
+        *s = v;
     }
     if (strlen(*s) != 1)
-        return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" is not one character", key, *s);
+        return ss_fail(e, SS_EINVAL, "config: %s = '%s' is not one character (tab, space, or "
+                       "one character in double quotes name one too)", key, *s);
     return 0;
 }
 
