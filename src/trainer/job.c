@@ -1630,15 +1630,17 @@ static void print_eval_to(FILE *f, const char *what, const struct eval_result *e
 
 /* Over 1 % of the lines read from a data key were no examples: a file not
  * meant, columns that do not fit. Said at the run's end, on stderr. */
-static void warn_bad_share(const char *key, const char *path, int64_t bad, int64_t examples)
+static void warn_bad_share(const struct ss_config *c, const char *key, const char *path,
+                           int64_t bad, int64_t examples)
 {
     int64_t read = bad + examples;
     fflush(stdout); /* after the figures it follows */
     if (bad * 100 > read)
         fprintf(stderr, "shadowsync: warning: %lld of the %lld lines read from %s = %s (%.1f %%) "
-                "were not examples and were skipped (the first are named above): check "
-                "data.format and the columns, and which files %s takes in\n", (long long)bad,
-                (long long)read, key, path, 100.0 * (double)bad / (double)read, key);
+                "were not examples and were skipped%s: check data.format and the columns, and "
+                "which files %s takes in\n", (long long)bad, (long long)read, key, path,
+                100.0 * (double)bad / (double)read,
+                c->data.report_bad_lines ? " (the first are named above)" : "", key);
 }
 
 /* An eval that read no example of path. */
@@ -2498,7 +2500,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                      "lines%s): nothing trained, no model saved; check data.format, "
                      "data.separator, data.header (%lld) and the columns (data.*_cols)",
                      c->data.train, (long long)rs.bad_lines,
-                     rs.bad_lines ? ", the first ones named above" : "",
+                     rs.bad_lines && c->data.report_bad_lines ? ", the first ones named above" : "",
                      (long long)c->data.header);
         goto out;
     }
@@ -2525,7 +2527,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
            f.train_ne, (long long)f.syncs, gap_text(f.sync_gap, 0, gap), (long long)rs.bad_lines);
     fflush(stdout); /* seen before the eval, which may take a while */
     /* both the job's so far: a resumed reader's bad lines go on from its checkpoint's */
-    warn_bad_share("data.train", c->data.train, rs.bad_lines, f.examples);
+    warn_bad_share(c, "data.train", c->data.train, rs.bad_lines, f.examples);
     if (j.hot)
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
@@ -2556,7 +2558,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
             goto out;
         }
         eval_row(&j, f.examples, f.elapsed, &ev);
-        warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples);
+        warn_bad_share(c, "data.eval", c->data.eval, ev.bad_lines, ev.examples);
     }
     rc = write_metrics(&j, &f, &ev, &rs, e);
     if (rc == 0 && !c->output.quiet)
@@ -2753,7 +2755,7 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         goto out;
     }
     print_eval_to(say, "eval", &ev);
-    warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples);
+    warn_bad_share(c, "data.eval", c->data.eval, ev.bad_lines, ev.examples);
     char v[4][32]; /* JSON: null where a figure is undefined (eval data of one class) */
     const double x[4] = {ev.ne, ev.logloss, ev.auc, ev.calibration};
     for (int i = 0; i < 4; i++)
