@@ -128,7 +128,8 @@ static void lines_write(FILE *f, struct line_buf **bufs, int n)
 {
     size_t *head = ss_xcalloc((size_t)n, sizeof *head);
     for (int t = 0; t < n; t++)
-        qsort(bufs[t]->v, bufs[t]->n, sizeof *bufs[t]->v, by_place);
+        if (bufs[t]->n) /* (an empty one's v is NULL, which qsort may not take) */
+            qsort(bufs[t]->v, bufs[t]->n, sizeof *bufs[t]->v, by_place);
     for (;;) {
         int from = -1;
         for (int t = 0; t < n; t++)
