@@ -982,6 +982,27 @@ static void test_convert_and_binary(void)
     CHECK(kt == 30 && kb == 7, "mixed directory: the schema picks the files", "text %lld bin %lld",
           (long long)kt, (long long)kb);
 
+    /* a shard without its .bin name is refused, not parsed as text */
+    {
+        char f0n[600], nn[512];
+        snprintf(f0n, sizeof f0n, "%s/part-00000.bin", out);
+        size_t ln;
+        char *sh = read_all(f0n, &ln);
+        write_file("noname", sh, ln);
+        free(sh);
+        path_of(nn, sizeof nn, "noname");
+        struct reader *rn;
+        struct batch bn;
+        batch_init(&bn, 64, s.n_dense, s.n_cat);
+        int nrc = reader_open(&rn, nn, &s, 0, 0, &e);
+        if (nrc == 0) {
+            nrc = reader_next(rn, &bn, &e);
+            reader_close(rn);
+        }
+        CHECK(nrc < 0 && strstr(e.msg, "a binary shard (it starts with SSHARD) read as text"),
+              "a shard without its .bin name: refused, not read as text", "rc %d: %s", nrc, e.msg);
+        batch_free(&bn);
+    }
     /* converting again with one shard removes the stale parts */
     capture_begin();
     rc = reader_convert(in, out, &s, 0, 10, &e);

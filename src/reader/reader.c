@@ -139,6 +139,13 @@ static int text_open(struct reader *r, struct ss_err *e)
     if (r->fd < 0)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    char magic[8];
+    if (pread(r->fd, magic, 8, 0) == 8 && !memcmp(magic, SHARD_MAGIC, 8)) {
+        close(r->fd);
+        r->fd = -1;
+        return ss_fail(e, SS_EFORMAT, "%s: a binary shard (it starts with SSHARD) read as text: "
+                       "shards are known by their name, *.bin", f);
+    }
     r->gz = NULL;
     r->gz_in = 0;
     if (is_gzip_fd(r->fd)) {
