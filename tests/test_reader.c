@@ -1001,6 +1001,29 @@ static void test_convert_and_binary(void)
         }
         CHECK(nrc < 0 && strstr(e.msg, "a binary shard (it starts with SSHARD) read as text"),
               "a shard without its .bin name: refused, not read as text", "rc %d: %s", nrc, e.msg);
+        /* xz, bzip2 and zstd are named, not parsed */
+        static const char *const packs[][2] = {{"\xFD" "7zXZ\0\0\4more", "xz"},
+                                               {"BZh91AY&SYmore", "bzip2"},
+                                               {"\x28\xB5\x2F\xFDmore", "zstd"},
+                                               {"BZh,1,2,3\n", NULL}};
+        for (int k = 0; k < 4; k++) {
+            write_file("packed", packs[k][0], 14);
+            path_of(nn, sizeof nn, "packed");
+            struct ss_err pe = {0};
+            int prc = reader_open(&rn, nn, &s, 0, 0, &pe);
+            if (prc == 0) {
+                prc = reader_next(rn, &bn, &pe);
+                reader_close(rn);
+            }
+            char want[64], name[80];
+            snprintf(want, sizeof want, "%s-compressed, which is not read", packs[k][1] ? packs[k][1] : "-");
+            if (packs[k][1])
+                snprintf(name, sizeof name, "%s: named, not parsed", packs[k][1]);
+            else
+                snprintf(name, sizeof name, "text starting with BZh: not taken for bzip2");
+            CHECK(packs[k][1] ? prc < 0 && strstr(pe.msg, want) : !strstr(pe.msg, "compressed"), name,
+                  "rc %d: %s", prc, pe.msg);
+        }
         batch_free(&bn);
     }
     /* converting again with one shard removes the stale parts */

@@ -140,7 +140,19 @@ static int text_open(struct reader *r, struct ss_err *e)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     char magic[8];
-    if (pread(r->fd, magic, 8, 0) == 8 && !memcmp(magic, SHARD_MAGIC, 8)) {
+    ssize_t got = pread(r->fd, magic, 8, 0);
+    static const struct { const char *m; size_t n; const char *name; } packed[] = {
+        {"\xFD" "7zXZ", 5, "xz"}, {"BZh", 3, "bzip2"}, {"\x28\xB5\x2F\xFD", 4, "zstd"}};
+    for (size_t i = 0; got > 0 && i < sizeof packed / sizeof *packed; i++)
+        if ((size_t)got >= packed[i].n && !memcmp(magic, packed[i].m, packed[i].n) &&
+            (i != 1 || (got == 8 && magic[3] >= '1' && magic[3] <= '9' &&
+                        !memcmp(magic + 4, "1AY&", 4)))) { /* bzip2: its block's magic too */
+            close(r->fd);
+            r->fd = -1;
+            return ss_fail(e, SS_EFORMAT, "%s: %s-compressed, which is not read: decompress it "
+                           "(or recompress it with gzip, which is)", f, packed[i].name);
+        }
+    if (got == 8 && !memcmp(magic, SHARD_MAGIC, 8)) {
         close(r->fd);
         r->fd = -1;
         return ss_fail(e, SS_EFORMAT, "%s: a binary shard (it starts with SSHARD) read as text: "
