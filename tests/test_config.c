@@ -172,6 +172,18 @@ static void test_separators(void)
     }
 }
 
+/* model.rows takes blanks after its commas, as the column lists do */
+static void test_rows_blanks(void)
+{
+    struct ss_config c;
+    struct ss_err e = {0};
+    int rc = load_text(&c, "[model]\nrows = 1000, 2000 ,3000\n", NULL, 0, &e);
+    CHECK(rc == 0 && !strcmp(c.model.rows, "1000,2000,3000"), "model.rows with blanks after commas",
+          "rc %d: %s", rc, rc ? e.msg : c.model.rows);
+    if (!rc)
+        ss_config_free(&c);
+}
+
 struct bad_case {
     const char *name;
     const char *ini;      /* file text, or NULL for defaults */
@@ -412,6 +424,7 @@ int main(void)
     test_defaults();
     test_file_and_override();
     test_separators();
+    test_rows_blanks();
     test_bad_inputs();
     test_round_trip();
     test_dims();

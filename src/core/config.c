@@ -724,6 +724,11 @@ static int check_config(struct ss_config *c, struct ss_err *e)
         c->optim.eps == 0 && c->optim.init_acc == 0)
         return ss_fail(e, SS_EINVAL, "config: optim.eps = 0 with optim.init_acc = 0: Adagrad's "
                        "first step of a zero gradient is 0 / 0 (NaN); set either above 0");
+    char *d = c->model.rows; /* "1000, 2000": blanks after the commas, as column lists take */
+    for (const char *p = c->model.rows; *p; p++)
+        if (!g_ascii_isspace(*p))
+            *d++ = *p;
+    *d = 0;
     return check_top(c->model.top, e) ? SS_EINVAL : check_rows(c->model.rows, e);
 }
 
