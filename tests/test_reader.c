@@ -185,8 +185,8 @@ static void test_parse_criteo(void)
     batch_init(&b, 4, 13, 26);
 
     char line[2048];
-    int n = sprintf(line, "1\t5\t\t-3");
-    for (int j = 3; j < 13; j++)
+    int n = sprintf(line, "1\t5\t\t-3\t0e400\t-0.0e999");
+    for (int j = 5; j < 13; j++)
         n += sprintf(line + n, "\t%d", j * 100);
     n += sprintf(line + n, "\t68fd1e64\t\tABCDEF01");
     for (int t = 3; t < 26; t++)
@@ -195,8 +195,10 @@ static void test_parse_criteo(void)
     CHECK(rc == 0 && b.n == 1, "criteo good line parses", "rc %d: %s", rc, rc ? e.msg : "");
     CHECK(b.label[0] == 1.0f, "criteo label", "%g", b.label[0]);
     CHECK(b.dense[0] == 5.0f && b.dense[1] == 0.0f && b.dense[2] == -3.0f &&
-          b.dense[12] == 1200.0f, "criteo dense values, missing = 0, negative",
-          "%g %g %g %g", b.dense[0], b.dense[1], b.dense[2], b.dense[12]);
+          b.dense[3] == 0.0f && b.dense[4] == 0.0f && b.dense[12] == 1200.0f,
+          "criteo dense values, missing = 0, negative, 0e400 = 0",
+          "%g %g %g %g %g %g", b.dense[0], b.dense[1], b.dense[2], b.dense[3], b.dense[4],
+          b.dense[12]);
     CHECK(b.ids[0] == 0x68fd1e64u && b.ids[1] == 0 && b.ids[2] == 0xabcdef01u && b.ids[25] == 25,
           "criteo hex ids, missing = 0, upper case", "%llx %llx %llx",
           (unsigned long long)b.ids[0], (unsigned long long)b.ids[1], (unsigned long long)b.ids[2]);

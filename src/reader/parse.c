@@ -82,6 +82,8 @@ static int parse_number(const char *p, size_t n, double *out)
     if (i != n)
         return -1;
     double v = (double)mant;
+    if (mant == 0) /* 0e400 is 0, not 0 x inf */
+        exp10 = 0;
     if (exp10 > 0)
         v *= exp10 <= 22 ? pow10_exact[exp10] : pow(10.0, exp10);
     else if (exp10 < 0)
