@@ -124,6 +124,9 @@ awk -F'\t' '$1 == 0' $T/d/eval.tsv | head -50 > $T/zeros.tsv
 $BIN eval $CFG --set data.eval=$T/zeros.tsv --model $T/one/model > $T/zeros.log 2>&1
 check "eval data of one class: the logloss, and JSON nulls for what is undefined" \
     sh -c "[ $? = 0 ] && grep -q '\"eval_ne\": null, \"eval_logloss\": 0\.[0-9]*, \"eval_auc\": null' $T/zeros.log"
+train zeros --set data.eval=$T/zeros.tsv --set data.max_examples=2000
+check "train with eval data of one class: eval.csv's undefined figures empty, the eval line's nan unsigned" \
+    sh -c "grep -q '^2000,[0-9.]*,50,,0\.[0-9]*,,[0-9.]*\$' $T/zeros/eval.csv && grep -q '^eval: examples 50  ne nan .* auc nan' $T/zeros.log && ! grep -q -- '-nan' $T/zeros.log"
 $BIN eval --help > $T/help.log 2>&1
 check "a verb's --help prints the usage, status 0" sh -c "[ $? = 0 ] && grep -q '^usage: shadowsync' $T/help.log"
 

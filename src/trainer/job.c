@@ -1617,10 +1617,17 @@ static int des_eval(struct job *j, const float *w, const char *path, FILE *pred,
     return rc;
 }
 
+/* A NaN printed as "nan", not glibc's "-nan" for one of sign bit set. */
+static double fabs_nan(double v)
+{
+    return isnan(v) ? fabs(v) : v;
+}
+
 static void print_eval_to(FILE *f, const char *what, const struct eval_result *ev)
 {
     fprintf(f, "%s: examples %lld  ne %.5f  logloss %.5f  auc %.5f  calibration %.4f", what,
-           (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
+            (long long)ev->examples, fabs_nan(ev->ne), fabs_nan(ev->logloss), fabs_nan(ev->auc),
+            fabs_nan(ev->calibration));
     if (ev->bad_lines)
         fprintf(f, "  bad_lines %lld", (long long)ev->bad_lines);
     if (ev->nan_preds)
@@ -1748,8 +1755,11 @@ static void eval_row(struct job *j, int64_t at, double elapsed, const struct eva
         fseeko(j->eval_csv, j->eval_last_off, SEEK_SET);
     j->eval_last_at = at;
     j->eval_last_off = ftello(j->eval_csv);
-    fprintf(j->eval_csv, "%lld,%.3f,%lld,%.6f,%.6f,%.6f,%.6f\n", (long long)at, elapsed,
-            (long long)ev->examples, ev->ne, ev->logloss, ev->auc, ev->calibration);
+    char v[4][32]; /* empty where a figure is undefined (eval data of one class) */
+    fprintf(j->eval_csv, "%lld,%.3f,%lld,%s,%s,%s,%s\n", (long long)at, elapsed,
+            (long long)ev->examples, num_text(ev->ne, 1, "%.6f", v[0]),
+            num_text(ev->logloss, 1, "%.6f", v[1]), num_text(ev->auc, 1, "%.6f", v[2]),
+            num_text(ev->calibration, 1, "%.6f", v[3]));
     fflush(j->eval_csv);
 }
 
