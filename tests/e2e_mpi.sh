@@ -121,6 +121,20 @@ $BIN eval configs/tiny.ini --model $T/profile/model --set data.eval=$T/d/eval.ts
 ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/eval.log)
 NE=$(json eval_ne $M)
 check "cluster model: shadowsync eval of the saved shards gives the job's eval NE ($ENE vs $NE)" near "$ENE" "$NE" 0.0005
+# more embedding PSs than tables (round_robin): the one left empty idles, the job trains, checkpoints
+# and saves a model that scores
+CSV3="--set data.format=csv --set data.cat_cols=14-16"
+timeout -k 10 300 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.embedding_ps=4 --set job.bind=127.0.0.1 \
+    --set trainer.worker_threads=1 --set placement.strategy=round_robin $CSV3 --set data.max_examples=20000 \
+    --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/idle \
+    --set checkpoint.dir=$T/idleck > $T/idle.log 2>&1
+rc=$?
+$BIN eval configs/tiny.ini --model $T/idle $CSV3 --set data.eval=$T/d/eval.tsv > $T/idle-eval.log 2>&1
+INE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/idle-eval.log)
+near "$INE" "$(json eval_ne $T/idle/metrics.json)" 1e-5
+nr=$?
+check "an embedding PS the plan leaves empty idles: exits 0 ($rc), said, checkpointed, its model scores ($INE)" \
+    sh -c "[ $rc = 0 ] && [ $nr = 0 ] && grep -q '# embedding_ps 3 (rank 4 on .*) holds no shard of the plan (placement.strategy = round_robin): it idles' $T/idle.log && ls -d $T/idleck/ckpt-* > /dev/null && ! [ -e $T/idle/model/tables-ps3.bin ]"
 
 # shadowsync plan: every strategy's figures; a job beyond the PSs' memory says so up front
 $BIN plan configs/tiny.ini --set job.embedding_ps=3 --set job.sync_ps=2 --set placement.strategy=profile \

@@ -160,7 +160,10 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
         rpc_bind_address(c, me.host);
         rc = rpc_server_start(&srv, me.host, 0, embps_service_processor(svc), e);
     }
-    rpc_announce(p, &me, rc == 0 ? srv : NULL, all); /* every rank, even after a failure */
+    if (rc == 0 && k == 0) /* the plan left it nothing: no service, port 0, as a trainer's */
+        rpc_exchange_endpoints(p, &me, all);
+    else /* every rank, even after a failure */
+        rpc_announce(p, &me, rc == 0 ? srv : NULL, all);
     double t0 = ss_now();
     rpc_wait_job_end(p);
     if (svc) {

@@ -466,9 +466,13 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             rc = ss_fail(e, SS_EIO, "%s could not start its service%s%s; its own line says why",
                          w.names[r], *all[r].host ? " at " : "", all[r].host);
         }
+    int ps0 = p->count[ROLE_TRAINER], ps_end = ps0 + p->count[ROLE_EMBEDDING_PS];
     for (int r = 0; p->rank == 0 && !c->output.quiet && r < p->size; r++)
         if (all[r].port > 0)
             printf("# %s listens on %s:%d\n", w.names[r], all[r].host, all[r].port);
+        else if (r >= ps0 && r < ps_end)
+            printf("# %s holds no shard of the plan (placement.strategy = %s): it idles\n",
+                   w.names[r], c->placement.strategy);
     fflush(stdout);
     struct sync_endpoint *sps = NULL;
     struct trainer_env env = {p->role_index, p->count[ROLE_TRAINER], p->rank == 0, NULL, NULL,
