@@ -188,8 +188,15 @@ static int prerun_checks(const struct ss_config *c, const char *resume, struct s
         return ss_fail(e, SS_EINVAL, "config: data.label_col = -1 (no label column) is for "
                        "scoring unlabeled data with `shadowsync eval --predictions`; training "
                        "needs a label column");
-    if (!resume && *c->checkpoint.dir)
-        rc = ckpt_refuse_earlier(c->checkpoint.dir, e);
+    struct stat a, b; /* a resume from another directory writes into checkpoint.dir too */
+    int same = resume && stat(resume, &a) == 0 && stat(c->checkpoint.dir, &b) == 0 &&
+               a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    if (*c->checkpoint.dir && !same && (rc = ckpt_refuse_earlier(c->checkpoint.dir, e)) < 0 &&
+        resume)
+        rc = ss_fail(e, SS_EINVAL, "--resume %s writes its own checkpoints into checkpoint.dir = "
+                     "%s, which holds another run's (they would be numbered on and deleted): "
+                     "give an empty checkpoint.dir, or --set checkpoint.dir= for none", resume,
+                     c->checkpoint.dir);
     if (rc == 0 && *c->checkpoint.dir) { /* else every checkpoint fails, the run goes on */
         struct ss_err why = {0};
         if (ss_mkdir_p(c->checkpoint.dir, &why) < 0 || access(c->checkpoint.dir, W_OK) != 0)
@@ -360,6 +367,17 @@ static int cmd_train(int argc, char **argv)
         return rc;
     if (resume && !*resume)
         resume = c.checkpoint.dir;
+    char one[4200]; /* one checkpoint named: its parent is the checkpoint.dir --resume takes */
+    snprintf(one, sizeof one, "%s/MANIFEST", resume ? resume : "");
+    if (resume && *resume && access(one, F_OK) == 0) {
+        char *parent = g_path_get_dirname(resume);
+        fprintf(stderr, "shadowsync: --resume %s is one checkpoint; --resume takes the "
+                "checkpoint.dir that holds it and continues from its newest complete one: "
+                "--resume %s\n", resume, parent);
+        g_free(parent);
+        ss_config_free(&c);
+        return 2;
+    }
     if (resume && !*resume) {
         ss_config_free(&c);
         return bad_usage("--resume needs a checkpoint DIR (or checkpoint.dir in the config)");

@@ -214,6 +214,16 @@ wait $bg
 rc=$?
 check "SIGTERM after the training (in the final eval): status 0 ($rc), saying so, no stopped_by, every eval example" \
     sh -c "[ $rc = 0 ] && grep -q '^train:' $T/late.log && grep -q '^# SIGTERM after the training had ended: the run goes on to its end (a second one: at once)' $T/late.log && ! grep -q stopped_by $T/late/metrics.json && [ '$(json eval_examples $T/late/metrics.json)' = 300000 ]"
+# a resume from one directory into a checkpoint.dir holding another run's checkpoints is
+# refused (it numbered its own on and deleted them); one checkpoint named is told its parent
+train otherA trainer.worker_threads=1 checkpoint.dir=$T/ckoA data.max_examples=3000 > /dev/null 2>&1
+train otherB trainer.worker_threads=1 checkpoint.dir=$T/ckoB data.max_examples=3000 > /dev/null 2>&1
+EXTRA="--resume $T/ckoA" train otherA2 trainer.worker_threads=1 checkpoint.dir=$T/ckoB > $T/otherA2.log 2>&1
+rc=$?
+EXTRA="--resume $(ls -d $T/ckoA/ckpt-* | tail -1)" train otherA3 trainer.worker_threads=1 > $T/otherA3.log 2>&1
+rc2=$?
+check "--resume A into a checkpoint.dir of another run's: refused ($rc), B's kept; one checkpoint named: its parent advised ($rc2), no lock left in it" \
+    sh -c "[ $rc = 1 ] && grep -q -- '--resume $T/ckoA writes its own checkpoints into checkpoint.dir = $T/ckoB, which holds another run.s' $T/otherA2.log && [ \$(ls -d $T/ckoB/ckpt-* | wc -l) = 1 ] && [ $rc2 = 2 ] && grep -q -- 'is one checkpoint; --resume takes the checkpoint.dir that holds it .*: --resume $T/ckoA\$' $T/otherA3.log && ! ls -a $T/ckoA/ckpt-*/ | grep -q lock"
 # a second SIGINT or SIGTERM ends it at once: nothing written at its end
 train stop2 trainer.worker_threads=1 > $T/stop3.log 2>&1 &
 bg=$!
