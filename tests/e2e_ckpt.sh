@@ -224,6 +224,12 @@ EXTRA="--resume $(ls -d $T/ckoA/ckpt-* | tail -1)" train otherA3 trainer.worker_
 rc2=$?
 check "--resume A into a checkpoint.dir of another run's: refused ($rc), B's kept; one checkpoint named: its parent advised ($rc2), no lock left in it" \
     sh -c "[ $rc = 1 ] && grep -q -- '--resume $T/ckoA writes its own checkpoints into checkpoint.dir = $T/ckoB, which holds another run.s' $T/otherA2.log && [ \$(ls -d $T/ckoB/ckpt-* | wc -l) = 1 ] && [ $rc2 = 2 ] && grep -q -- 'is one checkpoint; --resume takes the checkpoint.dir that holds it .*: --resume $T/ckoA\$' $T/otherA3.log && ! ls -a $T/ckoA/ckpt-*/ | grep -q lock"
+# a resume refused for its model's shape keeps the earlier run's model and metrics
+train keep trainer.worker_threads=1 checkpoint.dir=$T/ckkeep data.max_examples=3000 > /dev/null 2>&1
+EXTRA=--resume train keep trainer.worker_threads=1 checkpoint.dir=$T/ckkeep model.bottom=13-64-8 > $T/keep2.log 2>&1
+rc=$?
+check "a resume refused for its model's widths ($rc): the earlier model and metrics.json kept" \
+    sh -c "[ $rc = 1 ] && grep -q 'dense-0.bin: a model of bottom 13-32-8' $T/keep2.log && [ -s $T/keep/model/dense.bin ] && [ -s $T/keep/model/tables.bin ] && [ -s $T/keep/metrics.json ]"
 # a second SIGINT or SIGTERM ends it at once: nothing written at its end
 train stop2 trainer.worker_threads=1 > $T/stop3.log 2>&1 &
 bg=$!

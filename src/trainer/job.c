@@ -2425,6 +2425,15 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     if ((rc = setup_hot(&j, e)) < 0)
         goto out;
+    if (j.resumed_from[0]) { /* its model's shape and pooling, checked before anything goes */
+        float *v = ss_aligned(j.n_sync * sizeof(float));
+        rc = resumed_vector(&j, 0, "dense", v, e);
+        if (rc == 0)
+            rc = resumed_vector(&j, 0, "state", v, e);
+        free(v);
+        if (rc < 0)
+            goto out;
+    }
     if (j.is_master) /* the run has started well: the earlier run's files go */
         clear_stale(&j);
     if (j.is_master && (rc = open_csvs(&j, e)) < 0)
