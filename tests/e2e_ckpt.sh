@@ -364,6 +364,17 @@ if unshare -rm true 2>/dev/null; then
         [ -e $T/small/run/progress.csv ] && echo trained >> $T/fullout.rc"
     check "an output.dir too small for the model: refused before training, with the room and the need" \
         sh -c "[ \"\$(cat $T/fullout.rc)\" = 1 ] && grep -q 'output.dir = $T/small/run has [0-9]* MB free, and the model saved there at the end needs [0-9]* MB' $T/fullout.log"
+    # a stop whose final checkpoint finds no room, and none written before: no resume is
+    # promised, status 1 (75 would have a requeue loop on a resume that cannot be)
+    unshare -rm sh -c "mount -t tmpfs -o size=300k tmpfs $T/small || exit 9
+        timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval= \
+            --set output.dir=$T/fullstop --set checkpoint.dir=$T/small/ck --set trainer.worker_threads=1 \
+            --set data.epochs=50 > $T/fullstop.log 2>&1 &
+        p=\$!
+        for i in \$(seq 1 400); do grep -q '^\\[' $T/fullstop.log && break; sleep 0.025; done
+        kill -TERM \$p; wait \$p; echo \$? > $T/fullstop.rc"
+    check "a stop whose final checkpoint fails, none written before: status 1 ($(cat $T/fullstop.rc)), no resume promised" \
+        sh -c "[ \"\$(cat $T/fullstop.rc)\" = 1 ] && grep -q 'the final checkpoint failed' $T/fullstop.log && grep -q 'stopped (SIGTERM) after [0-9]* examples, but no checkpoint could be written (the final one failed, above): no resume can continue this run' $T/fullstop.log && ! grep -q 'continues from checkpoint.dir' $T/fullstop.log"
 else
     echo "SKIP full disk: no private mount namespace here (unshare -rm)"
 fi

@@ -131,6 +131,7 @@ struct job {
                                  * batch's place in its reader's data: 1 in process or through
                                  * reader services, the trainers where each reads its share */
     int64_t checkpoints, checkpoint_failures;
+    int final_ckpt_failed;      /* the final checkpoint could not be written */
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
     double frac_all;     /* trainers reading data.train themselves: their mean place (beat) */
@@ -2112,6 +2113,7 @@ static void checkpoint_now(struct job *j, int final)
     int rc = write_checkpoint(j, final, &e);
     if (rc < 0) {
         j->checkpoint_failures++;
+        j->final_ckpt_failed |= final;
         fprintf(stderr, "shadowsync: %s checkpoint failed, %s (%s): %s\n",
                 final ? "the final" : "a", final ? "the run ends without it" : "training goes on",
                 j->checkpoints ? "the last good one is kept" : "none has been written yet",
@@ -2584,12 +2586,18 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         printf("# run directory: %s\n", c->output.dir);
     if (rc == 0 && ss_halt_signal()) {
         fflush(stdout);
-        if (c->checkpoint.dir[0])
+        if (c->checkpoint.dir[0] && j.final_ckpt_failed && !j.checkpoints && !j.resumed_from[0])
+            rc = ss_fail(e, SS_EIO, "stopped (%s) after %lld examples, but no checkpoint could "
+                         "be written (the final one failed, above): no resume can continue "
+                         "this run (its model so far: %s/model)", ss_halt_name(),
+                         (long long)f.examples, c->output.dir);
+        else if (c->checkpoint.dir[0])
             fprintf(stderr, "shadowsync: stopped (%s) after %lld examples: `%s CONFIG ... "
-                    "--resume` continues from checkpoint.dir = %s\n", ss_halt_name(),
+                    "--resume` continues from checkpoint.dir = %s%s\n", ss_halt_name(),
                     (long long)f.examples,
                     rpc_under_mpirun() ? "tools/submit" : "shadowsync train",
-                    c->checkpoint.dir);
+                    c->checkpoint.dir, j.final_ckpt_failed ? ", its last good checkpoint (the "
+                    "final one failed, above: the training after it is done again)" : "");
         else
             fprintf(stderr, "shadowsync: stopped (%s) after %lld examples; no checkpoint.dir "
                     "was set, so no resume can continue this run (its model so far: %s/model)"
