@@ -366,8 +366,9 @@ if unshare -rm true 2>/dev/null; then
         sh -c "[ \"\$(cat $T/fullout.rc)\" = 1 ] && grep -q 'output.dir = $T/small/run has [0-9]* MB free, and the model saved there at the end needs [0-9]* MB' $T/fullout.log"
     # a stop whose final checkpoint finds no room, and none written before: no resume is
     # promised, status 1 (75 would have a requeue loop on a resume that cannot be)
-    unshare -rm sh -c "mount -t tmpfs -o size=300k tmpfs $T/small || exit 9
-        timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval= \
+    # (the signal to the run itself: timeout passes one on twice, and a second ends it at once)
+    timeout -k 10 300 unshare -rm sh -c "mount -t tmpfs -o size=300k tmpfs $T/small || exit 9
+        $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval= \
             --set output.dir=$T/fullstop --set checkpoint.dir=$T/small/ck --set trainer.worker_threads=1 \
             --set data.epochs=50 > $T/fullstop.log 2>&1 &
         p=\$!

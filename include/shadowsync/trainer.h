@@ -314,6 +314,7 @@ int ckpt_add_all(struct ckpt *k, struct ss_err *e);
 void ckpt_meta(struct ckpt *k, const char *key, double value);
 int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e);
 void ckpt_free(struct ckpt *k);             /* removes an uncommitted one */
+void ckpt_remove(const char *ckdir);        /* a committed one, its MANIFEST first */
 /* The newest complete checkpoint of dir into out (its MANIFEST whole and
  * every part's size and hash matching), with its figures; *skipped counts
  * newer ones refused (each reported on stderr). */

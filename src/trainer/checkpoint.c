@@ -85,6 +85,14 @@ static void rm_tree(const char *path)
     nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+void ckpt_remove(const char *ckdir)
+{
+    char man[4200]; /* the MANIFEST first: a half-removed one is no checkpoint */
+    snprintf(man, sizeof man, "%s/MANIFEST", ckdir);
+    unlink(man);
+    rm_tree(ckdir);
+}
+
 /* Sequence numbers of DIR/ckpt-N (complete: no .tmp), descending. */
 static int list_ckpts(const char *dir, long *seq, int max)
 {

@@ -132,6 +132,8 @@ struct job {
                                  * reader services, the trainers where each reads its share */
     int64_t checkpoints, checkpoint_failures;
     int final_ckpt_failed;      /* the final checkpoint could not be written */
+    double nonfinite;           /* the job's NaN or infinite parameters at the end */
+    char final_ckpt[4400];      /* the final checkpoint this run committed */
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
     double frac_all;     /* trainers reading data.train themselves: their mean place (beat) */
@@ -1009,8 +1011,8 @@ static int keep_resumed(struct job *j, const struct figures *f, int ok, struct s
 /* A model diverged in its last steps, or one whose NaNs no prediction
  * showed: the dense parameters and hot rows of every trainer here that are
  * NaN or infinite, summed over the job (a collective: every trainer
- * alike), refused before anything is saved. */
-static int check_finite(struct job *j, struct ss_err *e)
+ * alike, ok or not); such a model is neither checkpointed nor saved. */
+static void count_nonfinite(struct job *j)
 {
     double v[1] = {0};
     for (int t = 0; t < j->n_tr; t++)
@@ -1018,12 +1020,17 @@ static int check_finite(struct job *j, struct ss_err *e)
             v[0] += !isfinite(j->tr[t].w[i]);
     if (j->env)
         j->env->sum(j->env->arg, v, 1);
-    if (v[0] == 0)
+    j->nonfinite = v[0];
+}
+
+static int refuse_nonfinite(const struct job *j, struct ss_err *e)
+{
+    if (j->nonfinite == 0)
         return 0;
     return ss_fail(e, SS_EINVAL, "the model diverged: %.0f of the trainers' %d x %zu dense "
-                   "parameters are NaN or infinite at the end of the training: no model saved "
-                   "(steps too large: %s)", v[0], j->env ? j->env->count : j->n_tr, j->n_sync,
-                   diverged_advice(j->c));
+                   "parameters are NaN or infinite at the end of the training: no model saved, "
+                   "no final checkpoint (steps too large: %s)", j->nonfinite,
+                   j->env ? j->env->count : j->n_tr, j->n_sync, diverged_advice(j->c));
 }
 
 static int start_trainers(struct job *j, struct ss_err *e)
@@ -2048,6 +2055,8 @@ static int commit_snapshot(struct job *j, struct ckpt *k, const double *fig, int
         ckpt_meta(k, "center", sync_algo_needs(c->sync.algo) == SYNC_NEEDS_CENTER);
         rc = ckpt_commit(k, 2, &final_dir, e);
     }
+    if (rc == 0 && final)
+        snprintf(j->final_ckpt, sizeof j->final_ckpt, "%s", final_dir);
     if (rc == 0 && !c->output.quiet)
         printf("# checkpoint %s: %lld examples (%.1f s)\n", final_dir, (long long)fig[0],
                ss_now() - t0), fflush(stdout);
@@ -2061,8 +2070,10 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
     const struct trainer_env *env = j->env;
     double t0 = ss_now(), fig[8], others[8] = {0};
     snapshot_figures(j, fig);
-    struct ckpt *k = NULL;
-    int rc = ckpt_begin(&k, j->c->checkpoint.dir, e);
+    struct ckpt *k = NULL; /* a diverged model's: none (the cluster's others told by tmp "") */
+    int rc = final && j->nonfinite ? ss_fail(e, SS_EINVAL, "the model's parameters are NaN or "
+                                             "infinite (below)")
+                                   : ckpt_begin(&k, j->c->checkpoint.dir, e);
     char tmp[4400] = "";
     int paused = !final && rc == 0; /* the final one: the workers are done */
     if (rc == 0)
@@ -2494,6 +2505,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (rc == 0 && (rc = krc) == 0 && j.kept_resumed)
         collect(&j, &f);
     client_figures(&j, &f);
+    count_nonfinite(&j); /* collective: a diverged model gets no final checkpoint */
     if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
         final_checkpoint_part(&j);
     else if (c->checkpoint.dir[0] &&
@@ -2525,7 +2537,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                      (long long)c->data.header);
         goto out;
     }
-    if ((rc = check_finite(&j, e)) < 0)
+    if ((rc = refuse_nonfinite(&j, e)) < 0)
         goto out;
     w = output_model(&j); /* collective for sync.output = average */
     if (j.des && c->output.save_model) { /* every trainer its shards */
@@ -2572,10 +2584,15 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         if (ev.nan_preds) { /* weights so large that a forward overflows: no usable model */
             if (c->output.save_model && !env)
                 stale_files(c->output.dir, MODEL_FILES, 1);
+            if (j.final_ckpt[0]) /* a resume goes back to the one before */
+                ckpt_remove(j.final_ckpt);
             rc = nan_model(e, ev.nan_preds, ev.examples, c->data.eval,
                            !c->output.save_model ? "the training (none saved)"
                            : env ? "the training (the model saved is not usable)"
                                  : "the training: no model saved");
+            if (j.final_ckpt[0])
+                snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg),
+                         "; its final checkpoint %s is removed", j.final_ckpt);
             goto out;
         }
         eval_row(&j, f.examples, f.elapsed, &ev);
