@@ -67,6 +67,16 @@ const char *ss_halt_name(void);  /* "SIGTERM", ...; NULL when not halted */
 void ss_halt_quiet(void);        /* a job's other processes: the late signal's note is the
                                   * master's alone */
 uint64_t ss_splitmix(uint64_t *state); /* deterministic PRNG */
+/* A key's bits all mixed into every bit of the result (splitmix64's
+ * finalizer): a table id in a key's high bits moves its low ones too. */
+static inline uint64_t ss_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
 double ss_uniform(uint64_t *state);    /* in [0,1) */
 double ss_normal(uint64_t *state);
 int ss_mkdir_p(const char *dir, struct ss_err *e); /* mkdir -p, naming the part that fails */

@@ -235,7 +235,7 @@ struct hot_set *hot_from_list(int n_tables, int dim, const int64_t *table_rows, 
 static inline int64_t hot_slot(const struct hot_set *h, int t, uint64_t row)
 {
     int64_t key = (int64_t)t << 40 | (int64_t)row;
-    for (size_t i = ((uint64_t)key * 0x9E3779B97F4A7C15ull >> 20) & h->mask;; i = (i + 1) & h->mask) {
+    for (size_t i = ss_mix64((uint64_t)key) & h->mask;; i = (i + 1) & h->mask) {
         if (h->keys[i] == key)
             return h->slots[i];
         if (h->keys[i] < 0)

@@ -65,7 +65,7 @@ struct hot_set *hot_from_list(int n_tables, int dim, const int64_t *table_rows, 
     memset(h->keys, 0xff, cap * sizeof(int64_t));
     for (int64_t s = 0; s < n; s++) {
         int64_t key = (int64_t)table[s] << 40 | row[s];
-        size_t i = ((uint64_t)key * 0x9E3779B97F4A7C15ull >> 20) & h->mask;
+        size_t i = ss_mix64((uint64_t)key) & h->mask; /* as hot_slot */
         while (h->keys[i] >= 0 && h->keys[i] != key)
             i = (i + 1) & h->mask;
         h->keys[i] = key;

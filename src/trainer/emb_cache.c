@@ -68,9 +68,11 @@ static inline float *delta_of(const struct cache *c, int64_t slot)
     return val_of(c, slot) + c->stride;
 }
 
+/* (every bit of the key mixed in: a multiply alone left the table id out of
+ * the set at power-of-two set counts, so row r of every table shared one) */
 static inline size_t set_of(const struct cache *c, int64_t key)
 {
-    return (((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 17) % c->n_sets * WAYS;
+    return ss_mix64((uint64_t)key) % c->n_sets * WAYS;
 }
 
 static void *grow(void *p, size_t n, size_t size)
