@@ -179,7 +179,7 @@ static void test_pins_and_memory(void)
     skewed(tp, T);
     struct ss_err e = {0};
     struct placement pl;
-    int rc = placement_make(&pl, PLACE_PROFILE, tp, T, P, 1024, "5:2, 3@0-5000:0", &e);
+    int rc = placement_make(&pl, PLACE_PROFILE, tp, T, P, 1024, " 5 : 2, 3@0 - 5000:0\t,", &e);
     int pinned = 1, seen5 = 0;
     for (int i = 0; i < pl.n_shards; i++) {
         const struct shard *s = &pl.shards[i];
@@ -189,19 +189,26 @@ static void test_pins_and_memory(void)
             pinned &= s->ps == 0 && s->hi == 5000;
     }
     CHECK(rc == 0 && pinned && seen5 == 1 && covers(&pl),
-          "pins: a table and a row range stay where pinned; the rest packs around them", "%s",
-          e.msg);
+          "pins (blanks in and around them): a table and a row range stay where pinned; the "
+          "rest packs around them", "%s", e.msg);
     placement_free(&pl);
 
-    static const struct {
+    struct {
         const char *pin, *want;
     } bad[] = {{"9:0", "table 9"},   {"2:7", "embedding PS 7"}, {"2-1", "is not TABLE:PS"},
-               {"3@10-5:1", "rows [10, 5)"}, {"3@0-50:1,3@40-60:2", "overlaps"}};
+               {"3@10-5:1", "rows [10, 5)"}, {"3@0-50:1,3@40-60:2", "overlaps"},
+               {"3@-5-10:1", "rows [-5, 10)"}, {NULL, "leave more than 1024 ranges of rows"}};
+    char *many = malloc(1100 * 24);
+    size_t at = 0;
+    for (int k = 0; k < 1100; k++) /* 1100 pins of 2 rows, 2 apart: 1100 gaps */
+        at += (size_t)sprintf(many + at, "%s3@%d-%d:%d", k ? "," : "", 4 * k, 4 * k + 2, k % 4);
+    bad[6].pin = many;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         rc = placement_make(&pl, PLACE_PROFILE, tp, T, P, 1024, bad[i].pin, &e);
         CHECK(rc < 0 && strstr(e.msg, "placement.pin") && strstr(e.msg, bad[i].want),
-              "a bad pin is refused, naming it", "%s -> %s", bad[i].pin, e.msg);
+              "a bad pin is refused, naming it", "%.60s -> %s", bad[i].pin, e.msg);
     }
+    free(many);
 
     /* memory: rows x (dim + state) x 4 B; 10M rows x 17 x 4 = 648 MiB */
     struct table_profile big[2];

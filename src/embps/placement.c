@@ -17,6 +17,7 @@
 #include "shadowsync/reader.h"
 
 #include <errno.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,16 +380,19 @@ static int parse_pins(const struct placement *pl, const char *s, const struct ta
     int n = 0, cap = 8, rc = 0;
     struct pin *pins = ss_xmalloc(cap * sizeof *pins);
     for (char *tok = strtok_r(dup, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ')
-            tok++;
+        char *d = tok; /* blanks anywhere in an item: " 3 : 0" is 3:0 */
+        for (const char *q = tok; *q; q++)
+            if (!isspace((unsigned char)*q))
+                *d++ = *q;
+        *d = 0;
+        if (!*tok) /* an empty item ("3:0,,") */
+            continue;
         long long t, ps, lo = -1, hi = -1;
-        int used = 0, ok;
-        if (strchr(tok, '@'))
+        int used = 0, ok, ranged = strchr(tok, '@') != NULL;
+        if (ranged)
             ok = sscanf(tok, "%lld@%lld-%lld:%lld%n", &t, &lo, &hi, &ps, &used) == 4;
         else
             ok = sscanf(tok, "%lld:%lld%n", &t, &ps, &used) == 2;
-        while (ok && tok[used] == ' ')
-            used++;
         if (!ok || tok[used])
             rc = ss_fail(e, SS_EINVAL, "placement.pin: \"%s\" is not TABLE:PS or TABLE@LO-HI:PS",
                          tok);
@@ -398,7 +402,7 @@ static int parse_pins(const struct placement *pl, const char *s, const struct ta
         else if (ps < 0 || ps >= P)
             rc = ss_fail(e, SS_EINVAL, "placement.pin: \"%s\": %s %lld, the job has %d %s "
                                        "(0..%d)", tok, holder(pl), ps, P, holders(pl), P - 1);
-        else if (lo >= 0 && (lo >= hi || hi > tp[t].rows))
+        else if (ranged && (lo < 0 || lo >= hi || hi > tp[t].rows))
             rc = ss_fail(e, SS_EINVAL, "placement.pin: \"%s\": rows [%lld, %lld) are not within "
                                        "table %lld's %lld rows", tok, lo, hi, t,
                          (long long)tp[t].rows);
@@ -406,7 +410,7 @@ static int parse_pins(const struct placement *pl, const char *s, const struct ta
             break;
         if (n == cap)
             pins = realloc(pins, (cap *= 2) * sizeof *pins);
-        pins[n++] = (struct pin){(int)t, (int)ps, lo < 0 ? 0 : lo, lo < 0 ? tp[t].rows : hi};
+        pins[n++] = (struct pin){(int)t, (int)ps, ranged ? lo : 0, ranged ? hi : tp[t].rows};
         for (int k = 0; k < n - 1; k++)
             if (pins[k].table == t && pins[k].lo < pins[n - 1].hi && pins[n - 1].lo < pins[k].hi)
                 rc = ss_fail(e, SS_EINVAL, "placement.pin: \"%s\" overlaps an earlier pin of "
@@ -629,6 +633,15 @@ int placement_make_on(struct placement *pl, int on_trainers, int strategy,
         return ss_fail(e, SS_EINVAL, "placement: no %s to place the tables on", holder(pl));
     struct pin *pins;
     int n_pins, cap = 0, rc = parse_pins(pl, pin_spec, tp, T, P, &pins, &n_pins, e);
+    for (int t = 0; rc == 0 && t < T; t++) { /* the rows between pins: at most a table's worth */
+        int64_t lo[SS_MAX_TABLES + 1], hi[SS_MAX_TABLES + 1];
+        if (free_ranges(pins, n_pins, t, tp[t].rows, lo, hi, SS_MAX_TABLES + 1) > SS_MAX_TABLES) {
+            free(pins);
+            rc = ss_fail(e, SS_EINVAL, "placement.pin: table %d's pins leave more than %d "
+                         "ranges of rows between them: pin fewer, larger ranges", t,
+                         SS_MAX_TABLES);
+        }
+    }
     if (rc < 0) {
         placement_free(pl);
         return rc;
