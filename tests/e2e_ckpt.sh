@@ -230,6 +230,16 @@ EXTRA=--resume train keep trainer.worker_threads=1 checkpoint.dir=$T/ckkeep mode
 rc=$?
 check "a resume refused for its model's widths ($rc): the earlier model and metrics.json kept" \
     sh -c "[ $rc = 1 ] && grep -q 'dense-0.bin: a model of bottom 13-32-8' $T/keep2.log && [ -s $T/keep/model/dense.bin ] && [ -s $T/keep/model/tables.bin ] && [ -s $T/keep/metrics.json ]"
+# eval of a damaged checkpoint: refused as a resume refuses it, named; through its
+# checkpoint.dir, the refusal said (not a missing dense.bin)
+train dmg trainer.worker_threads=1 checkpoint.dir=$T/ckdmg data.max_examples=3000 > /dev/null 2>&1
+DMG=$(ls -d $T/ckdmg/ckpt-* | tail -1)
+printf 'XXXX' | dd of=$DMG/dense-0.bin bs=1 seek=200 conv=notrunc 2> /dev/null
+$BIN eval configs/tiny.ini --set data.eval=$T/d/eval.tsv --model $DMG > $T/dmg1.log 2>&1
+rc=$?
+$BIN eval configs/tiny.ini --set data.eval=$T/d/eval.tsv --model $T/ckdmg > $T/dmg2.log 2>&1
+check "eval of a damaged checkpoint ($rc), or of its checkpoint.dir ($?): refused, naming the part" \
+    sh -c "[ $rc = 1 ] && grep -q 'dense-0.bin: [0-9]* bytes (hash [0-9a-f]*), the MANIFEST says' $T/dmg1.log && ! grep -q '^eval:' $T/dmg1.log && grep -q -- '--model $T/ckdmg: .*no complete checkpoint' $T/dmg2.log"
 # a second SIGINT or SIGTERM ends it at once: nothing written at its end
 train stop2 trainer.worker_threads=1 > $T/stop3.log 2>&1 &
 bg=$!

@@ -327,6 +327,8 @@ int ckpt_refuse_earlier(const char *dir, struct ss_err *e);
 double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt);
 /* The figures of a checkpoint already verified (its parts not read again). */
 int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);
+/* Its MANIFEST and every part's size and hash, as a resume checks them. */
+int ckpt_verify(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);
 
 /* Model directory files: DIR/dense.bin and DIR/tables.bin. l: the model's
  * layout; a file of another pooling or other MLP widths is refused,

@@ -348,6 +348,11 @@ int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
     return verify(ckdir, m, 0, e);
 }
 
+int ckpt_verify(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
+{
+    return verify(ckdir, m, 1, e);
+}
+
 double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt)
 {
     for (int i = 0; i < m->n; i++)

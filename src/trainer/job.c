@@ -2722,10 +2722,17 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     struct ss_err ignore;
     snprintf(dense, sizeof dense, "%s/MANIFEST", dir);
     is_ckpt = access(dense, F_OK) == 0;
-    if (is_ckpt || ckpt_latest(dir, src, sizeof src, &m, &skipped, &ignore) != 0)
+    if (is_ckpt && (rc = ckpt_verify(dir, &m, e)) < 0) /* checked as a resume checks it */
+        goto out;
+    if (is_ckpt || ckpt_latest(dir, src, sizeof src, &m, &skipped, &ignore) != 0) {
+        if (!is_ckpt && skipped > 0) { /* a checkpoint.dir whose checkpoints are all refused */
+            rc = ss_fail(e, SS_EFORMAT, "--model %s: %s", dir, ignore.msg);
+            goto out;
+        }
         snprintf(src, sizeof src, "%s", dir);
-    else
+    } else {
         is_ckpt = 1;
+    }
     snprintf(dense, sizeof dense, "%s/dense.bin", src);
     if (!is_ckpt && access(dense, F_OK) != 0) { /* a run directory: its model/ */
         snprintf(dense, sizeof dense, "%s/model/dense.bin", dir);
