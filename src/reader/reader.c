@@ -914,8 +914,9 @@ static int pos_same_size(struct reader *r, const struct reader_pos *p, struct ss
         return 0;
     return ss_fail(e, SS_EINVAL, "%s: is %lld bytes, and was %lld when the checkpoint was taken "
                    "in it: data.train has changed since%s, so the checkpoint's place in it no "
-                   "longer applies (resume over the same files, or train afresh without "
-                   "--resume)", r->files[r->cur], (long long)now, (long long)p->cur_bytes,
+                   "longer applies (resume over the same files, or train afresh into "
+                   "another checkpoint.dir)", r->files[r->cur], (long long)now,
+                   (long long)p->cur_bytes,
                    r->gz ? " (or its text was compressed anew: its compressed bytes count)" : "");
 }
 
@@ -923,8 +924,8 @@ static int pos_not_line_start(struct reader *r, const struct reader_pos *p, stru
 {
     return ss_fail(e, SS_EINVAL, "%s: no line starts at byte %lld%s, where the checkpoint "
                    "left it: data.train has changed since, so the checkpoint's place in it no "
-                   "longer applies (resume over the same files, or train afresh without "
-                   "--resume)", r->files[r->cur], (long long)p->offset,
+                   "longer applies (resume over the same files, or train afresh into "
+                   "another checkpoint.dir)", r->files[r->cur], (long long)p->offset,
                    r->gz ? " of its uncompressed text" : "");
 }
 
