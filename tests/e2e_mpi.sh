@@ -313,7 +313,8 @@ check "SIGUSR1 to every rank $sent times in the final eval: status 0 ($rc), no f
 # a thread made before it was blocked (OpenBLAS's) only marks it: no rank dies of it
 timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
     --set job.sync_ps=1 --set sync.algo=ma --set job.bind=127.0.0.1 --set trainer.worker_threads=1 \
-    --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/usr1early > $T/usr1early.log 2>&1 &
+    --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set checkpoint.dir=$T/ckearly \
+    --set output.dir=$T/usr1early > $T/usr1early.log 2>&1 &
 bg=$!
 blocked=0
 for i in $(seq 1 3000); do # each rank once its main thread blocks SIGUSR1 (bit 10 of SigBlk)
@@ -331,6 +332,14 @@ wait $bg
 rc=$?
 check "SIGUSR1 to every rank as it starts ($blocked of 4 blocking it): none dies of it, the job stops (status $rc)" \
     sh -c "[ $blocked = 4 ] && [ $rc = 75 -o $rc = 1 ] && grep -q 'stopped (SIGUSR1)' $T/usr1early.log && ! grep -qi 'signal 10\|User defined signal' $T/usr1early.log"
+# ...stopped before any example, it takes no checkpoint (as embedded: the stop's lead time
+# is not spent writing the untrained model); stopped after some, a checkpoint to resume
+if grep -q 'stopped (SIGUSR1) before any example was trained' $T/usr1early.log; then
+    check "...stopped before any example: no checkpoint taken, said" \
+        sh -c "! ls -d $T/ckearly/ckpt-* > /dev/null 2>&1 && grep -q 'no checkpoint taken (run it again without --resume)' $T/usr1early.log"
+else
+    check "...stopped after some examples: a checkpoint to resume from" sh -c "ls -d $T/ckearly/ckpt-* > /dev/null 2>&1"
+fi
 
 # the same through tools/submit --slurm's script, Slurm's USR1 to the batch shell played by
 # hand (a host file in place of Slurm's allocation): its trap passes it to mpirun

@@ -2513,9 +2513,14 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         collect(&j, &f);
     client_figures(&j, &f);
     count_nonfinite(&j); /* collective: a diverged model gets no final checkpoint */
-    if (c->checkpoint.dir[0] && env && !j.is_master) /* collective, even after a failure */
+    /* a job stopped before any example: no final checkpoint, as embedded (all alike) */
+    double stopped[2] = {(double)(f.examples - j.base.examples), ss_halt_signal() != 0};
+    if (env)
+        env->sum(env->arg, stopped, 2);
+    int none = stopped[0] == 0 && stopped[1] > 0; /* (a resumed one: its checkpoint stays) */
+    if (c->checkpoint.dir[0] && env && !j.is_master && !none) /* collective, even after a failure */
         final_checkpoint_part(&j);
-    else if (c->checkpoint.dir[0] &&
+    else if (c->checkpoint.dir[0] && !none &&
              (env || (rc == 0 && f.examples > (j.resumed_from[0] ? j.base.examples : 0))))
         checkpoint_now(&j, 1); /* the reader at its end: a resume has nothing left to train
                                 * (none when this run trained nothing: the one it resumed is it) */
@@ -2531,7 +2536,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     if (f.examples == 0 && ss_halt_signal()) {
         rc = ss_fail(e, SS_EINVAL, "stopped (%s) before any example was trained: no model "
-                     "saved%s", ss_halt_name(), !env && c->checkpoint.dir[0] && !j.resumed_from[0]
+                     "saved%s", ss_halt_name(), c->checkpoint.dir[0] && !j.resumed_from[0]
                      ? ", no checkpoint taken (run it again without --resume)" : "");
         goto out;
     }
