@@ -240,6 +240,12 @@ rc=$?
 $BIN eval configs/tiny.ini --set data.eval=$T/d/eval.tsv --model $T/ckdmg > $T/dmg2.log 2>&1
 check "eval of a damaged checkpoint ($rc), or of its checkpoint.dir ($?): refused, naming the part" \
     sh -c "[ $rc = 1 ] && grep -q 'dense-0.bin: [0-9]* bytes (hash [0-9a-f]*), the MANIFEST says' $T/dmg1.log && ! grep -q '^eval:' $T/dmg1.log && grep -q -- '--model $T/ckdmg: .*no complete checkpoint' $T/dmg2.log"
+# a resume under a data.max_examples below the checkpoint's count: nothing trained, and
+# said so (it said the checkpoint had trained on all of data.train)
+train cap trainer.worker_threads=1 checkpoint.dir=$T/ckcap data.max_examples=3000 > /dev/null 2>&1
+EXTRA=--resume train cap2 trainer.worker_threads=1 checkpoint.dir=$T/ckcap data.max_examples=2000 > $T/cap2.log 2>&1
+check "a resume under a lower data.max_examples: nothing left, the cap named ($?)" \
+    sh -c "grep -q '^# nothing left to train: .* had trained 3000 examples, at or past data.max_examples = 2000 (raise it to train on)' $T/cap2.log"
 # a second SIGINT or SIGTERM ends it at once: nothing written at its end
 train stop2 trainer.worker_threads=1 > $T/stop3.log 2>&1 &
 bg=$!

@@ -2563,7 +2563,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
             rc = des_eval(&j, w, c->data.eval, NULL, &ev, e);
         goto out;
     }
-    if (j.resumed_from[0] && f.examples == j.base.examples && !c->output.quiet)
+    if (j.resumed_from[0] && f.examples == j.base.examples && !c->output.quiet &&
+        c->data.max_examples > 0 && f.examples >= c->data.max_examples)
+        printf("# nothing left to train: %s had trained %lld examples, at or past data.max_examples "
+               "= %lld (raise it to train on); the train figures are its\n", j.resumed_from,
+               (long long)f.examples, (long long)c->data.max_examples);
+    else if (j.resumed_from[0] && f.examples == j.base.examples && !c->output.quiet)
         printf("# nothing left to train: %s had trained on all of data.train (%lld examples); "
                "the train figures are its\n", j.resumed_from, (long long)f.examples);
     char gap[32];
