@@ -126,6 +126,9 @@ check "GPU trainers resumed mid-run ($(basename "$OLDER")) with their hot rows: 
 train none-hot --set $HOT --set hot_embeddings.min_lookups=100000000
 check "no row hot enough: said so, and it trains without" sh -c \
     "grep -q 'no row is looked up 100000000 times' $T/none-hot.log && test \"\$(sed -n 's/^ *\"hot_rows\": \([0-9]*\),/\1/p' $T/none-hot/metrics.json)\" = 0"
+train tiny-hot --set hot_embeddings.memory_mb=0.00002 --set hot_embeddings.min_lookups=1 --set data.max_examples=2000
+check "hot_embeddings.memory_mb below one row: said so (not min_lookups), it trains without" sh -c \
+    "grep -q '^# hot embeddings: hot_embeddings.memory_mb = 2e-05 holds no row (one takes' $T/tiny-hot.log && ! grep -q '^# hot embeddings: .*min_lookups' $T/tiny-hot.log"
 train bad --set $HOT --set hot_embeddings.min_lookups=0
 check "hot_embeddings.min_lookups = 0: refused, naming the key" grep -q 'hot_embeddings.min_lookups' $T/bad.log
 

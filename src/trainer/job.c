@@ -783,8 +783,13 @@ static int setup_hot(struct job *j, struct ss_err *e)
                        "embedding.placement = ps", j->resumed_from[0] ? j->resumed_from
                        : "the resumed checkpoint", (long long)j->hot->n);
     if (!j->hot) {
-        if (c->hot_embeddings.memory_mb > 0 && !j->resumed_from[0] && j->is_master &&
-            !c->output.quiet)
+        double row_mb = 4.0 * j->l.dim / 1048576.0; /* one row's replica */
+        int say = c->hot_embeddings.memory_mb > 0 && !j->resumed_from[0] && j->is_master &&
+                  !c->output.quiet;
+        if (say && c->hot_embeddings.memory_mb < row_mb)
+            printf("# hot embeddings: hot_embeddings.memory_mb = %g holds no row (one takes "
+                   "%.6f MiB); none replicated\n", c->hot_embeddings.memory_mb, row_mb);
+        else if (say)
             printf("# hot embeddings: no row is looked up %d times in the %d profiled batches of "
                    "data.train; none replicated (lower hot_embeddings.min_lookups?)\n",
                    c->hot_embeddings.min_lookups, c->hot_embeddings.profile_batches);
