@@ -618,11 +618,20 @@ static int cmd_plan(int argc, char **argv)
     double t0 = ss_now();
     if (rc == 0)
         rc = placement_for_config(&c, &l, bins, 1, &pl, stdout, &e);
-    for (int q = 0; rc == 0 && q < c.job.sync_ps; q++) { /* the EASGD center, by bytes */
+    size_t n_center = l.n_params; /* the EASGD center: the dense floats, then the hot rows */
+    struct hot_set *hot = NULL;
+    if (rc == 0 && c.job.sync_ps > 0 && c.hot_embeddings.memory_mb > 0 &&
+        (rc = hot_find(&c, &l, &hot, &e)) == 0 && hot) {
+        n_center += (size_t)hot->n * (size_t)l.dim;
+        printf("# hot embeddings: %lld rows, in the center after the dense floats\n",
+               (long long)hot->n);
+    }
+    hot_free(hot);
+    for (int q = 0; rc == 0 && q < c.job.sync_ps; q++) { /* by bytes */
         size_t lo, hi;
-        syncps_partition(l.n_params, c.job.sync_ps, q, &lo, &hi);
-        printf("sync_ps %d: dense floats [%zu, %zu), %.2f MiB\n", q, lo, hi,
-               (hi - lo) * 4.0 / 1048576);
+        syncps_partition(n_center, c.job.sync_ps, q, &lo, &hi);
+        printf("sync_ps %d: %s floats [%zu, %zu), %.2f MiB\n", q,
+               n_center > l.n_params ? "center" : "dense", lo, hi, (hi - lo) * 4.0 / 1048576);
     }
     if (rc == 0 && c.output.dir[0])
         printf("# plan written to %s/placement.txt and placement.json (%.2f s)\n", c.output.dir,

@@ -129,6 +129,11 @@ check "no row hot enough: said so, and it trains without" sh -c \
 train tiny-hot --set hot_embeddings.memory_mb=0.00002 --set hot_embeddings.min_lookups=1 --set data.max_examples=2000
 check "hot_embeddings.memory_mb below one row: said so (not min_lookups), it trains without" sh -c \
     "grep -q '^# hot embeddings: hot_embeddings.memory_mb = 2e-05 holds no row (one takes' $T/tiny-hot.log && ! grep -q '^# hot embeddings: .*min_lookups' $T/tiny-hot.log"
+# plan: the sync PSs' partitions of a center that holds the hot rows after the dense floats
+$BIN plan $CFG --set data.train=$T/d/train.tsv --set job.embedding_ps=2 --set job.sync_ps=2 \
+    --set $HOT --set output.dir=$T/hotplan > $T/hotplan.log 2>&1
+check "plan with hot rows: the sync PSs split the center of dense floats and hot rows" \
+    sh -c "[ $? = 0 ] && grep -q '^# hot embeddings: [1-9][0-9]* rows, in the center' $T/hotplan.log && grep -q '^sync_ps 1: center floats \[[0-9]*, [0-9]*)' $T/hotplan.log"
 train bad --set $HOT --set hot_embeddings.min_lookups=0
 check "hot_embeddings.min_lookups = 0: refused, naming the key" grep -q 'hot_embeddings.min_lookups' $T/bad.log
 
