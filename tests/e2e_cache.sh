@@ -41,6 +41,9 @@ train np2 --set trainer.worker_threads=1 --set embedding_cache.rows=16000 --set 
 H2=$(json cache_hit_rate $T/p2/metrics.json); H1=$(json cache_hit_rate $T/np2/metrics.json)
 check "a cache of 16384 rows hits as 16000 do ($H2 vs $H1)" \
     awk -v a="$H2" -v b="$H1" 'BEGIN { exit !(a != "" && b != "" && a > b - 0.02) }'
+train capped --set trainer.worker_threads=1 --set embedding_cache.rows=100000000 --set data.max_examples=2000
+check "a cache asked past twice the tables' rows: metrics.json gives the rows made ($(json cache_rows_per_worker $T/capped/metrics.json), 2 x 26 x 1000)" \
+    test "$(json cache_rows_per_worker $T/capped/metrics.json)" = 52000
 train stale --set embedding_cache.rows=3000 --set embedding_cache.staleness=1000 --set data.max_examples=2000
 check "staleness 1000 with 2 worker caches: warned, naming the key; staleness 0 with one: not" \
     sh -c "grep -q 'warning: embedding_cache.staleness = 1000 with 2 worker caches' $T/stale.log && ! grep -q 'warning: embedding_cache.staleness' $T/s0.log"

@@ -1551,7 +1551,9 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     json_num(out, "hot_bytes_saved", h.bytes_saved, 0);
     const struct cache_stats *k = &f->cache; /* the embedding cache: zero without it */
     int on = j->c->embedding_cache.rows > 0;
-    json_num(out, "cache_rows_per_worker", (double)j->c->embedding_cache.rows, 0);
+    int64_t crows = j->c->embedding_cache.rows > 0 ? emb_cache_rows(j->c, &j->l) : 0;
+    json_num(out, "cache_rows_per_worker", /* as made: capped, in whole sets of 8 */
+             (double)((crows + 7) / 8 * 8), 0);
     json_num(out, "cache_hit_rate", on ? share(k->hits, k->lookups) : 0, 0);
     json_num(out, "cache_uncached_share", on ? share(k->uncached, k->lookups) : 0, 0);
     json_num(out, "cache_rows_fetched", (double)k->fetched, 0);
