@@ -45,9 +45,11 @@ int placement_strategy(const char *name)
 
 /* ---- profile ---------------------------------------------------------- */
 
+/* The 4-byte words a row keeps beside its dim: row-wise Adagrad's state,
+ * and its clock where the workers cache rows (embedding_cache.rows). */
 static int opt_state(const struct ss_config *c)
 {
-    return c->optim.emb == OPT_ROWWISE_ADAGRAD;
+    return (c->optim.emb == OPT_ROWWISE_ADAGRAD) + (c->embedding_cache.rows > 0);
 }
 
 void placement_uniform(struct table_profile *tp, int64_t rows, int dim, int state)

@@ -143,13 +143,13 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
     /* every row is written at start: tables past the memory here would be
      * killed for it part way, with no word */
     double need = 0;
-    for (int k = 0; k < n; k++)
-        need += (double)t->rows[k] * t->stride * sizeof(float);
+    for (int k = 0; k < n; k++) /* (and a clock a row, with o->clocks) */
+        need += (double)t->rows[k] * (t->stride + (o->clocks != 0)) * sizeof(float);
     int64_t avail = ss_mem_available();
     if (avail >= 0 && need > (double)avail) {
         embps_free(t);
         return ss_fail(e, SS_ENOMEM, "the embedding tables here need %.0f MB (model.rows x "
-                       "(model.dim %d + its optimizer's state)), more than the %lld MB of memory "
+                       "(model.dim %d + its optimizer's state, and a clock with a cache)), more than the %lld MB of memory "
                        "free here: smaller tables, or spread them over more embedding PSs "
                        "(job.embedding_ps)", need / 1048576, o->dim, (long long)(avail >> 20));
     }
