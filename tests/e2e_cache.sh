@@ -44,6 +44,13 @@ check "a cache of 16384 rows hits as 16000 do ($H2 vs $H1)" \
 train capped --set trainer.worker_threads=1 --set embedding_cache.rows=100000000 --set data.max_examples=2000
 check "a cache asked past twice the tables' rows: metrics.json gives the rows made ($(json cache_rows_per_worker $T/capped/metrics.json), 2 x 26 x 1000)" \
     test "$(json cache_rows_per_worker $T/capped/metrics.json)" = 52000
+# the PS keeps a clock a row for the caches: the plan's memory counts it (2.6M rows x 4 B)
+for k in 0 3000; do
+    $BIN plan $CFG --set data.train=$T/d/train.tsv --set job.embedding_ps=1 --set model.rows=100000 \
+        --set embedding_cache.rows=$k --set output.dir=$T/pm$k 2>&1 | awk '$1 == 0 { print $3 }' > $T/pm$k.mib
+done
+check "plan: a PS's memory counts its rows' clocks with a cache ($(cat $T/pm0.mib) vs $(cat $T/pm3000.mib) MiB)" \
+    awk -v a="$(cat $T/pm0.mib)" -v b="$(cat $T/pm3000.mib)" 'BEGIN { d = b - a; exit !(a != "" && d > 9.8 && d < 10.1) }'
 train stale --set embedding_cache.rows=3000 --set embedding_cache.staleness=1000 --set data.max_examples=2000
 check "staleness 1000 with 2 worker caches: warned, naming the key; staleness 0 with one: not" \
     sh -c "grep -q 'warning: embedding_cache.staleness = 1000 with 2 worker caches' $T/stale.log && ! grep -q 'warning: embedding_cache.staleness' $T/s0.log"
