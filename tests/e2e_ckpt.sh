@@ -246,6 +246,12 @@ train cap trainer.worker_threads=1 checkpoint.dir=$T/ckcap data.max_examples=300
 EXTRA=--resume train cap2 trainer.worker_threads=1 checkpoint.dir=$T/ckcap data.max_examples=2000 > $T/cap2.log 2>&1
 check "a resume under a lower data.max_examples: nothing left, the cap named ($?)" \
     sh -c "grep -q '^# nothing left to train: .* had trained 3000 examples, at or past data.max_examples = 2000 (raise it to train on)' $T/cap2.log"
+# a resume into another run's output.dir: that run's rows are not spliced before its own
+train splice trainer.worker_threads=1 data.max_examples=20000 optim.dense_lr=0.5 output.log_interval_s=0.02 > /dev/null 2>&1
+train spliceck trainer.worker_threads=1 checkpoint.dir=$T/cksplice data.max_examples=3000 > /dev/null 2>&1
+EXTRA="--resume $T/cksplice" train splice trainer.worker_threads=1 data.max_examples=6000 output.log_interval_s=0.02 > $T/splice2.log 2>&1
+check "a resume into another run's output.dir: its CSVs started anew, said ($?)" \
+    sh -c "grep -q '^# $T/splice/progress.csv and eval.csv: not of the checkpoint.s run, started anew' $T/splice2.log && [ \$(awk -F, 'NR > 1 && \$2 < 3000' $T/splice/progress.csv | wc -l) = 0 ] && [ \$(wc -l < $T/splice/eval.csv) = 2 ]"
 # a second SIGINT or SIGTERM ends it at once: nothing written at its end
 train stop2 trainer.worker_threads=1 > $T/stop3.log 2>&1 &
 bg=$!

@@ -1004,10 +1004,10 @@ static void test_convert_and_binary(void)
         CHECK(nrc < 0 && strstr(e.msg, "a binary shard (it starts with SSHARD) read as text"),
               "a shard without its .bin name: refused, not read as text", "rc %d: %s", nrc, e.msg);
         /* xz, bzip2 and zstd are named, not parsed */
-        static const char *const packs[][2] = {{"\xFD" "7zXZ\0\0\4more", "xz"},
+        static const char *const packs[][2] = {{"\xFD" "7zXZ\0\0\4moremore", "xz"}, /* 14+ bytes */
                                                {"BZh91AY&SYmore", "bzip2"},
-                                               {"\x28\xB5\x2F\xFDmore", "zstd"},
-                                               {"BZh,1,2,3\n", NULL}};
+                                               {"\x28\xB5\x2F\xFDmoremoremore", "zstd"},
+                                               {"BZh,1,2,3,4,5\n", NULL}};
         for (int k = 0; k < 4; k++) {
             write_file("packed", packs[k][0], 14);
             path_of(nn, sizeof nn, "packed");

@@ -134,6 +134,7 @@ struct job {
     int final_ckpt_failed;      /* the final checkpoint could not be written */
     double nonfinite;           /* the job's NaN or infinite parameters at the end */
     char final_ckpt[4400];      /* the final checkpoint this run committed */
+    double run_id;              /* the run's, kept by its checkpoints and output.dir/run.id */
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
     double frac_all;     /* trainers reading data.train themselves: their mean place (beat) */
@@ -659,13 +660,37 @@ static int open_csvs(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
     int64_t upto = j->resumed_from[0] ? j->base.examples : -1;
+    /* the rows of output.dir go on only where they are the checkpoint's run's: a resume
+     * into another run's directory starts them anew (it spliced the two runs' curves) */
+    char p[4200];
+    snprintf(p, sizeof p, "%s/run.id", c->output.dir);
+    double there = -1;
+    FILE *f = fopen(p, "r");
+    if (f) {
+        if (fscanf(f, "%lf", &there) != 1)
+            there = -1;
+        fclose(f);
+    }
+    if (upto >= 0 && j->run_id != 0 && there != j->run_id) {
+        upto = -1;
+        if (!c->output.quiet)
+            printf("# %s/progress.csv%s: not of the checkpoint's run, started anew\n",
+                   c->output.dir, c->data.eval && *c->data.eval ? " and eval.csv" : "");
+    }
+    if (j->run_id == 0) { /* a fresh run's, or one resumed from a checkpoint without one */
+        uint64_t s = (uint64_t)(ss_now() * 1e6) ^ (uint64_t)getpid() << 32;
+        j->run_id = (double)(ss_splitmix(&s) >> 12 | 1); /* 52 bits, exact in a double */
+    }
+    if ((f = fopen(p, "w"))) {
+        fprintf(f, "%.0f\n", j->run_id);
+        fclose(f);
+    }
     j->csv = csv_open(c->output.dir, "progress.csv",
                       "elapsed_s,examples,eps,train_ne,syncs_per_s,sync_gap,done\n", 1, upto,
                       NULL, NULL, e);
     if (!j->csv)
         return SS_EIO;
     if (!c->data.eval || !*c->data.eval) { /* an earlier run's rows are not this one's */
-        char p[4200];
         snprintf(p, sizeof p, "%s/eval.csv", c->output.dir);
         if (upto < 0)
             unlink(p);
@@ -2060,6 +2085,7 @@ static int commit_snapshot(struct job *j, struct ckpt *k, const double *fig, int
         /* whether its center-*.bin are a center (easgd's), or only the start the sync PSs
          * of another algorithm kept */
         ckpt_meta(k, "center", sync_algo_needs(c->sync.algo) == SYNC_NEEDS_CENTER);
+        ckpt_meta(k, "run", j->run_id);
         rc = ckpt_commit(k, 2, &final_dir, e);
     }
     if (rc == 0 && final)
@@ -2197,6 +2223,7 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
         return rc;
     j->resumed_trainers = (int)ckpt_meta_get(&m, "trainers", 1);
     j->resumed_final = ckpt_meta_get(&m, "final", 0) != 0;
+    j->run_id = ckpt_meta_get(&m, "run", 0); /* 0: written before runs had one */
     if (j->resumed_trainers < 1)
         return ss_fail(e, SS_EFORMAT, "%s: no trainer in the checkpoint", j->resumed_from);
     char p[4500];
