@@ -246,6 +246,12 @@ train cap trainer.worker_threads=1 checkpoint.dir=$T/ckcap data.max_examples=300
 EXTRA=--resume train cap2 trainer.worker_threads=1 checkpoint.dir=$T/ckcap data.max_examples=2000 > $T/cap2.log 2>&1
 check "a resume under a lower data.max_examples: nothing left, the cap named ($?)" \
     sh -c "grep -q '^# nothing left to train: .* had trained 3000 examples, at or past data.max_examples = 2000 (raise it to train on)' $T/cap2.log"
+# a file its MANIFEST does not list makes a checkpoint no complete one (a stray reader-1.pos
+# was taken for a cluster job's)
+cp -r $T/ckcap $T/ckstray && cp $(ls -d $T/ckstray/ckpt-* | tail -1)/reader-0.pos $(ls -d $T/ckstray/ckpt-* | tail -1)/reader-1.pos
+EXTRA="--resume $T/ckstray" train stray trainer.worker_threads=1 checkpoint.dir= > $T/stray.log 2>&1
+check "a checkpoint holding a file its MANIFEST does not list: skipped, naming it ($?)" \
+    sh -c "grep -q 'skipping checkpoint .*: holds reader-1.pos, which its MANIFEST does not list' $T/stray.log"
 # a resume into another run's output.dir: that run's rows are not spliced before its own
 train splice trainer.worker_threads=1 data.max_examples=20000 optim.dense_lr=0.5 output.log_interval_s=0.02 > /dev/null 2>&1
 train spliceck trainer.worker_threads=1 checkpoint.dir=$T/cksplice data.max_examples=3000 > /dev/null 2>&1

@@ -262,7 +262,8 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
     if (!f)
         return ss_fail(e, SS_EFORMAT, "%s: no MANIFEST (an unfinished checkpoint)", ckdir);
     char line[512];
-    int rc = 0, ended = 0, first = 1;
+    int rc = 0, ended = 0, first = 1, n_parts = 0, cap_parts = 0;
+    char (*parts)[48] = NULL; /* the parts listed: any other file is no part of it */
     if (m)
         m->n = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
@@ -285,6 +286,10 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
         } else if (sscanf(line, "part %47s %llu %llx", name, &bytes, &hash) == 3) {
             if (!check_parts)
                 continue;
+            if (n_parts == cap_parts)
+                parts = realloc(parts, (size_t)(cap_parts = cap_parts ? 2 * cap_parts : 64) *
+                                           sizeof *parts);
+            memcpy(parts[n_parts++], name, sizeof name);
             char part[4500];
             uint64_t got_bytes, got_hash;
             snprintf(part, sizeof part, "%s/%s", ckdir, name);
@@ -300,6 +305,18 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
     fclose(f);
     if (rc == 0 && !ended)
         rc = ss_fail(e, SS_EFORMAT, "%s: MANIFEST cut short", ckdir);
+    DIR *d = rc == 0 && check_parts ? opendir(ckdir) : NULL;
+    for (struct dirent *de; d && rc == 0 && (de = readdir(d));) {
+        int listed = de->d_name[0] == '.' || !strcmp(de->d_name, MANIFEST);
+        for (int i = 0; !listed && i < n_parts; i++)
+            listed = !strcmp(parts[i], de->d_name);
+        if (!listed) /* a part put there since (a stray reader-1.pos is read as a cluster's) */
+            rc = ss_fail(e, SS_EFORMAT, "%s: holds %s, which its MANIFEST does not list",
+                         ckdir, de->d_name);
+    }
+    if (d)
+        closedir(d);
+    free(parts);
     return rc;
 }
 
