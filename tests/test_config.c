@@ -145,28 +145,21 @@ static void test_file_and_override(void)
 
 static void test_separators(void)
 {
-    static const char *const good[] = {"[data]\nseparator = \\t\n", "[data]\nseparator = tab\n",
-                                       "[data]\nseparator = \\\\t\n"};
-    for (int i = 0; i < 3; i++) {
+    /* a tab's spellings; a space, which an INI value cannot hold bare; a quoted character */
+    static const struct {
+        const char *ini, *want, *name;
+    } cases[] = {{"[data]\nseparator = \\t\n", "\t", "separator tab spelling 0"},
+                 {"[data]\nseparator = tab\n", "\t", "separator tab spelling 1"},
+                 {"[data]\nseparator = \\\\t\n", "\t", "separator tab spelling 2"},
+                 {"[data]\nseparator = space\n", " ", "separator space"},
+                 {"[data]\nseparator = \" \"\n", " ", "separator \" \""},
+                 {"[data]\nseparator = \";\"\n", ";", "separator \";\""}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         struct ss_config c;
         struct ss_err e = {0};
-        int rc = load_text(&c, good[i], NULL, 0, &e);
-        char name[64];
-        snprintf(name, sizeof name, "separator tab spelling %d", i);
-        CHECK(rc == 0 && !strcmp(c.data.separator, "\t"), name, "rc %d: %s", rc, e.msg);
-        if (!rc)
-            ss_config_free(&c);
-    }
-    /* a space, which an INI value cannot hold bare; a quoted character */
-    static const char *const more[] = {"[data]\nseparator = space\n", "[data]\nseparator = \" \"\n",
-                                       "[data]\nseparator = \";\"\n"};
-    for (int i = 0; i < 3; i++) {
-        struct ss_config c;
-        struct ss_err e = {0};
-        int rc = load_text(&c, more[i], NULL, 0, &e);
-        char name[64];
-        snprintf(name, sizeof name, "separator %s", i == 0 ? "space" : i == 1 ? "\" \"" : "\";\"");
-        CHECK(rc == 0 && !strcmp(c.data.separator, i < 2 ? " " : ";"), name, "rc %d: %s", rc, e.msg);
+        int rc = load_text(&c, cases[i].ini, NULL, 0, &e);
+        CHECK(rc == 0 && !strcmp(c.data.separator, cases[i].want), cases[i].name, "rc %d: %s", rc,
+              e.msg);
         if (!rc)
             ss_config_free(&c);
     }
