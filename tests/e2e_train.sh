@@ -220,6 +220,11 @@ check "warmup and decay train to the end, learning (eval NE $(json eval_ne $T/lr
 # binary shards: convert, then the same run reads them with no parsing
 $BIN convert $CFG --in $T/d/train.tsv --out $T/shards --shard-examples 14000 > $T/conv.log 2>&1
 check "convert writes shards" test -f $T/shards/part-00004.bin
+# convert's bad lines as training's: data.report_bad_lines named, the warning past 1 %
+{ head -1000 $T/d/train.tsv; seq 1 3000; } > $T/mostlybad.tsv
+$BIN convert $CFG --in $T/mostlybad.tsv --out $T/badshards --set data.report_bad_lines=0 > $T/badconv.log 2>&1
+check "convert of 75 % bad lines: none named (report_bad_lines 0), the share warned of ($?)" \
+    sh -c "grep -q 'warning: 3000 of the 4000 lines read from $T/mostlybad.tsv (75.0 %) were not examples and were skipped: check data.format' $T/badconv.log && ! grep -q 'mostlybad.tsv:[0-9]' $T/badconv.log"
 train bin --set trainer.worker_threads=1 --set data.train=$T/shards
 check "training on shards = training on text (1 worker, bit-identical)" \
     cmp -s $T/one/model/dense.bin $T/bin/model/dense.bin

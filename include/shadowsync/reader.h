@@ -73,6 +73,11 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
  * that many times over, in the same order (data.epochs); max_examples
  * counts every pass's. */
 void reader_set_epochs(struct reader *r, int epochs);
+/* Over 1 % of the lines read from path (data key key, or NULL) were no
+ * examples: a file not meant, columns that do not fit. Said on stderr,
+ * after stdout's figures; named: the first bad lines were printed. */
+void reader_warn_bad_share(const char *key, const char *path, int64_t bad, int64_t examples,
+                           int named);
 /* Fails where a pass after the first could not read a file again (a pipe). */
 int reader_check_passes(const struct reader *r, int epochs, struct ss_err *e);
 /* Fills b with up to b->cap examples (b->n = 0 at the end of the data).

@@ -149,9 +149,10 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
     if (avail >= 0 && need > (double)avail) {
         embps_free(t);
         return ss_fail(e, SS_ENOMEM, "the embedding tables here need %.0f MB (model.rows x "
-                       "(model.dim %d + its optimizer's state, and a clock with a cache)), more than the %lld MB of memory "
-                       "free here: smaller tables, or spread them over more embedding PSs "
-                       "(job.embedding_ps)", need / 1048576, o->dim, (long long)(avail >> 20));
+                       "(model.dim %d + its optimizer's state, and a clock with a cache)), more "
+                       "than the %lld MB of memory free here: smaller tables, or spread them over "
+                       "more embedding PSs (job.embedding_ps)", need / 1048576, o->dim,
+                       (long long)(avail >> 20));
     }
     for (int k = 0; k < n; k++) {
         if (t->rows[k] < 1 || t->lo[k] < 0 || t->lo[k] + t->rows[k] > t->table_rows[k]) {

@@ -214,11 +214,7 @@ int reader_convert(const char *in, const char *out_dir, const struct schema *s,
         ss_log("convert: %lld examples, %lld bad lines, %d shards in %s (%.1f s, %.1f MB/s)",
                (long long)st.examples, (long long)st.bad_lines, w.index, out_dir, dt,
                (double)reader_bytes_done(r) / 1e6 / (dt > 0 ? dt : 1e-9));
-        int64_t read = st.examples + st.bad_lines;
-        if (st.bad_lines * 100 > read)
-            ss_log("warning: %lld of the %lld lines read from %s (%.1f %%) were not examples and "
-                   "were skipped: check data.format and the columns", (long long)st.bad_lines,
-                   (long long)read, in, 100.0 * (double)st.bad_lines / (double)read);
+        reader_warn_bad_share(NULL, in, st.bad_lines, st.examples, report_bad);
     }
     batch_free(&b);
     reader_close(r);

@@ -132,6 +132,24 @@ static int is_gzip(const char *path)
     return gz;
 }
 
+/* What a file read as text is instead, by its first bytes (NULL: text,
+ * or gzip, which is read): "xz", "bzip2" (its block's magic too, so a line
+ * starting "BZh" stays text), "zstd", or "shard" (a binary shard). */
+static const char *not_text_kind(int fd)
+{
+    unsigned char m[8];
+    ssize_t got = pread(fd, m, 8, 0);
+    if (got >= 5 && !memcmp(m, "\xFD" "7zXZ", 5))
+        return "xz";
+    if (got == 8 && !memcmp(m, "BZh", 3) && m[3] >= '1' && m[3] <= '9' && !memcmp(m + 4, "1AY&", 4))
+        return "bzip2";
+    if (got >= 4 && !memcmp(m, "\x28\xB5\x2F\xFD", 4))
+        return "zstd";
+    if (got == 8 && !memcmp(m, SHARD_MAGIC, 8))
+        return "shard";
+    return NULL;
+}
+
 static int text_open(struct reader *r, struct ss_err *e)
 {
     const char *f = r->files[r->cur];
@@ -139,24 +157,15 @@ static int text_open(struct reader *r, struct ss_err *e)
     if (r->fd < 0)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    char magic[8];
-    ssize_t got = pread(r->fd, magic, 8, 0);
-    static const struct { const char *m; size_t n; const char *name; } packed[] = {
-        {"\xFD" "7zXZ", 5, "xz"}, {"BZh", 3, "bzip2"}, {"\x28\xB5\x2F\xFD", 4, "zstd"}};
-    for (size_t i = 0; got > 0 && i < sizeof packed / sizeof *packed; i++)
-        if ((size_t)got >= packed[i].n && !memcmp(magic, packed[i].m, packed[i].n) &&
-            (i != 1 || (got == 8 && magic[3] >= '1' && magic[3] <= '9' &&
-                        !memcmp(magic + 4, "1AY&", 4)))) { /* bzip2: its block's magic too */
-            close(r->fd);
-            r->fd = -1;
-            return ss_fail(e, SS_EFORMAT, "%s: %s-compressed, which is not read: decompress it "
-                           "(or recompress it with gzip, which is)", f, packed[i].name);
-        }
-    if (got == 8 && !memcmp(magic, SHARD_MAGIC, 8)) {
+    const char *kind = not_text_kind(r->fd);
+    if (kind) {
         close(r->fd);
         r->fd = -1;
-        return ss_fail(e, SS_EFORMAT, "%s: a binary shard (it starts with SSHARD) read as text: "
-                       "shards are known by their name, *.bin", f);
+        if (!strcmp(kind, "shard"))
+            return ss_fail(e, SS_EFORMAT, "%s: a binary shard (it starts with SSHARD) read as "
+                           "text: shards are known by their name, *.bin", f);
+        return ss_fail(e, SS_EFORMAT, "%s: %s-compressed, which is not read: decompress it (or "
+                       "recompress it with gzip, which is)", f, kind);
     }
     r->gz = NULL;
     r->gz_in = 0;
@@ -703,6 +712,20 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
 void reader_set_epochs(struct reader *r, int epochs)
 {
     r->epochs = epochs > 1 ? epochs : 1;
+}
+
+void reader_warn_bad_share(const char *key, const char *path, int64_t bad, int64_t examples,
+                           int named)
+{
+    int64_t read = bad + examples;
+    fflush(stdout); /* after the figures it follows */
+    if (bad * 100 <= read)
+        return;
+    fprintf(stderr, "shadowsync: warning: %lld of the %lld lines read from %s%s%s (%.1f %%) were "
+            "not examples and were skipped%s: check data.format and the columns%s%s%s\n",
+            (long long)bad, (long long)read, key ? key : "", key ? " = " : "", path,
+            100.0 * (double)bad / (double)read, named ? " (the first are named above)" : "",
+            key ? ", and which files " : "", key ? key : "", key ? " takes in" : "");
 }
 
 int reader_check_passes(const struct reader *r, int epochs, struct ss_err *e)

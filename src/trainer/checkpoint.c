@@ -88,7 +88,7 @@ static void rm_tree(const char *path)
 void ckpt_remove(const char *ckdir)
 {
     char man[4200]; /* the MANIFEST first: a half-removed one is no checkpoint */
-    snprintf(man, sizeof man, "%s/MANIFEST", ckdir);
+    snprintf(man, sizeof man, "%s/%s", ckdir, MANIFEST);
     unlink(man);
     rm_tree(ckdir);
 }
@@ -287,8 +287,8 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
             if (!check_parts)
                 continue;
             if (n_parts == cap_parts)
-                parts = realloc(parts, (size_t)(cap_parts = cap_parts ? 2 * cap_parts : 64) *
-                                           sizeof *parts);
+                parts = ss_xrealloc(parts, (size_t)(cap_parts = cap_parts ? 2 * cap_parts : 64) *
+                                               sizeof *parts);
             memcpy(parts[n_parts++], name, sizeof name);
             char part[4500];
             uint64_t got_bytes, got_hash;

@@ -1038,19 +1038,22 @@ static int keep_resumed(struct job *j, const struct figures *f, int ok, struct s
     return 0;
 }
 
-/* A model diverged in its last steps, or one whose NaNs no prediction
- * showed: the dense parameters and hot rows of every trainer here that are
- * NaN or infinite, summed over the job (a collective: every trainer
- * alike, ok or not); such a model is neither checkpointed nor saved. */
-static void count_nonfinite(struct job *j)
+/* The job's sums at the end, in one collective (every trainer alike, ok
+ * or not): its NaN or infinite dense parameters and hot rows (a model
+ * diverged in its last steps, or one whose NaNs no prediction showed,
+ * neither checkpointed nor saved; into j->nonfinite), and whether it was
+ * stopped before it trained an example (returns 1: no final checkpoint,
+ * as embedded; a resumed one's stays). */
+static int end_sums(struct job *j, const struct figures *f)
 {
-    double v[1] = {0};
+    double v[3] = {0, (double)(f->examples - j->base.examples), ss_halt_signal() != 0};
     for (int t = 0; t < j->n_tr; t++)
         for (size_t i = 0; i < j->n_sync; i++)
             v[0] += !isfinite(j->tr[t].w[i]);
     if (j->env)
-        j->env->sum(j->env->arg, v, 1);
+        j->env->sum(j->env->arg, v, 3);
     j->nonfinite = v[0];
+    return v[1] == 0 && v[2] > 0;
 }
 
 static int refuse_nonfinite(const struct job *j, struct ss_err *e)
@@ -1675,20 +1678,6 @@ static void print_eval_to(FILE *f, const char *what, const struct eval_result *e
     fputc('\n', f);
 }
 
-/* Over 1 % of the lines read from a data key were no examples: a file not
- * meant, columns that do not fit. Said at the run's end, on stderr. */
-static void warn_bad_share(const struct ss_config *c, const char *key, const char *path,
-                           int64_t bad, int64_t examples)
-{
-    int64_t read = bad + examples;
-    fflush(stdout); /* after the figures it follows */
-    if (bad * 100 > read)
-        fprintf(stderr, "shadowsync: warning: %lld of the %lld lines read from %s = %s (%.1f %%) "
-                "were not examples and were skipped%s: check data.format and the columns, and "
-                "which files %s takes in\n", (long long)bad, (long long)read, key, path,
-                100.0 * (double)bad / (double)read,
-                c->data.report_bad_lines ? " (the first are named above)" : "", key);
-}
 
 /* An eval that read no example of path. */
 static int noeval(struct ss_err *e, const char *path, const char *so)
@@ -1697,14 +1686,15 @@ static int noeval(struct ss_err *e, const char *path, const char *so)
                    "format and columns", path, so);
 }
 
-/* An eval whose predictions were NaN: the model diverged in when. */
-static int nan_model(struct ss_err *e, int64_t nan_preds, int64_t examples, const char *path,
-                     const char *when)
+/* An eval whose predictions were NaN: the model diverged in when (after
+ * the advice: what became of its checkpoint, or ""). */
+static int nan_model(struct ss_err *e, const struct ss_config *c, const struct eval_result *ev,
+                     const char *when, const char *ckpt)
 {
     return ss_fail(e, SS_EINVAL, "the model diverged: %lld of its %lld predictions on %s are "
-                   "NaN (its parameters overflow a forward pass) in %s; lower optim.dense_lr or "
-                   "optim.emb_lr, or add an optim.warmup_examples", (long long)nan_preds,
-                   (long long)examples, path, when);
+                   "NaN (its parameters overflow a forward pass) in %s; %s%s",
+                   (long long)ev->nan_preds, (long long)ev->examples, c->data.eval, when,
+                   diverged_advice(c), ckpt);
 }
 
 static void print_eval(const char *what, const struct eval_result *ev)
@@ -2546,12 +2536,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (rc == 0 && (rc = krc) == 0 && j.kept_resumed)
         collect(&j, &f);
     client_figures(&j, &f);
-    count_nonfinite(&j); /* collective: a diverged model gets no final checkpoint */
-    /* a job stopped before any example: no final checkpoint, as embedded (all alike) */
-    double stopped[2] = {(double)(f.examples - j.base.examples), ss_halt_signal() != 0};
-    if (env)
-        env->sum(env->arg, stopped, 2);
-    int none = stopped[0] == 0 && stopped[1] > 0; /* (a resumed one: its checkpoint stays) */
+    int none = end_sums(&j, &f); /* no final checkpoint of a job stopped before it trained */
     if (c->checkpoint.dir[0] && env && !j.is_master && !none) /* collective, even after a failure */
         final_checkpoint_part(&j);
     else if (c->checkpoint.dir[0] && !none &&
@@ -2611,7 +2596,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
            f.train_ne, (long long)f.syncs, gap_text(f.sync_gap, 0, gap), (long long)rs.bad_lines);
     fflush(stdout); /* seen before the eval, which may take a while */
     /* both the job's so far: a resumed reader's bad lines go on from its checkpoint's */
-    warn_bad_share(c, "data.train", c->data.train, rs.bad_lines, f.examples);
+    reader_warn_bad_share("data.train", c->data.train, rs.bad_lines, f.examples,
+                          c->data.report_bad_lines);
     if (j.hot)
         print_hot(&j, &f.hot);
     if (c->embedding_cache.rows > 0)
@@ -2635,19 +2621,19 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         if (ev.nan_preds) { /* weights so large that a forward overflows: no usable model */
             if (c->output.save_model && !env)
                 stale_files(c->output.dir, MODEL_FILES, 1);
-            if (j.final_ckpt[0]) /* a resume goes back to the one before */
+            char ckpt[4500] = "";
+            if (j.final_ckpt[0]) { /* a resume goes back to the one before */
                 ckpt_remove(j.final_ckpt);
-            rc = nan_model(e, ev.nan_preds, ev.examples, c->data.eval,
-                           !c->output.save_model ? "the training (none saved)"
-                           : env ? "the training (the model saved is not usable)"
-                                 : "the training: no model saved");
-            if (j.final_ckpt[0])
-                snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg),
-                         "; its final checkpoint %s is removed", j.final_ckpt);
+                snprintf(ckpt, sizeof ckpt, "; its final checkpoint %s is removed", j.final_ckpt);
+            }
+            rc = nan_model(e, c, &ev, !c->output.save_model ? "the training (none saved)"
+                                      : env ? "the training (the model saved is not usable)"
+                                            : "the training: no model saved", ckpt);
             goto out;
         }
         eval_row(&j, f.examples, f.elapsed, &ev);
-        warn_bad_share(c, "data.eval", c->data.eval, ev.bad_lines, ev.examples);
+        reader_warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples,
+                              c->data.report_bad_lines);
     }
     rc = write_metrics(&j, &f, &ev, &rs, e);
     if (rc == 0 && !c->output.quiet)
@@ -2857,7 +2843,8 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         goto out;
     }
     print_eval_to(say, "eval", &ev);
-    warn_bad_share(c, "data.eval", c->data.eval, ev.bad_lines, ev.examples);
+    reader_warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples,
+                          c->data.report_bad_lines);
     char v[4][32]; /* JSON: null where a figure is undefined (eval data of one class) */
     const double x[4] = {ev.ne, ev.logloss, ev.auc, ev.calibration};
     for (int i = 0; i < 4; i++)
@@ -2866,7 +2853,7 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
             "\"eval_auc\": %s, \"eval_calibration\": %s, \"eval_bad_lines\": %lld}\n",
             (long long)ev.examples, v[0], v[1], v[2], v[3], (long long)ev.bad_lines);
     if (ev.nan_preds)
-        rc = nan_model(e, ev.nan_preds, ev.examples, c->data.eval, "its training");
+        rc = nan_model(e, c, &ev, "its training", "");
     else if (ev.examples == 0)
         rc = noeval(e, c->data.eval, "nothing is scored");
 out:
