@@ -21,8 +21,8 @@ train() { # [EXTRA="--resume ..."] train OUT [section.key=value ...]
     timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv \
         --set data.eval=$T/d/eval.tsv --set output.dir=$T/$out --set output.log_interval_s=0.5 $sets $EXTRA
 }
-# waits until DIR holds a complete checkpoint (its MANIFEST ends with "end")
-wait_ckpt() { for i in $(seq 1 200); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end$' && return 0; sleep 0.05; done; return 1; }
+# waits until DIR holds a complete checkpoint (its MANIFEST's last line is "end HASH")
+wait_ckpt() { for i in $(seq 1 200); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end' && return 0; sleep 0.05; done; return 1; }
 
 train full trainer.worker_threads=1 > $T/full.log 2>&1
 REF=$(json eval_ne $T/full/metrics.json)
@@ -151,6 +151,13 @@ for path in sys.argv[1:]:
         lines = open(man).read().split("\n")
         lines = ["part %s %d %016x" % (name, len(data), fhash(bytes(data)))
                  if l.startswith("part %s " % name) else l for l in lines]
+        h = 0xCBF29CE484222325  # checkpoint.c's line_hash over the lines before "end"
+        for l in lines:
+            if l.startswith("end"):
+                break
+            for b in (l + "\n").encode():
+                h = ((h ^ b) * 0x100000001B3) & M
+        lines = ["end %016x" % h if l.startswith("end") else l for l in lines]
         open(man, "w").write("\n".join(lines))
 PY
 }
@@ -311,6 +318,12 @@ mkdir -p $T/ckmeta && cp -r $(dirname $(ls $T/ck/ckpt-*/MANIFEST | tail -1)) $T/
 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/meta --resume $T/ckmeta > $T/meta.log 2>&1
 check "a MANIFEST whose figures are no counts is refused, naming the line" \
     sh -c "[ $? != 0 ] && grep -q 'MANIFEST: meta examples = -5 is no count' $T/meta.log"
+# a count changed in a meta line (still a count): the MANIFEST's own hash catches it
+mkdir -p $T/ckflip && cp -r $(dirname $(ls $T/ck/ckpt-*/MANIFEST | tail -1)) $T/ckflip/ && sed -i 's/^meta examples \([0-9]*\)$/meta examples \11/' $T/ckflip/*/MANIFEST
+$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/flip --resume $T/ckflip > $T/flip.log 2>&1
+rc=$?
+check "a MANIFEST whose meta line was changed is refused as damaged ($rc)" \
+    sh -c "[ $rc != 0 ] && grep -q '^meta examples [0-9]*1$' $T/ckflip/*/MANIFEST && grep -q 'MANIFEST: its lines do not match their hash' $T/flip.log"
 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --resume $T/d > $T/none.log 2>&1
 rc=$?
 check "--resume with no checkpoint: a clear error" sh -c "[ $rc != 0 ] && grep -q 'no checkpoint to resume from' $T/none.log"

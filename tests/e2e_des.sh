@@ -137,7 +137,7 @@ check "foreground MA with checkpoints every 0.1 s: exits 0, every example once, 
     sh -c "[ $rc = 0 ] && [ \"$(json examples $M)\" = 300000 ] && [ \"$(json checkpoints $M)\" -ge 2 ]"
 
 # kill -9 mid-run, then resume onto 3 trainers (the tables resharded)
-wait_ckpt() { for i in $(seq 1 300); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end$' && return 0; sleep 0.05; done; return 1; }
+wait_ckpt() { for i in $(seq 1 300); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end' && return 0; sleep 0.05; done; return 1; }
 ($BIN train $CFG --set data.train=$T/big/train.tsv --set data.eval= --set output.dir=$T/cut --set job.trainers=2 \
     --set sync.algo=ma --set $DES --set checkpoint.dir=$T/ck --set checkpoint.interval_s=0.2 \
     > $T/cut.log 2>&1 &)

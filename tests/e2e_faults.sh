@@ -55,7 +55,7 @@ sjob() {
         --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
         --set data.eval=$T/d/eval.tsv --set output.dir=$T/$jn $sets $EXTRA > $T/$jn.log 2>&1
 }
-wait_ckpt() { for i in $(seq 1 300); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end$' && return 0; sleep 0.05; done; return 1; }
+wait_ckpt() { for i in $(seq 1 300); do tail -1 $1/ckpt-*/MANIFEST 2>/dev/null | grep -q '^end' && return 0; sleep 0.05; done; return 1; }
 # pid of rank R of the job writing to output.dir $T/NAME
 pid_of() { for p in $(pgrep -f "output.dir=$T/$1 "); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo $p; return; }; done; }
 

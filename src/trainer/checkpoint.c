@@ -1,8 +1,9 @@
 /* Checkpoint directories (DESIGN §8): DIR/ckpt-NNNNNN, one per snapshot.
  * A snapshot is written into DIR/ckpt-NNNNNN.tmp, part by part, each part
  * fsynced and hashed; the MANIFEST, which names every part with its size
- * and hash plus the snapshot's figures and ends with "end", is written
- * last, fsynced, and the directory renamed to its final name (then the
+ * and hash plus the snapshot's figures and ends with "end" and the hash of
+ * the lines before it (so a flipped count in a meta line is caught too;
+ * an older MANIFEST's bare "end" is still read), is written last, fsynced, and the directory renamed to its final name (then the
  * parent fsynced). A reader trusts only a directory whose MANIFEST is
  * complete and whose parts all match it, so a half-written checkpoint is
  * never taken for a whole one. The newest `keep` complete ones are kept. */
@@ -32,6 +33,16 @@ struct ckpt {
     char meta_key[MAX_META][48];
     double meta_val[MAX_META];
 };
+
+/* FNV-1a over a MANIFEST line, chained from h. */
+static uint64_t line_hash(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
+    return h;
+}
+
+#define LINE_HASH0 0xCBF29CE484222325ull
 
 /* 64-bit hash of a file's bytes (not cryptographic: it catches truncation,
  * torn writes and bit rot), several GB/s. */
@@ -215,13 +226,17 @@ int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e)
     FILE *f = fopen(p, "w");
     if (!f)
         return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
-    fprintf(f, "shadowsync checkpoint 1\n");
+    char line[256];
+    uint64_t h = LINE_HASH0;
+#define PUT(...) (snprintf(line, sizeof line, __VA_ARGS__), h = line_hash(h, line), fputs(line, f))
+    PUT("shadowsync checkpoint 1\n");
     for (int i = 0; i < k->n_meta; i++)
-        fprintf(f, "meta %s %.17g\n", k->meta_key[i], k->meta_val[i]);
+        PUT("meta %s %.17g\n", k->meta_key[i], k->meta_val[i]);
     for (int i = 0; i < k->n_parts; i++)
-        fprintf(f, "part %s %llu %016llx\n", k->parts[i].name,
-                (unsigned long long)k->parts[i].bytes, (unsigned long long)k->parts[i].hash);
-    fprintf(f, "end\n");
+        PUT("part %s %llu %016llx\n", k->parts[i].name, (unsigned long long)k->parts[i].bytes,
+            (unsigned long long)k->parts[i].hash);
+#undef PUT
+    fprintf(f, "end %016llx\n", (unsigned long long)h);
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0 || !ok)
         return ss_fail(e, SS_EIO, "%s: write failed: %s", p, strerror(errno));
@@ -266,16 +281,28 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
     char (*parts)[48] = NULL; /* the parts listed: any other file is no part of it */
     if (m)
         m->n = 0;
+    uint64_t h = LINE_HASH0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         char name[48];
         unsigned long long bytes, hash;
         double v;
+        if (ended) {
+            rc = ss_fail(e, SS_EFORMAT, "%s: a line after its end: %s", p, line);
+            break;
+        }
+        if (strncmp(line, "end", 3) != 0)
+            h = line_hash(h, line);
         if (first) {
             first = 0;
             if (strcmp(line, "shadowsync checkpoint 1\n") != 0)
                 rc = ss_fail(e, SS_EFORMAT, "%s: not a shadowsync checkpoint MANIFEST", p);
-        } else if (!strcmp(line, "end\n")) {
+        } else if (!strcmp(line, "end\n")) { /* written before the MANIFEST was hashed */
             ended = 1;
+        } else if (sscanf(line, "end %llx", &hash) == 1 && strlen(line) == 21) {
+            ended = 1;
+            if (hash != h)
+                rc = ss_fail(e, SS_EFORMAT, "%s: its lines do not match their hash (a damaged "
+                             "MANIFEST)", p);
         } else if (sscanf(line, "meta %47s %lf", name, &v) == 2) {
             if (!(v >= 0 && v < 0x1p62)) /* counts and sums, every one: NaN fails too */
                 rc = ss_fail(e, SS_EFORMAT, "%s: meta %s = %g is no count", p, name, v);
