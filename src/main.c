@@ -169,6 +169,43 @@ static const char *opt(const struct args *a, const char *name)
     return NULL;
 }
 
+/* Whether path has a ".." component. */
+static int has_dotdot(const char *path)
+{
+    for (const char *q = path; (q = strstr(q, "..")); q += 2)
+        if ((q == path || q[-1] == '/') && (q[2] == '/' || q[2] == 0))
+            return 1;
+    return 0;
+}
+
+/* path made absolute (from the working directory) with its "." and ".."
+ * components resolved by name; g_free it. */
+static char *absolute_path(const char *path)
+{
+    char *cwd = g_get_current_dir();
+    char *joined = g_build_filename(path[0] == '/' ? "/" : cwd, path, NULL);
+    g_free(cwd);
+    gchar **parts = g_strsplit(joined, "/", -1);
+    int n = 0; /* the kept components, in place */
+    for (int i = 0; parts[i]; i++) {
+        if (!strcmp(parts[i], "..")) {
+            n -= n > 0;
+        } else if (*parts[i] && strcmp(parts[i], ".")) {
+            char *t = parts[n];
+            parts[n++] = parts[i];
+            parts[i] = t;
+        }
+    }
+    GString *out = g_string_new("");
+    for (int i = 0; i < n; i++)
+        g_string_append_printf(out, "/%s", parts[i]);
+    if (!n)
+        g_string_append_c(out, '/');
+    g_strfreev(parts);
+    g_free(joined);
+    return g_string_free(out, FALSE);
+}
+
 static int load_config(struct ss_config *c, struct args *a)
 {
     struct ss_err e = {0};
@@ -241,6 +278,39 @@ static int master_checks(struct job_plan *p, const struct ss_config *c, const ch
     return 0;
 }
 
+/* Every rank must run the same resolved config: one that differs (a stale
+ * copy of the file on its host, another --set) would otherwise show up
+ * later as a healthy rank named stalled. The ranks' hashes of it, gathered. */
+static int same_config(struct job_plan *p, const struct ss_config *c, struct ss_err *e)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    uint64_t h = 0xCBF29CE484222325ull;
+    if (f) {
+        ss_config_print(c, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++)
+            h = (h ^ (unsigned char)text[i]) * 0x100000001B3ull;
+        free(text);
+    }
+    uint64_t *all = ss_xcalloc((size_t)p->size, sizeof *all);
+    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    char odd[256] = "";
+    int n_odd = 0;
+    for (int r = 1; r < p->size; r++)
+        if (all[r] != all[0] && n_odd++ < 8) {
+            size_t k = strlen(odd);
+            snprintf(odd + k, sizeof odd - k, "%s%d", k ? ", " : "", r);
+        }
+    free(all);
+    if (!n_odd)
+        return 0;
+    return ss_fail(e, SS_EINVAL, "rank(s) %s%s resolved another config than rank 0's (the file "
+                   "on their host, or their --set, differ): every rank must run the same CONFIG "
+                   "and --set (tools/submit launches them alike)", odd, n_odd > 8 ? ", ..." : "");
+}
+
 static int cluster_train(struct ss_config *c, const char *resume)
 {
     struct job_plan p;
@@ -250,6 +320,8 @@ static int cluster_train(struct ss_config *c, const char *resume)
         p.pulse = rpc_pulse_new(&p, c->sync.timeout_s);
     ss_halt_on_signals(0); /* SIGUSR1 (mpirun passes it to every rank): the trainers stop */
     p.end_wait_s = 2 * c->sync.timeout_s;
+    if (rc == 0 && (rc = same_config(&p, c, &e)) < 0 && p.rank != 0)
+        rc = 0, p.role = -1; /* the master names the ranks; the others leave quietly */
     int des = c->embedding.placement == EMB_ON_TRAINERS;
     if (rc == 0 && !des && c->job.embedding_ps < 1)
         rc = ss_fail(&e, SS_EINVAL, "a cluster job needs job.embedding_ps >= 1 (the tables "
@@ -277,7 +349,7 @@ static int cluster_train(struct ss_config *c, const char *resume)
     }
     if (rc == 0 && p.rank != 0)
         c->output.quiet = 1; /* the master prints the job's figures */
-    if (rc == 0 && (rc = master_checks(&p, c, resume, &e)) < 0 && p.rank != 0)
+    if (rc == 0 && p.role >= 0 && (rc = master_checks(&p, c, resume, &e)) < 0 && p.rank != 0)
         rc = 0, p.role = -1; /* the master names the failure; the others leave quietly */
     struct placement pl = {0};
     if (rc == 0 && p.role >= 0 && (rc = placement_for_job(c, &p, &pl, &e)) < 0 && p.rank != 0)
@@ -388,6 +460,11 @@ static int cmd_train(int argc, char **argv)
     if (resume && !*c.checkpoint.dir && !dir_set) { /* the resumed run goes on checkpointing there */
         g_free(c.checkpoint.dir);
         c.checkpoint.dir = g_strdup(resume);
+    }
+    if (rpc_under_mpirun() && has_dotdot(c.checkpoint.dir)) { /* services refuse a save path */
+        char *abs = absolute_path(c.checkpoint.dir);                /* with ".." in it */
+        g_free(c.checkpoint.dir);
+        c.checkpoint.dir = abs;
     }
     if (rpc_under_mpirun()) {
         rc = cluster_train(&c, resume);

@@ -104,6 +104,47 @@ check "cluster ma: the replicas differ at the end (replica_spread $(json replica
 check "cluster ma with a sync PS: the job says it stays idle" \
     grep -q '^# job.sync_ps = 1: sync.algo = ma does not use the sync PSs' $T/ma.log
 
+# Uneven shares (data.split = files: trainer 0 takes one file of 10k examples, padded with
+# zeros so that it is the largest; trainer 1 the other 190k). easgd: a trainer whose data has
+# ended follows the center, so its output holds the other's later work (before, its final pull
+# ended its rounds: NE 0.954 against ma's 0.928); ma in foreground with a huge gap: the
+# finished trainer waits for the other's rounds without sync.timeout_s (it had ended the job,
+# naming a healthy trainer stalled); allreduce foreground gap 1: the rounds a finished
+# trainer joins are no syncs (sync_gap was 0.53)
+mkdir -p $T/uneven
+Z=$(printf '0%.0s' $(seq 1 440))
+head -n 10000 $T/d/train.tsv | awk -F'\t' -v OFS='\t' -v z=$Z '{ for (i = 2; i <= 14; i++) if ($i != "") $i = z $i; print }' > $T/uneven/a.tsv
+tail -n +10001 $T/d/train.tsv | head -n 95000 > $T/uneven/b0.tsv
+tail -n +105001 $T/d/train.tsv > $T/uneven/b1.tsv
+for run in "u-easgd sync.algo=easgd" "u-ma sync.algo=ma output.eval_every=20000 output.log_interval_s=0.2" \
+           "u-mafg sync.algo=ma sync.mode=foreground sync.gap=1000000 sync.timeout_s=1" \
+           "u-arfg sync.algo=allreduce sync.mode=foreground sync.gap=1"; do
+    cluster $run data.train=$T/uneven data.split=files
+done
+check "cluster, uneven shares, easgd: the output holds the longer share's work (eval NE $(json eval_ne $T/u-easgd/metrics.json), ma's $(json eval_ne $T/u-ma/metrics.json))" \
+    sh -c "[ '$(json examples $T/u-easgd/metrics.json)' = $N ] && awk -v a='$(json eval_ne $T/u-easgd/metrics.json)' -v b='$(json eval_ne $T/u-ma/metrics.json)' 'BEGIN { exit !(a != \"\" && b != \"\" && a < b + 0.01) }'"
+check "cluster, uneven shares, ma foreground, gap 1000000, sync.timeout_s 1: the finished trainer waits for the other's rounds, no stall named" \
+    sh -c "[ '$(json examples $T/u-mafg/metrics.json)' = $N ] && ! grep -q 'has stalled' $T/u-mafg.log"
+check "cluster, uneven shares, allreduce foreground gap 1: the rounds a finished trainer joins are no syncs (sync_gap $(json avg_sync_gap $T/u-arfg/metrics.json))" \
+    sh -c "[ '$(json examples $T/u-arfg/metrics.json)' = $N ] && awk -v g='$(json avg_sync_gap $T/u-arfg/metrics.json)' 'BEGIN { exit !(g >= 0.99 && g <= 1.01) }'"
+
+check "cluster, uneven shares, eval_every: evals go on while the other trainer trains after the master's 10k examples have ended ($(($(wc -l < $T/u-ma/eval.csv) - 1)) rows)" \
+    sh -c "awk -F, 'NR > 1 && \$1 > 10000 && \$1 < $N { n++ } END { exit !(n >= 1) }' $T/u-ma/eval.csv"
+# a checkpoint.dir with ".." in it: the services' save paths are resolved, not refused (every
+# cluster checkpoint failed, and the run exited 0 with none)
+cluster dotdot sync.algo=ma checkpoint.dir=$T/sub/../ckdd checkpoint.interval_s=0.2 data.max_examples=60000
+rc=$?
+check "cluster, checkpoint.dir with '..': its checkpoints are taken ($rc)" \
+    sh -c "[ $rc = 0 ] && ls -d $T/ckdd/ckpt-* > /dev/null 2>&1 && ! grep -q 'save path refused' $T/dotdot.log"
+# ranks that resolved different configs (a stale copy on one host): refused at once, naming them
+timeout -k 10 120 $MPIRUN -np 1 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
+    --set job.bind=127.0.0.1 --set data.train=$T/d/train.tsv --set output.dir=$T/mixed --set sync.algo=ma : \
+    -np 2 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 --set job.bind=127.0.0.1 \
+    --set data.train=$T/d/train.tsv --set output.dir=$T/mixed --set sync.algo=none > $T/mixed.log 2>&1
+rc=$?
+check "cluster, ranks with different configs: refused before training, naming them ($rc)" \
+    sh -c "[ $rc != 0 ] && [ $rc != 124 ] && grep -q 'rank(s) 1, 2 resolved another config than rank 0.s' $T/mixed.log && ! [ -e $T/mixed/metrics.json ]"
+
 # placement by profile, table 0 split by row range over both PSs (pins):
 # the client sums partial bags; each PS saves its shards; eval reads them all
 cluster profile sync.algo=ma placement.strategy=profile placement.pin=0@0-400:0,0@400-1000:1

@@ -172,6 +172,17 @@ train a0 --set job.trainers=2 --set sync.algo=bmuf --set sync.alpha=0 --set data
 check "sync.alpha = 1 under easgd, and 0 under bmuf: the run says its rounds sync nothing; 0.5 says nothing" \
     sh -c "grep -q '^# sync: easgd with sync.alpha = 1: .*no trainer sees another' $T/a1.log && grep -q '^# sync: sync.alpha = 0 leaves every replica as it is, so the bmuf rounds' $T/a0.log && ! grep -q '^# sync: .*alpha' $T/avg.log"
 
+train unused --set job.trainers=2 --set sync.algo=none --set sync.mode=foreground --set sync.gap=3 --set sync.alpha=0.9 --set sync.bmuf_lr=2 --set data.max_examples=2000 --set output.quiet=false
+train gap7 --set job.trainers=2 --set sync.algo=ma --set sync.gap=7 --set data.max_examples=2000 --set output.quiet=false
+check "sync keys this job's algorithm or mode does not use: a note names each; defaults say nothing" \
+    sh -c "grep -q '^# sync: sync.mode = foreground with sync.algo = none: there is no round to wait for' $T/unused.log && grep -q '^# sync: sync.algo = none with 2 trainers: each trains a replica of its own' $T/unused.log && grep -q '^# sync: sync.alpha is not used by sync.algo = none' $T/unused.log && grep -q '^# sync: sync.bmuf_momentum, sync.bmuf_lr and sync.bmuf_nesterov apply to sync.algo = bmuf only (this job.s is none)' $T/unused.log && grep -q '^# sync: sync.gap = 7 applies to sync.mode = foreground' $T/gap7.log && ! grep -q '^# sync: sync\.' $T/avg.log"
+# easgd's final round only pushes: with one trainer whose rounds are 2 s apart (the run is
+# shorter), the saved model is the trained one, not pulled toward a center that lags it
+# (before: eval NE 0.994 against sync.algo = none's 0.945)
+train easleep --set trainer.worker_threads=1 --set sync.algo=easgd --set sync.shadow_sleep_ms=2000
+check "easgd, rounds far apart: the output is the trained model (eval NE $(json eval_ne $T/easleep/metrics.json), none's $(json eval_ne $T/one/metrics.json))" \
+    near "$(json eval_ne $T/easleep/metrics.json)" "$(json eval_ne $T/one/metrics.json)" 0.005
+
 # data.epochs: two passes over the file train as one pass over two copies of it (1 worker: bit
 # for bit), every example counted each pass
 mkdir -p $T/twice && cp $T/d/train.tsv $T/twice/a.tsv && cp $T/d/train.tsv $T/twice/b.tsv

@@ -28,7 +28,7 @@ int main(int argc, char **argv)
     cfg.sync.alpha = 1.0;
     for (int i = 0; i < LEN; i++)
         w[i] = (float)rank;
-    struct sync_ctx ctx = {&cfg, w, LEN, c, NULL, buf, NULL, 0, NULL, NULL, 1};
+    struct sync_ctx ctx = {&cfg, w, LEN, c, NULL, buf, NULL, 0, NULL, NULL, 1, 0, 0};
     const struct sync_algo_ops *ma = sync_algo_find("ma");
     int rounds = 0;
     for (;;) {

@@ -50,7 +50,7 @@ static void run_group(const char *algo, struct member *m, const float init[N][LE
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, init[i], sizeof m[i].w);
         m[i].algo = sync_algo_find(algo);
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], ctr, m[i].buf, NULL, 0, NULL, NULL, 1};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], ctr, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0};
         if (m[i].algo->init)
             m[i].algo->init(&m[i].ctx, NULL);
     }
@@ -105,7 +105,7 @@ static void bmuf_two_rounds(int nesterov, float *after1, float *after2)
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, same[i], sizeof m[i].w);
         m[i].algo = sync_algo_find("bmuf");
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], NULL, m[i].buf, NULL, 0, NULL, NULL, 1};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], NULL, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0};
         m[i].algo->init(&m[i].ctx, NULL);
         memcpy(m[i].w, init[i], sizeof m[i].w); /* local steps moved them */
     }
@@ -170,7 +170,7 @@ static void test_summed_tail(void)
         struct collective *coll[N];
         collective_local_group(coll, N, LEN + 1);
         static const struct collective_ops stepping_ops = {"stepping", step_then_reduce, NULL, NULL};
-        struct stepping st = {{&stepping_ops, 0, N, NULL}, coll[0], m[0].w};
+        struct stepping st = {{&stepping_ops, 0, N, NULL, 0}, coll[0], m[0].w};
         float base[N][2], snap[N][2];
         pthread_t th[N];
         for (int i = 0; i < N; i++) {
@@ -179,7 +179,7 @@ static void test_summed_tail(void)
             base[i][0] = base[i][1] = 10;
             m[i].algo = sync_algo_find(names[a]);
             m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf,
-                                         NULL, 2, base[i], snap[i], !resumed};
+                                         NULL, 2, base[i], snap[i], !resumed, 0, 0};
             m[i].algo->init(&m[i].ctx, NULL);
             m[i].w[2] += (float)(i + 1), m[i].w[3] -= (float)i;
             if (resumed)
@@ -230,12 +230,12 @@ static void test_allreduce(void)
     struct collective *coll[N];
     collective_local_group(coll, N, LEN + 1);
     static const struct collective_ops stepping_ops = {"stepping", step_then_reduce, NULL, NULL};
-    struct stepping st = {{&stepping_ops, 0, N, NULL}, coll[0], m[0].w};
+    struct stepping st = {{&stepping_ops, 0, N, NULL, 0}, coll[0], m[0].w};
     pthread_t th[N];
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, init[i], sizeof m[i].w);
         m[i].rounds = 0;
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf, NULL, 0, NULL, NULL, 1};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0};
         m[i].algo->init(&m[i].ctx, NULL);
     }
     for (int i = 0; i < N; i++)
@@ -263,7 +263,7 @@ static void test_easgd(void)
     struct center *c = center_local_create(c0, 2);
     struct ss_err e;
     float buf[3];
-    struct sync_ctx ctx = {&cfg, w, 2, NULL, c, buf, NULL, 0, NULL, NULL, 1};
+    struct sync_ctx ctx = {&cfg, w, 2, NULL, c, buf, NULL, 0, NULL, NULL, 1, 0, 0};
     const struct sync_algo_ops *a = sync_algo_find("easgd");
     int r = a->sync(&ctx, 1, &e);
     /* center = 0.5*{0,10} + 0.5*{4,2} = {2,6}; w = 0.5*{4,2} + 0.5*{2,6} = {3,4} */
@@ -271,6 +271,24 @@ static void test_easgd(void)
     CHECK(r == 1 && fabs(out[0] - 2) < 1e-6 && fabs(out[1] - 6) < 1e-6 &&
               fabs(w[0] - 3) < 1e-6 && fabs(w[1] - 4) < 1e-6,
           "easgd elastic exchange by hand", "center %g %g w %g %g", out[0], out[1], w[0], w[1]);
+    /* the final round only pushes: center {2,6} -> {2.5,5}, w stays {3,4} */
+    r = a->sync(&ctx, 0, &e);
+    c->ops->get(c, out);
+    CHECK(r == 0 && ctx.pushed && out[0] == 2.5f && out[1] == 5 && w[0] == 3 && w[1] == 4,
+          "easgd's final round pushes, pulls nothing (no center behind its steps in the output)",
+          "r %d center %g %g w %g %g", r, out[0], out[1], w[0], w[1]);
+    /* other trainers on: it follows, w <- 0.5 w + 0.5 center, the center as it is */
+    c->ops->set(c, (float[2]){5, 0});
+    ctx.others_on = 1;
+    r = a->sync(&ctx, 0, &e);
+    c->ops->get(c, out);
+    CHECK(r == 1 && out[0] == 5 && out[1] == 0 && w[0] == 4 && w[1] == 2,
+          "easgd, data ended, others on: follows the center, leaves it as it is",
+          "r %d center %g %g w %g %g", r, out[0], out[1], w[0], w[1]);
+    ctx.others_on = 0;
+    r = a->sync(&ctx, 0, &e);
+    CHECK(r == 0 && w[0] == 4.5f && w[1] == 1, "easgd: the last follow, once all have ended",
+          "r %d w %g %g", r, w[0], w[1]);
     c->ops->free(c);
     CHECK(sync_algo_find("nope") == NULL && sync_algo_find("bmuf"), "algorithm table lookup",
           "find failed");
@@ -293,7 +311,7 @@ static void test_foreground(void)
     cfg.sync.algo = "easgd";
     float w[LEN] = {1, 1, 1, 1}, zero[LEN] = {0};
     struct center *c = center_local_create(zero, LEN);
-    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL};
+    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL, 1};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);
@@ -329,7 +347,7 @@ static void test_held(void)
     collective_local_group(coll, 1, LEN + 1);
     cfg.sync.algo = "ma";
     struct shadow_opts o = {&cfg, w, LEN, coll[0], NULL, NULL, 0, NULL, NULL, NULL, 0, 0, NULL,
-                            NULL};
+                            NULL, 1};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "held: the ma shadow thread starts", "%s", e.msg);
@@ -357,9 +375,11 @@ static void test_held(void)
     shadow_hold(s, 0);
     shadow_data_done(s);
     rc = shadow_join(s, &syncs, &e);
-    CHECK(rc == 0 && mid[0] == 0 && w[0] == 0.75f && syncs == 1,
-          "held, foreground easgd: no round runs (no peer waits on one), the final one does",
-          "rc %d center %g w %g syncs %lld", rc, mid[0], w[0], (long long)syncs);
+    float end[LEN];
+    c->ops->get(c, end);
+    CHECK(rc == 0 && mid[0] == 0 && end[0] == 0.5f && w[0] == 1 && syncs == 1,
+          "held, foreground easgd: no round runs (no peer waits on one), the final one pushes",
+          "rc %d center %g then %g w %g syncs %lld", rc, mid[0], end[0], w[0], (long long)syncs);
     c->ops->free(c);
     cfg.sync.mode = SYNC_SHADOW;
 }
@@ -397,7 +417,7 @@ static void test_failed(void)
     struct failed_seen seen = {0, ""};
     float w[LEN] = {1, 1, 1, 1};
     struct shadow_opts o = {&cfg, w, LEN, NULL, &c, NULL, 0, NULL, NULL, NULL, 0, 0,
-                            on_failed, &seen};
+                            on_failed, &seen, 1};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);
@@ -436,9 +456,9 @@ static void test_group_break(void)
     float w0[LEN] = {1, 1, 1, 1}, w1[LEN] = {3, 3, 3, 3};
     int pulls = 0;
     struct shadow_opts o0 = {&cfg, w0, LEN, m[0], NULL, NULL, 0, pull_third_fails, NULL, &pulls,
-                             0, 0, break_group, m[0]};
+                             0, 0, break_group, m[0], 2};
     struct shadow_opts o1 = {&cfg, w1, LEN, m[1], NULL, NULL, 0, NULL, NULL, NULL, 0, 0,
-                             break_group, m[1]};
+                             break_group, m[1], 2};
     struct shadow *s0, *s1;
     struct ss_err e0 = {0}, e1 = {0};
     CHECK(shadow_start(&s0, &o0, &e0) == 0 && shadow_start(&s1, &o1, &e1) == 0,
@@ -452,6 +472,40 @@ static void test_group_break(void)
     m[1]->ops->free(m[1]);
 }
 
+/* EASGD with 2 trainers: once its data ends, the thread pushes once, then
+ * follows the center (moved here by hand, as the other trainer's pushes
+ * would) until shadow_join; the following is no sync of its own. */
+static void test_easgd_follow(void)
+{
+    cfg.sync.mode = SYNC_SHADOW;
+    cfg.sync.algo = "easgd";
+    cfg.sync.alpha = 0.5;
+    cfg.sync.shadow_sleep_ms = 1;
+    float w[LEN] = {1, 1, 1, 1}, zero[LEN] = {0}, eight[LEN] = {8, 8, 8, 8};
+    struct center *c = center_local_create(zero, LEN);
+    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL, 2};
+    struct shadow *s;
+    struct ss_err e;
+    CHECK(shadow_start(&s, &o, &e) == 0, "follow: the easgd shadow thread starts", "%s", e.msg);
+    shadow_data_done(s);
+    const struct timespec nap = {0, 20000000};
+    nanosleep(&nap, NULL);
+    c->ops->set(c, eight);
+    for (int i = 0; i < 200 && ((volatile float *)w)[0] < 7.9f; i++)
+        nanosleep(&nap, NULL);
+    int64_t following = shadow_syncs(s);
+    nanosleep(&nap, NULL);
+    int64_t syncs = -1;
+    int rc = shadow_join(s, &syncs, &e);
+    float end[LEN];
+    c->ops->get(c, end);
+    CHECK(rc == 0 && w[0] > 7.9f && end[0] == 8 && syncs == following && syncs >= 1,
+          "easgd, data ended, another trainer on: follows the center to shadow_join, its "
+          "rounds no syncs", "rc %d w %g center %g syncs %lld then %lld", rc, w[0], end[0],
+          (long long)following, (long long)syncs);
+    c->ops->free(c);
+}
+
 int main(void)
 {
     test_ma();
@@ -459,6 +513,7 @@ int main(void)
     test_allreduce();
     test_summed_tail();
     test_easgd();
+    test_easgd_follow();
     test_foreground();
     test_held();
     test_failed();

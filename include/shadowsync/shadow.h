@@ -32,6 +32,11 @@ struct collective {
     const struct collective_ops *ops;
     int rank, size;
     void *impl;
+    /* Set by the algorithm: this member's data has ended and it only joins
+     * the others' rounds, which may come far apart (foreground, a large
+     * sync.gap): its wait has no stall deadline (every rank's heartbeat
+     * still finds a stalled peer). */
+    int idle;
 };
 /* n members of one in-process group (one per trainer); free each. */
 void collective_local_group(struct collective **members, int n, size_t max_len);
@@ -143,6 +148,9 @@ struct sync_ctx {
     size_t n_sum;
     float *base, *tail_snap;
     int tail_agreed;
+    /* EASGD: other trainers may still be training (set by the thread each
+     * round); the final push made. */
+    int others_on, pushed;
 };
 
 /* What an algorithm talks through: the trainer sets up that much. */
@@ -154,7 +162,8 @@ struct sync_algo_ops {
     int (*init)(struct sync_ctx *c, struct ss_err *e);
     /* One round. active: this trainer still has data. Returns how many
      * trainers were active in the round as far as it can tell (0: this was
-     * the final sync), or a negative code. */
+     * the last round; a round after this trainer's first inactive one only
+     * follows the others and is no sync of its own), or a negative code. */
     int (*sync)(struct sync_ctx *c, int active, struct ss_err *e);
     void (*free)(struct sync_ctx *c);
     /* The algorithm's own state for checkpoints: up to 4 arrays of n floats
@@ -187,6 +196,10 @@ struct shadow_opts {
      * here rather than at the end of its data. */
     void (*failed)(void *arg, const struct ss_err *e);
     void *failed_arg;
+    /* The job's trainer count: above 1, an EASGD trainer whose data has
+     * ended follows the center (pulls only) until shadow_wait, so the
+     * others' later work reaches its replica too. */
+    int trainers;
 };
 int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e);
 /* Foreground mode, from a worker: waits for a sync round that starts after
@@ -199,8 +212,10 @@ int shadow_request(struct shadow *s);
 void shadow_hold(struct shadow *s, int held);
 /* The trainer's data has ended (all its workers are out of their loops). */
 void shadow_data_done(struct shadow *s);
-/* Waits for the final sync; returns its status (e: its error) and the
- * syncs made. The algorithm's state stays readable (shadow_state, for the
+/* Ends the rounds once the trainer's data has ended (call it when every
+ * trainer's has: an EASGD trainer follows the center until then) and
+ * waits for the last; returns its status (e: its error) and the syncs
+ * made. The algorithm's state stays readable (shadow_state, for the
  * final checkpoint) until shadow_join. */
 int shadow_wait(struct shadow *s, int64_t *syncs, struct ss_err *e);
 /* shadow_wait, then frees the thread's state. */

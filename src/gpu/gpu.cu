@@ -398,7 +398,7 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
     NCU(cudaMemcpyAsync(x->hbuf, x->buf, n * sizeof(float), cudaMemcpyDeviceToHost, x->st));
     /* as stream_wait, but a peer lost mid-sum ends the wait with an error, not a hang */
     const struct timespec nap = {0, 20000};
-    double deadline = x->pw.timeout_s > 0 ? now_s() + x->pw.timeout_s : 0;
+    double deadline = x->pw.timeout_s > 0 && !c->idle ? now_s() + x->pw.timeout_s : 0;
     cudaError_t err;
     for (int i = 1; (err = cudaStreamQuery(x->st)) == cudaErrorNotReady; i++) {
         if (deadline && (i & 255) == 0 && now_s() > deadline) /* a peer that stalls, alive: */

@@ -1,6 +1,10 @@
 /* The dense sync algorithms (DESIGN §3) and their table.
  *   none:  no dense sync.
  *   easgd: w_PS <- (1-a) w_PS + a w_i (at the center), w_i <- (1-a) w_i + a w_PS.
+ *          The final round only pushes (a pull there would blend a center
+ *          behind the trainer's last steps into its output); then, while
+ *          other trainers train on, it follows: w_i <- (1-a) w_i + a w_PS
+ *          with the center left as it is (alpha 0 at the center).
  *   ma:    g <- AllReduce(w_i)/n, w_i <- (1-a) w_i + a g.
  *   bmuf:  c <- AllReduce(w_i)/n, d <- c - w_global, v <- mu v + eta d,
  *          w_global <- w_global + v, w_i <- (1-a) w_i + a w_global
@@ -43,12 +47,16 @@ static int easgd_init(struct sync_ctx *c, struct ss_err *e)
 
 static int easgd_sync(struct sync_ctx *c, int active, struct ss_err *e)
 {
+    float a = (float)c->cfg->sync.alpha;
+    int push = active || !c->pushed;
     ss_copy(c->buf, c->w, c->n);
-    int rc = c->center->ops->elastic(c->center, c->buf, c->buf, c->n, (float)c->cfg->sync.alpha, e);
+    int rc = c->center->ops->elastic(c->center, c->buf, c->buf, c->n, push ? a : 0.0f, e);
     if (rc < 0)
         return rc;
-    blend(c->w, c->buf, c->n, (float)c->cfg->sync.alpha);
-    return active;
+    if (active || c->pushed) /* not the final push */
+        blend(c->w, c->buf, c->n, a);
+    c->pushed |= !active;
+    return active || c->others_on;
 }
 
 static int collective_init(struct sync_ctx *c, struct ss_err *e)
@@ -71,6 +79,7 @@ static int average_of(struct sync_ctx *c, const float *src, int active, struct s
         c->buf[nd + k] = c->tail_agreed ? c->tail_snap[k] - c->base[k] : c->tail_snap[k];
     }
     c->buf[c->n] = active ? 1.0f : 0.0f;
+    c->coll->idle = !active;
     int rc = c->coll->ops->allreduce_sum(c->coll, c->buf, c->n + 1, e);
     if (rc < 0)
         return rc;

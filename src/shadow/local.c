@@ -90,7 +90,7 @@ void collective_local_group(struct collective **m, int n, size_t max_len)
     g->acc[1] = ss_aligned(max_len * sizeof(float));
     for (int i = 0; i < n; i++) {
         m[i] = ss_xcalloc(1, sizeof **m);
-        *m[i] = (struct collective){&local_ops, i, n, g};
+        *m[i] = (struct collective){&local_ops, i, n, g, 0};
     }
 }
 

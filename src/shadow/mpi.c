@@ -118,8 +118,10 @@ static int mpi_allreduce(struct collective *c, float *buf, size_t n, struct ss_e
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, m->comm, &req);
     if (rc != MPI_SUCCESS)
         return ss_fail(e, SS_EIO, "MPI_Iallreduce failed on rank %d (code %d)", c->rank, rc);
-    return peer_wait_req(&req, spin_none, &m->pw, "the trainers' all-reduce (a sync round)",
-                         m->pw.others, e);
+    struct peer_wait idle = m->pw; /* joined for the others: no deadline (c->idle) */
+    idle.timeout_s = 0;
+    return peer_wait_req(&req, spin_none, c->idle ? &idle : &m->pw,
+                         "the trainers' all-reduce (a sync round)", m->pw.others, e);
 }
 
 static void mpi_free(struct collective *c)
@@ -139,7 +141,7 @@ struct collective *collective_mpi(MPI_Comm comm, const struct peer_wait *pw)
         m->pw = *pw;
     MPI_Comm_rank(comm, &c->rank);
     MPI_Comm_size(comm, &c->size);
-    *c = (struct collective){&mpi_ops, c->rank, c->size, m};
+    *c = (struct collective){&mpi_ops, c->rank, c->size, m, 0};
     return c;
 }
 

@@ -2,7 +2,10 @@
  * the background while the workers train, or, in foreground mode, running
  * a round only when a worker asks and holding that worker until it ends.
  * It stops after the round in which no trainer had data left (the final
- * sync). With sync.algo = none it only waits for the data to end. */
+ * sync; an EASGD trainer follows the center until shadow_wait). With
+ * sync.algo = none it only waits for the data to end. Rounds after this
+ * trainer's final one (joined or followed for the others) are no syncs
+ * of its own. */
 #include "shadowsync/shadow.h"
 
 #include <pthread.h>
@@ -18,9 +21,11 @@ struct shadow {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int data_done, pending, failed;
+    int all_done;               /* shadow_wait: no trainer trains on */
     int held;                   /* the workers are paused: run rounds without being asked */
     int64_t started, done;      /* rounds begun, rounds finished */
     int64_t unasked;            /* ...of which run only because the workers were held */
+    int64_t joined;             /* ...or after this trainer's final round */
     int hold_rounds;            /* held workers make rounds: a peer's may wait on this one */
     int rc;
     struct ss_err err;
@@ -36,8 +41,9 @@ static void pause_ms(double ms)
 }
 
 /* The shadow thread's sleep between rounds (sync.shadow_sleep_ms), cut
- * short when the data ends: the final rounds follow at once. */
-static void pause_unless_done(struct shadow *s, double ms)
+ * short when *flag is set (the data's end: the final rounds follow at
+ * once; the job's: a following trainer's last round). */
+static void pause_until(struct shadow *s, double ms, const int *flag)
 {
     if (ms <= 0)
         return;
@@ -47,7 +53,7 @@ static void pause_unless_done(struct shadow *s, double ms)
     until.tv_sec += (time_t)(ns / 1000000000LL);
     until.tv_nsec = (long)(ns % 1000000000LL);
     pthread_mutex_lock(&s->mu);
-    while (!s->data_done && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
+    while (!*flag && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
         ;
     pthread_mutex_unlock(&s->mu);
 }
@@ -72,6 +78,7 @@ static void *shadow_main(void *arg)
     struct shadow *s = arg;
     int foreground = s->o.cfg->sync.mode == SYNC_FOREGROUND;
     int is_none = strcmp(s->algo->name, "none") == 0;
+    int final_made = 0; /* this trainer's final round (its first without data) */
     for (;;) {
         int unasked = 0;
         if (foreground || is_none) {
@@ -83,7 +90,10 @@ static void *shadow_main(void *arg)
         }
         pthread_mutex_lock(&s->mu);
         int active = !s->data_done;
+        s->ctx.others_on = s->o.trainers > 1 && !s->all_done;
         pthread_mutex_unlock(&s->mu);
+        int joined = !active && final_made;
+        final_made |= !active;
         int rc = s->o.pull ? s->o.pull(s->o.stage_arg, &s->err) : 0;
         if (rc >= 0)
             rc = s->algo->sync(&s->ctx, active, &s->err);
@@ -93,7 +103,8 @@ static void *shadow_main(void *arg)
         }
         pthread_mutex_lock(&s->mu);
         s->done++;
-        s->unasked += unasked; /* with done: syncs never count a round under way */
+        s->unasked += unasked && !joined; /* with done: syncs never count a round under way */
+        s->joined += joined;
         if (rc < 0)
             s->failed = 1, s->rc = rc;
         pthread_cond_broadcast(&s->cv);
@@ -102,8 +113,11 @@ static void *shadow_main(void *arg)
             s->o.failed(s->o.failed_arg, &s->err);
         if (rc <= 0)
             break;
-        if (!foreground)
-            pause_unless_done(s, s->o.cfg->sync.shadow_sleep_ms);
+        if (!active && !s->hold_rounds) /* following: paced by its own sleep, to the job's end */
+            pause_until(s, s->o.cfg->sync.shadow_sleep_ms > 1 ? s->o.cfg->sync.shadow_sleep_ms : 1,
+                        &s->all_done);
+        else if (!foreground)
+            pause_until(s, s->o.cfg->sync.shadow_sleep_ms, &s->data_done);
         else if (__atomic_load_n(&s->held, __ATOMIC_RELAXED))
             pause_ms(1);
     }
@@ -202,20 +216,25 @@ int shadow_state(struct shadow *s, float **arrays)
 int64_t shadow_syncs(struct shadow *s)
 {
     pthread_mutex_lock(&s->mu);
-    int64_t n = s->done - s->unasked;
+    int64_t n = s->done - s->unasked - s->joined;
     pthread_mutex_unlock(&s->mu);
     return strcmp(s->algo->name, "none") ? n : 0; /* none moves nothing */
 }
 
 int shadow_wait(struct shadow *s, int64_t *syncs, struct ss_err *e)
 {
-    if (!s->ended)
+    if (!s->ended) {
+        pthread_mutex_lock(&s->mu);
+        s->all_done = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
         pthread_join(s->th, NULL);
+    }
     s->ended = 1;
     if (s->rc < 0 && e)
         *e = s->err;
     if (syncs)
-        *syncs = strcmp(s->algo->name, "none") ? s->done - s->unasked : 0;
+        *syncs = strcmp(s->algo->name, "none") ? s->done - s->unasked - s->joined : 0;
     return s->rc;
 }
 

@@ -1141,7 +1141,8 @@ static int start_trainers(struct job *j, struct ss_err *e)
                                  j->env ? j->env->center : j->center, saved, k,
                                  tr->gpu ? stage_pull : NULL, tr->gpu ? stage_push : NULL, tr,
                                  n - j->l.n_params, /* the hot rows: summed */
-                                 j->resumed_from[0] != 0, shadow_failed, j};
+                                 j->resumed_from[0] != 0, shadow_failed, j,
+                                 j->env ? j->env->count : j->n_tr};
         rc = shadow_start(&tr->shadow, &so, e); /* on failure: no thread of a later trainer yet */
     }
     for (int i = 0; i < 4; i++)
@@ -1257,7 +1258,7 @@ static void halt_note(struct job *j)
                 j->env ? "" : " (SIGINT or SIGTERM again: at once)");
 }
 
-static void mid_eval_poll(struct job *j, int64_t examples, int ending);
+static void mid_eval_poll(struct job *j, int64_t examples);
 
 /* The job's examples: this process's count, or in a cluster job the sum of
  * the trainers' last reports. */
@@ -1300,9 +1301,8 @@ static void wait_workers(struct job *j)
             continue;
         }
         if (j->mid.every) {
-            int ending = j->workers_left < j->n_tr * j->n_wk;
             pthread_mutex_unlock(&j->mu);
-            mid_eval_poll(j, job_examples(j), ending);
+            mid_eval_poll(j, job_examples(j));
             pthread_mutex_lock(&j->mu);
         }
         if (now >= next) {
@@ -1365,12 +1365,42 @@ static void wait_other_trainers(struct job *j)
         int due = ss_now() >= next;
         if (progress(j, 1, due))
             return;
-        if (j->mid.every) /* reports one under way; starts none: this trainer's data ended */
-            mid_eval_poll(j, j->seen, 1);
+        if (j->mid.every) /* the others train on: their count goes on */
+            mid_eval_poll(j, j->seen);
         if (due)
             next += interval * (1 + floor((ss_now() - next) / interval));
         nanosleep(&nap, NULL);
     }
+}
+
+/* Notes on sync keys set away from their defaults that this job's
+ * algorithm and mode do not use, so no one tunes a key that does nothing. */
+static void unused_sync_notes(const struct ss_config *c, int trainers)
+{
+    struct ss_config d;
+    struct ss_err ignored;
+    if (ss_config_load(&d, NULL, NULL, 0, &ignored) < 0)
+        return;
+    const char *algo = c->sync.algo;
+    int none = !strcmp(algo, "none"), fg = c->sync.mode == SYNC_FOREGROUND;
+    if (none && fg)
+        printf("# sync: sync.mode = foreground with sync.algo = none: there is no round to wait "
+               "for, so the workers never stop (sync.gap is not used)\n");
+    else if (!fg && c->sync.gap != d.sync.gap)
+        printf("# sync: sync.gap = %d applies to sync.mode = foreground; shadow rounds follow "
+               "each other sync.shadow_sleep_ms apart\n", c->sync.gap);
+    if (none && trainers > 1)
+        printf("# sync: sync.algo = none with %d trainers: each trains a replica of its own, never "
+               "synced; the saved model is trainer 0's (sync.output = average: their mean)\n",
+               trainers);
+    if ((none || !strcmp(algo, "allreduce")) && c->sync.alpha != d.sync.alpha)
+        printf("# sync: sync.alpha is not used by sync.algo = %s\n", algo);
+    if (strcmp(algo, "bmuf") && (c->sync.bmuf_momentum != d.sync.bmuf_momentum ||
+                                 c->sync.bmuf_lr != d.sync.bmuf_lr ||
+                                 c->sync.bmuf_nesterov != d.sync.bmuf_nesterov))
+        printf("# sync: sync.bmuf_momentum, sync.bmuf_lr and sync.bmuf_nesterov apply to "
+               "sync.algo = bmuf only (this job's is %s)\n", algo);
+    ss_config_free(&d);
 }
 
 /* Joins workers then shadow threads (the final sync). A shadow thread's
@@ -1852,15 +1882,15 @@ static void flush_workers(struct job *j)
 }
 
 /* The master, from its waits: reports an eval that has ended, and starts
- * one that is due at `examples` (the job's count) unless a worker's data
- * has ended (its count is then at or near the last: the end's eval
- * follows). */
-static void mid_eval_poll(struct job *j, int64_t examples, int ending)
+ * one that is due at `examples` (the job's count), also once its own
+ * data has ended while other workers or trainers train on (uneven
+ * shares); one that turns out to be near the end is dropped there. */
+static void mid_eval_poll(struct job *j, int64_t examples)
 {
     struct mid_eval *m = &j->mid;
     if (m->running && __atomic_load_n(&m->done, __ATOMIC_ACQUIRE))
         mid_eval_report(j);
-    if (!m->every || m->running || examples < m->next || ss_halt_signal() || ending)
+    if (!m->every || m->running || examples < m->next || ss_halt_signal())
         return;
     if (!m->w)
         m->w = ss_aligned(j->n_sync * sizeof(float));
@@ -1885,14 +1915,14 @@ static void mid_eval_poll(struct job *j, int64_t examples, int ending)
 
 /* The end of training, at `examples`: the eval under way is waited for and
  * reported, or with cancel ended at once, its figures dropped; also one
- * of a copy taken at the end's own count (between the last batch and its
- * worker's end), whose row would repeat the end-of-run eval's. */
+ * of a copy taken within half an interval of the end, whose row the
+ * end-of-run eval's all but repeats (the end need not wait for it). */
 static void mid_eval_end(struct job *j, int cancel, int64_t examples)
 {
     struct mid_eval *m = &j->mid;
     if (!m->running)
         return;
-    if (cancel || m->at >= examples)
+    if (cancel || examples - m->at < m->every / 2)
         __atomic_store_n(&m->cancel, 1, __ATOMIC_RELAXED);
     mid_eval_report(j);
 }
@@ -2519,6 +2549,8 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         printf("# sync: easgd with sync.alpha = 1: the center takes a trainer's vector, then the "
                "trainer the center's, its own: no trainer sees another's (the pull is alpha x "
                "(1 - alpha); 0.5 pulls most)\n");
+    if (!c->output.quiet && j.is_master)
+        unused_sync_notes(c, env ? env->count : j.n_tr);
     if ((rc = start_trainers(&j, e)) < 0) {
         if (env) /* a cluster job ends here, before a shadow thread's buffers are freed */
             env->fatal(env->arg, e);
