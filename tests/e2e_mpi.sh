@@ -221,6 +221,15 @@ check "reader services: the readers' bad lines reach metrics.json" test "$(json 
 check "reader services: the progress lines say how far the readers are, done 100.0% at the end" \
     sh -c "grep '^\[ *[0-9.]*s\]' $T/readers.log | grep -q '  done [0-9.]*%' && grep '^\[ *[0-9.]*s\]' $T/readers.log | tail -1 | grep -q '  done 100.0%\$' && tail -1 $T/readers/progress.csv | grep -q ',1.0000\$'"
 check "reader services: batches served per reader reported" grep -q 'reader 1 (rank 6 on .*): batches served [1-9]' $T/readers.log
+# a batch larger than 4096 examples through a reader service (its cap was 4096: the job
+# failed after startup with "bad request: max = 8192 (1..4096)")
+timeout -k 10 120 $MPIRUN -np 3 $BIN train configs/tiny.ini --set job.embedding_ps=1 --set job.readers=1 \
+    --set job.bind=127.0.0.1 --set trainer.worker_threads=1 --set trainer.batch_size=8192 \
+    --set data.train=$T/d/train.tsv --set data.max_examples=40000 --set data.eval= \
+    --set output.dir=$T/rdbig > $T/rdbig.log 2>&1
+rc=$?
+check "a reader service serves batches of trainer.batch_size = 8192 (over 4096)" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $T/rdbig/metrics.json)\" = 40000 ] && ! grep -q 'bad request' $T/rdbig.log"
 
 # data.split: the same data as 4 files, split by whole files between the 2 trainers reading
 # it themselves (auto: they spread evenly), and between 2 reader services (files)

@@ -146,12 +146,15 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
  * until the job ends. */
 struct job_plan;
 int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
-/* The service alone, over an open reader (borrowed); batches up to 4096. */
+/* The service alone, over an open reader (borrowed); batches up to 4096
+ * examples, or the cap set by reader_service_batch_cap (the job's
+ * trainer.batch_size: what its trainers ask for). */
 typedef struct _ThriftProcessor ThriftProcessor;
 struct reader_service;
 struct reader_service *reader_service_create(struct reader *r, int n_dense, int n_cat,
                                              const char *token);
 ThriftProcessor *reader_service_processor(struct reader_service *s);
+void reader_service_batch_cap(struct reader_service *s, int cap);
 /* Where save requests may write: below dir (the job's checkpoint.dir). */
 void reader_service_save_root(struct reader_service *s, const char *dir);
 void reader_service_counts(struct reader_service *s, int64_t *served, int64_t *examples,

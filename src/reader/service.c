@@ -239,6 +239,7 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         rc = resume_share(r, p, e);
     if (rc == 0) {
         svc = reader_service_create(r, s.n_dense, s.n_cat, p->token);
+        reader_service_batch_cap(svc, c->trainer.batch_size);
         reader_service_save_root(svc, c->checkpoint.dir);
         rpc_bind_address(c, me.host);
         rc = rpc_server_start(&srv, me.host, 0, reader_service_processor(svc), e);
@@ -262,6 +263,11 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         reader_close(r);
     free(all);
     return rc;
+}
+
+void reader_service_batch_cap(struct reader_service *s, int cap)
+{
+    s->cap = cap; /* (before serving: the spare batches are made at this size) */
 }
 
 void reader_service_save_root(struct reader_service *s, const char *dir)
