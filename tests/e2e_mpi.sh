@@ -397,7 +397,7 @@ tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=2 --set job.e
     --set job.sync_ps=1 --set job.readers=2 --set sync.algo=easgd --set job.bind=127.0.0.1 \
     --set trainer.worker_threads=1 --set data.train=$T/big/train.tsv --set data.max_examples=400000 \
     --set data.eval=$T/d/eval.tsv --set output.log_interval_s=0.2 --set output.dir=$T/sbatch \
-    | grep -v '^# submit' > $T/job.sbatch
+    > $T/job.sbatch 2> $T/job.sbatch.err
 echo "localhost slots=6" > $T/hosts
 OMPI_MCA_orte_default_hostfile=$T/hosts timeout -k 10 120 sh $T/job.sbatch > $T/sbatch.log 2>&1 &
 bg=$!
@@ -408,6 +408,22 @@ rc=$?
 check "tools/submit --slurm's script passes SIGUSR1 on: the job stops, status 75 ($rc), its model saved" \
     sh -c "[ $rc = 75 ] && grep -q '^#SBATCH --signal=B:USR1@120' $T/job.sbatch && grep -q '^shadowsync: stopped (SIGUSR1) after [0-9]* examples; no checkpoint.dir' $T/sbatch.log && [ $(json examples $T/sbatch/metrics.json) -lt 400000 ] && [ -s $T/sbatch/model/dense.bin ]"
 
+check "tools/submit --slurm --dry-run: standard output is the script alone (from #!/bin/sh), the rank count on standard error" \
+    sh -c "[ \"\$(head -1 $T/job.sbatch)\" = '#!/bin/sh' ] && grep -q '^# submit: 6 ranks = 2 trainers' $T/job.sbatch.err"
+# trainer.device = cuda: the script asks for a GPU per trainer on each node (--gres), or
+# --gpus-per-node G; a CPU job asks for none
+tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=3 --set trainer.device=cuda > $T/gpu.txt 2> /dev/null
+tools/submit configs/tiny.ini --slurm --dry-run --set trainer.device=cuda --gpus-per-node 8 > $T/gpu8.txt 2> /dev/null
+tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=3 > $T/gpu0.txt 2> /dev/null
+check "tools/submit --slurm, trainer.device = cuda: asks for the GPUs (--gres=gpu:3 for 3 trainers, --gpus-per-node 8), none for a CPU job" \
+    sh -c "grep -qx '#SBATCH --gres=gpu:3' $T/gpu.txt && grep -qx '#SBATCH --gres=gpu:8' $T/gpu8.txt && ! grep -q 'gres\|gpu' $T/gpu0.txt"
+# keys read as shadowsync (GKeyFile) reads them: an indented line is a key of its own (Python's
+# configparser took it for a continuation of the line above)
+printf '[job]\nembedding_ps = 1\n  trainers = 2\n[data]\nseed = 1\n    sync_ps = 7\n' > $T/indent.ini
+tools/submit $T/indent.ini --dry-run > $T/indent.txt 2>&1
+rc=$?
+check "tools/submit reads an indented key as GKeyFile does (3 ranks: 2 trainers + 1 embedding PS)" \
+    sh -c "[ $rc = 0 ] && grep -q 'mpirun -np 3 ' $T/indent.txt"
 tools/submit configs/tiny.ini --slurm --dry-run --signal-lead 900 > $T/lead.txt 2>&1
 check "tools/submit --slurm --signal-lead 900: the script asks for SIGUSR1 15 minutes ahead" \
     grep -q '^#SBATCH --signal=B:USR1@900$' $T/lead.txt
