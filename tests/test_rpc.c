@@ -5,15 +5,25 @@
  * offsets, a row outside its shard) get an error and the service goes on;
  * a stopped PS is named in the client's error, not a hang. A worker's
  * embedding cache over two clocked PSs trains as tables alone (staleness
- * 0) and its bad rows calls are refused. */
+ * 0) and its bad rows calls are refused. A guarded server closes idle
+ * tokenless and half-sent connections at their deadline, cuts off a
+ * tokenless message past 1 MiB, and accepts on after running out of file
+ * descriptors, saying so once. */
 #include "check.h"
 #include "rpc_check.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define T 4
@@ -56,14 +66,10 @@ static double max_diff(const float *a, const float *b, size_t n)
 
 /* A raw lookup with hand-made fields, for the refusal checks. */
 /* A raw lookup, or with push a push of zero gradients at push_scale. */
-static int raw_bags(int port, const char *tok, const int32_t *shards, int k, int n,
-                    const int32_t *off, int n_off, const uint64_t *ids, int push,
-                    double push_scale, char *why)
+static int bags_on(struct rpc_conn *conn, const char *tok, const int32_t *shards, int k, int n,
+                   const int32_t *off, int n_off, const uint64_t *ids, int push,
+                   double push_scale, char *why)
 {
-    struct rpc_conn *conn;
-    struct ss_err e;
-    if (rpc_connect("127.0.0.1", port, 2000, &conn, &e) < 0)
-        return -1;
     ThriftProtocol *p = rpc_conn_protocol(conn);
     ssEmbeddingPSIf *cl = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", p,
                                        "output_protocol", p, NULL);
@@ -98,6 +104,18 @@ static int raw_bags(int port, const char *tok, const int32_t *shards, int k, int
     g_byte_array_unref(grads);
     g_object_unref(b);
     g_object_unref(cl);
+    return rc;
+}
+
+static int raw_bags(int port, const char *tok, const int32_t *shards, int k, int n,
+                    const int32_t *off, int n_off, const uint64_t *ids, int push,
+                    double push_scale, char *why)
+{
+    struct rpc_conn *conn;
+    struct ss_err e;
+    if (rpc_connect("127.0.0.1", port, 2000, &conn, &e) < 0)
+        return -1;
+    int rc = bags_on(conn, tok, shards, k, n, off, n_off, ids, push, push_scale, why);
     rpc_conn_close(conn);
     return rc;
 }
@@ -280,6 +298,173 @@ static void test_cache_over_thrift(const struct placement *pl, int plain_port)
     ss_config_free(&c);
 }
 
+/* A plain socket to port; reads and writes time out after 3 s. */
+static int raw_socket(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Seconds until the server closed fd (EOF or a reset), or -1 if it had
+ * not within 3 s; what it answered before goes to got[cap]. */
+static double closed_after(int fd, char *got, size_t cap)
+{
+    double t0 = ss_now();
+    size_t have = 0;
+    for (;;) {
+        char buf[4096];
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return ss_now() - t0;
+        if (n < 0)
+            return -1; /* the 3 s timeout */
+        for (ssize_t i = 0; i < n && have + 1 < cap; i++)
+            got[have++] = buf[i] ? buf[i] : ' ';
+        got[have] = 0;
+    }
+}
+
+/* A lookup's first bytes by hand: the message header, the Bags struct and
+ * its token field; then the header of its ids field claiming ids_bytes. */
+static size_t lookup_head(uint8_t *m, const char *tok, uint32_t ids_bytes)
+{
+    size_t at = 0;
+#define PUT32(v) do { uint32_t x_ = htonl((uint32_t)(v)); memcpy(m + at, &x_, 4); at += 4; } while (0)
+#define PUT16(v) do { uint16_t x_ = htons((uint16_t)(v)); memcpy(m + at, &x_, 2); at += 2; } while (0)
+    PUT32(0x80010001u);
+    PUT32(6);
+    memcpy(m + at, "lookup", 6), at += 6;
+    PUT32(1);                                   /* seqid */
+    m[at++] = 12;                               /* arg 1: Bags */
+    PUT16(1);
+    m[at++] = 11;                               /* Bags.token */
+    PUT16(1);
+    PUT32(strlen(tok));
+    memcpy(m + at, tok, strlen(tok)), at += strlen(tok);
+    m[at++] = 11;                               /* Bags.ids */
+    PUT16(5);
+    PUT32(ids_bytes);
+#undef PUT32
+#undef PUT16
+    return at;
+}
+
+/* A guarded server (rpc_server_start_guarded, deadlines of 0.5 s) over
+ * PS 0's service: idle and half-sent connections are closed, the job's
+ * stay open idle; a message claims at most 1 MiB before the token; the
+ * accept thread outlives running out of file descriptors. */
+static void test_guard(struct embps_service *s0, const int32_t *ids0)
+{
+    struct rpc_guard g = {"embedding_ps 9", token, 0.5, 0.5, 0};
+    struct rpc_server *v;
+    struct ss_err e = {0};
+    int rc = rpc_server_start_guarded(&v, "127.0.0.1", 0, embps_service_processor(s0), &g, &e);
+    CHECK(rc == 0, "a guarded server listens", "%s", e.msg);
+    int port = rpc_server_port(v);
+    char got[4096] = "", why[256] = "";
+    int fd = raw_socket(port);
+    double took = closed_after(fd, got, sizeof got);
+    close(fd);
+    CHECK(took >= 0.4 && took < 2, "a connection that sends nothing is closed after its idle "
+          "deadline (0.5 s)", "closed after %.2f s", took);
+    uint8_t m[256];
+    size_t len = lookup_head(m, token, 0);
+    fd = raw_socket(port);
+    send(fd, m, len / 2, 0); /* a request begun, never finished (slow-loris) */
+    took = closed_after(fd, got, sizeof got);
+    close(fd);
+    CHECK(took >= 0.4 && took < 2, "a request begun and not finished is closed at its deadline",
+          "closed after %.2f s", took);
+    struct rpc_conn *conn;
+    int32_t off_one[4] = {0, 0, 1, 1};
+    uint64_t row_in[1] = {44};
+    rc = rpc_connect("127.0.0.1", port, 2000, &conn, &e);
+    rc |= bags_on(conn, token, ids0, 3, 1, off_one, 4, row_in, 0, 0, why);
+    usleep(1200 * 1000);
+    rc |= bags_on(conn, token, ids0, 3, 1, off_one, 4, row_in, 0, 0, why);
+    rpc_conn_close(conn);
+    CHECK(rc == 0, "a connection that sent the job's token may idle past the deadline", "%s %s",
+          e.msg, why);
+
+    /* ids claimed at 8 MiB without the token: refused as its length is
+     * read (the server held what arrived, up to 1 GiB a field) */
+    len = lookup_head(m, "not-the-token", 8u << 20);
+    fd = raw_socket(port);
+    send(fd, m, len, 0);
+    took = closed_after(fd, got, sizeof got);
+    close(fd);
+    CHECK(took >= 0 && took < 0.4, "a tokenless request claiming 8 MiB is cut off at once",
+          "closed after %.2f s", took);
+    /* ...while one with the token sends 2 MiB and is refused by the handler */
+    len = lookup_head(m, token, 2u << 20);
+    uint8_t *zeros = ss_xcalloc(2u << 20, 1);
+    fd = raw_socket(port);
+    int sent = send(fd, m, len, 0) == (ssize_t)len &&
+               send(fd, zeros, 2u << 20, MSG_NOSIGNAL) == (ssize_t)(2u << 20);
+    uint8_t stop = 0; /* the struct's and the args' T_STOP */
+    send(fd, &stop, 1, 0), send(fd, &stop, 1, 0);
+    shutdown(fd, SHUT_WR);
+    closed_after(fd, got, sizeof got);
+    close(fd);
+    free(zeros);
+    CHECK(sent && strstr(got, "bad request"), "a request with the token may hold more than "
+          "1 MiB (refused by the handler, not cut off)", "sent %d, answer \"%.200s\"", sent, got);
+
+    /* out of file descriptors (EMFILE): accept fails, says so once and
+     * tries again; once some are free, the waiting client is served */
+    fflush(stderr);
+    char log[] = "/tmp/ss_test_rpc_log.XXXXXX";
+    int lf = mkstemp(log), saved = dup(2);
+    dup2(lf, 2);
+    struct rlimit old, low;
+    getrlimit(RLIMIT_NOFILE, &old);
+    low = old;
+    low.rlim_cur = 256;
+    setrlimit(RLIMIT_NOFILE, &low);
+    int fill[256], nf = 0;
+    while (nf < 256 && (fill[nf] = open("/dev/null", O_RDONLY)) >= 0)
+        nf++;
+    close(fill[--nf]); /* room for the client's socket alone */
+    fd = raw_socket(port); /* (an accept already waiting has its descriptor: the next fails) */
+    usleep(400 * 1000);
+    while (nf > 0)
+        close(fill[--nf]);
+    conn = rpc_conn_on_fd(fd);
+    rc = bags_on(conn, token, ids0, 3, 1, off_one, 4, row_in, 0, 0, why);
+    rpc_conn_close(conn);
+    if (rc == 0 && (rc = rpc_connect("127.0.0.1", port, 2000, &conn, &e)) == 0) {
+        rc = bags_on(conn, token, ids0, 3, 1, off_one, 4, row_in, 0, 0, why);
+        rpc_conn_close(conn);
+    }
+    setrlimit(RLIMIT_NOFILE, &old);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[4096] = "";
+    ssize_t n = pread(lf, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = 0;
+    close(lf);
+    unlink(log);
+    int warnings = 0;
+    for (const char *q = text; (q = strstr(q, "cannot accept")); q++)
+        warnings++;
+    CHECK(fd >= 0 && rc == 0 && warnings == 1 &&
+              strstr(text, "shadowsync: embedding_ps 9: cannot accept a connection: Too many "
+                     "open files"),
+          "out of file descriptors: one warning naming the service, then the clients are served",
+          "fd %d rc %d (%s), %d warnings: %s", fd, rc, why, warnings, text);
+    rpc_server_stop(v);
+}
+
 /* EmbeddingPS.save over the wire. */
 static int raw_save(int port, const char *tok, const char *path, char *why)
 {
@@ -434,6 +619,7 @@ int main(void)
     rmdir(dir);
 
     test_cache_over_thrift(&pl, ep[0].port);
+    test_guard(s0, ids0);
 
     rpc_server_stop(v1);
     double start = ss_now();

@@ -96,6 +96,27 @@ struct rpc_server;
 /* Serves proc on addr:port (port 0: a free one), a thread per connection. */
 int rpc_server_start(struct rpc_server **out, const char *addr, int port, ThriftProcessor *proc,
                      struct ss_err *e);
+/* How a role's server guards itself (DESIGN §8). With timeout_s > 0 a
+ * request begun must arrive whole within timeout_s (the job's
+ * rpc_timeout_s), and a connection that has sent no request with the job's
+ * token is closed after idle_s (at least timeout_s) without one; once it
+ * has, it may idle between requests for as long as it likes. A message may
+ * hold max_message bytes of fields (0: as many as its fields may), and
+ * before one of them is token (NULL: none looked for) SS_TOKENLESS_BYTES.
+ * name names the service in its warnings ("embedding_ps 1 (rank 3 on
+ * node7)"). rpc_server_start: no guard. */
+struct rpc_guard {
+    const char *name, *token;
+    double timeout_s, idle_s;
+    size_t max_message;
+};
+#define SS_TOKENLESS_BYTES (1u << 20)
+/* A role's idle_s: a trainer connects at its start and may first call
+ * after its setup (the data's schema, the model): more than the default
+ * rpc_timeout_s of 30 s may pass. */
+#define RPC_IDLE_S 120.0
+int rpc_server_start_guarded(struct rpc_server **out, const char *addr, int port,
+                             ThriftProcessor *proc, const struct rpc_guard *g, struct ss_err *e);
 int rpc_server_port(const struct rpc_server *s);
 /* Stops accepting, closes every connection, waits for their threads. */
 void rpc_server_stop(struct rpc_server *s);
@@ -135,7 +156,10 @@ int rpc_connect_named(const char *name, const char *host, int port, int timeout_
  * are freed) and returns SS_EIO. */
 int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int port,
                     const char *what, ssRpcError *rerr, GError *gerr);
-/* The request's token is the job's (same bytes, same length). */
+/* The request's token is the job's (same bytes, same length). Called by
+ * every handler first: on a server's thread it also marks the request
+ * read (its deadline lifted) and, when the token is right, the connection
+ * as the job's (no idle deadline). */
 int rpc_token_ok(const GByteArray *given, const char *token);
 /* A save request's path: inside root (the job's checkpoint.dir; "" allows
  * nothing), under 4096 bytes, no ".." component. A service writes nowhere

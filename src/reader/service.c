@@ -242,7 +242,11 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         reader_service_batch_cap(svc, c->trainer.batch_size);
         reader_service_save_root(svc, c->checkpoint.dir);
         rpc_bind_address(c, me.host);
-        rc = rpc_server_start(&srv, me.host, 0, reader_service_processor(svc), e);
+        char name[160];
+        rpc_rank_name(p, p->rank, name, sizeof name);
+        struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, RPC_IDLE_S,
+                              1u << 20}; /* a token, a max or a save path */
+        rc = rpc_server_start_guarded(&srv, me.host, 0, reader_service_processor(svc), &g, e);
     }
     rpc_announce(p, &me, rc == 0 ? srv : NULL, all);
     double t0 = ss_now();

@@ -3,7 +3,11 @@
  * threaded, so this one accepts on its own thread and serves each
  * connection on a thread of its own with one shared processor, binary
  * protocol over a buffered socket transport, TCP_NODELAY on. It binds to
- * the address it is given; port 0 picks a free port. */
+ * the address it is given; port 0 picks a free port. A role's server
+ * guards itself (struct rpc_guard, DESIGN §8): its accept thread also
+ * closes connections past their deadline (a request begun and not
+ * finished, a connection idle that never showed the job's token), and a
+ * message holds at most so many bytes, few before it shows the token. */
 #include "shadowsync/rpc.h"
 
 #include <thrift/c_glib/processor/thrift_dispatch_processor.h>
@@ -12,12 +16,14 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
@@ -33,13 +39,40 @@ struct rpc_server {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int conn_fd[MAX_CONN];      /* open connections, -1 = free slot */
-    int n_conn, stopping;
+    int64_t deadline[MAX_CONN]; /* ms (now_ms) its connection is closed at; 0: none (atomics) */
+    int n_conn, stopping, closing, full_told;
+    char name[128];
+    char token[64];             /* "": no token to look for */
+    int64_t frame_ms, idle_ms;  /* 0: no deadlines */
+    size_t max_message;
+    int64_t warned_ms[2];       /* the accept thread's last warnings: accept failed, reaped */
+    int unsaid[2];              /* ...and how many it has not told since */
 };
 
 struct conn {
     struct rpc_server *s;
-    int slot, fd;
+    int slot, fd, authed;       /* authed: it sent a request with the job's token */
 };
+
+/* The connection this thread serves (NULL: a client, a fuzz target), and
+ * the message it is reading: its fields' bytes so far, and whether one of
+ * them was the job's token. */
+static _Thread_local struct conn *cur;
+static _Thread_local size_t msg_bytes;
+static _Thread_local int msg_token;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The connection's deadline: at ms from now (ms 0: none). */
+static void arm(struct conn *c, int64_t ms)
+{
+    __atomic_store_n(&c->s->deadline[c->slot], ms ? now_ms() + ms : 0, __ATOMIC_RELAXED);
+}
 
 /* A connection: socket, buffered transport and binary protocol, released
  * in that reverse order (the wrappers do not hold references to what they
@@ -117,6 +150,15 @@ static gint32 read_field(ThriftProtocol *p, guint8 **buf, guint32 *len, guint32 
                 "a field of %d bytes (at most %u)", n, max);
         return -1;
     }
+    if (cur) { /* a server's connection: the message's budget */
+        size_t most = msg_token ? cur->s->max_message : SS_TOKENLESS_BYTES;
+        if ((size_t)n > most - msg_bytes) {
+            set_err(err, THRIFT_PROTOCOL_ERROR_SIZE_LIMIT, "a request of more than %zu bytes%s",
+                    most, msg_token ? "" : " before the job's token");
+            return -1;
+        }
+        msg_bytes += (size_t)n;
+    }
     guint8 *b = nul ? g_malloc0(1) : NULL;
     guint32 have = 0, cap = 0;
     while (have < (guint32)n) {
@@ -135,6 +177,9 @@ static gint32 read_field(ThriftProtocol *p, guint8 **buf, guint32 *len, guint32 
     }
     if (nul)
         b[have] = 0;
+    if (cur && !msg_token && cur->s->token[0] && have == strlen(cur->s->token) &&
+        memcmp(b, cur->s->token, have) == 0)
+        msg_token = cur->authed = 1;
     *buf = b;
     *len = (guint32)n;
     return ret + n;
@@ -261,6 +306,8 @@ gboolean rpc_process(ThriftProcessor *proc, ThriftProtocol *in, ThriftProtocol *
      * protocol only (what every client of ours speaks). */
     gchar *fname = NULL;
     gint32 version, seqid;
+    msg_bytes = 0;
+    msg_token = cur && !cur->s->token[0];
     if (thrift_protocol_read_i32(in, &version, err) < 0)
         return FALSE;
     if (((guint32)version & 0xffff0000u) != 0x80010000u) {
@@ -288,9 +335,16 @@ static void *serve_conn(void *arg)
     struct rpc_server *s = c->s;
     struct rpc_conn *rc = rpc_conn_on_fd(c->fd);
     GError *err = NULL;
-    while (thrift_transport_peek(rc->t, &err) &&
-           rpc_process(s->proc, rc->p, rc->p, &err)) {
+    cur = c;
+    for (;;) { /* idle: no deadline once it showed the token; then a request to read */
+        arm(c, c->authed ? 0 : s->idle_ms);
+        if (!thrift_transport_peek(rc->t, &err))
+            break;
+        arm(c, s->frame_ms); /* (lifted by rpc_token_ok: the request is read) */
+        if (!rpc_process(s->proc, rc->p, rc->p, &err))
+            break;
     }
+    cur = NULL;
     if (err)
         g_error_free(err);
     pthread_mutex_lock(&s->mu); /* the slot first: a stop must not shut down a reused fd */
@@ -305,15 +359,75 @@ static void *serve_conn(void *arg)
     return NULL;
 }
 
+/* A warning of kind k (0: accept failed, 1: connections closed at their
+ * deadline), at most one a minute, with how many went unsaid. Called from
+ * the accept thread only. */
+static void warn(struct rpc_server *s, int k, const char *what)
+{
+    int64_t now = now_ms();
+    if (s->warned_ms[k] && now - s->warned_ms[k] < 60000) {
+        s->unsaid[k]++;
+        return;
+    }
+    if (s->unsaid[k])
+        fprintf(stderr, "shadowsync: %s: %s (and %d more such in the last minute)\n", s->name,
+                what, s->unsaid[k]);
+    else
+        fprintf(stderr, "shadowsync: %s: %s\n", s->name, what);
+    s->warned_ms[k] = now;
+    s->unsaid[k] = 0;
+}
+
+/* Shuts down the connections past their deadline (their threads then end). */
+static void reap(struct rpc_server *s)
+{
+    int64_t now = now_ms();
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < MAX_CONN; i++) {
+        int64_t d = __atomic_load_n(&s->deadline[i], __ATOMIC_RELAXED);
+        if (s->conn_fd[i] >= 0 && d && now > d) {
+            shutdown(s->conn_fd[i], SHUT_RDWR);
+            __atomic_store_n(&s->deadline[i], 0, __ATOMIC_RELAXED);
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (n) {
+        char what[256];
+        snprintf(what, sizeof what, "closed %d connection(s) that did not finish a request "
+                 "within %.3g s, or sent none with the job's token within %.3g s", n,
+                 s->frame_ms / 1e3, s->idle_ms / 1e3);
+        warn(s, 1, what);
+    }
+}
+
 static void *accept_loop(void *arg)
 {
     struct rpc_server *s = arg;
+    int every = s->frame_ms ? (int)(s->frame_ms / 4) : 1000; /* ms between looks at deadlines */
+    every = every < 20 ? 20 : every > 1000 ? 1000 : every;
     for (;;) {
-        int fd = accept(s->listen_fd, NULL, NULL);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
+        struct pollfd pf = {s->listen_fd, POLLIN, 0};
+        int ready = poll(&pf, 1, every);
+        if (__atomic_load_n(&s->closing, __ATOMIC_ACQUIRE))
             return NULL; /* the listening socket was shut down */
+        reap(s);
+        if (ready <= 0)
+            continue;
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN ||
+                errno == EWOULDBLOCK)
+                continue;
+            /* out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), a
+             * network error (EPROTO, ENETDOWN...): said, and tried again shortly */
+            char what[256];
+            snprintf(what, sizeof what, "cannot accept a connection: %s (trying again; the "
+                     "limit of open files is ulimit -n)", strerror(errno));
+            warn(s, 0, what);
+            usleep(50 * 1000);
+            continue;
         }
         pthread_mutex_lock(&s->mu);
         int slot = -1;
@@ -321,11 +435,12 @@ static void *accept_loop(void *arg)
             if (s->conn_fd[i] < 0)
                 slot = i;
         if (slot < 0) {
-            int stopping = s->stopping;
+            int told = s->stopping || s->full_told;
+            s->full_told = 1;
             pthread_mutex_unlock(&s->mu);
-            if (!stopping)
-                fprintf(stderr, "shadowsync: a service holds %d connections, its most: a new "
-                        "one was closed\n", MAX_CONN);
+            if (!told)
+                fprintf(stderr, "shadowsync: %s holds %d connections, its most: new ones are "
+                        "closed until one ends (said once)\n", s->name, MAX_CONN);
             close(fd);
             continue;
         }
@@ -337,10 +452,12 @@ static void *accept_loop(void *arg)
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &every, sizeof every);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
         s->conn_fd[slot] = fd;
+        __atomic_store_n(&s->deadline[slot], s->idle_ms ? now_ms() + s->idle_ms : 0,
+                         __ATOMIC_RELAXED);
         s->n_conn++;
         pthread_mutex_unlock(&s->mu);
         struct conn *c = ss_xmalloc(sizeof *c);
-        *c = (struct conn){s, slot, fd};
+        *c = (struct conn){s, slot, fd, 0};
         pthread_t th;
         if (pthread_create(&th, NULL, serve_conn, c) != 0) {
             pthread_mutex_lock(&s->mu);
@@ -358,10 +475,16 @@ static void *accept_loop(void *arg)
 int rpc_server_start(struct rpc_server **out, const char *addr, int port, ThriftProcessor *proc,
                      struct ss_err *e)
 {
+    return rpc_server_start_guarded(out, addr, port, proc, NULL, e);
+}
+
+int rpc_server_start_guarded(struct rpc_server **out, const char *addr, int port,
+                             ThriftProcessor *proc, const struct rpc_guard *g, struct ss_err *e)
+{
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
         return ss_fail(e, SS_EINVAL, "bind address \"%s\" is not an IPv4 address", addr);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 128) != 0) {
@@ -378,6 +501,13 @@ int rpc_server_start(struct rpc_server **out, const char *addr, int port, Thrift
     s->proc = g_object_ref(proc);
     for (int i = 0; i < MAX_CONN; i++)
         s->conn_fd[i] = -1;
+    snprintf(s->name, sizeof s->name, "%s", g && g->name ? g->name : "a service");
+    snprintf(s->token, sizeof s->token, "%s", g && g->token ? g->token : "");
+    if (g && g->timeout_s > 0) {
+        s->frame_ms = (int64_t)(g->timeout_s * 1000 + 0.5);
+        s->idle_ms = (int64_t)((g->idle_s > g->timeout_s ? g->idle_s : g->timeout_s) * 1000 + 0.5);
+    }
+    s->max_message = g && g->max_message ? g->max_message : SIZE_MAX;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->accept_th, NULL, accept_loop, s) != 0) {
@@ -397,6 +527,7 @@ int rpc_server_port(const struct rpc_server *s)
 
 void rpc_server_stop(struct rpc_server *s)
 {
+    __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE);
     shutdown(s->listen_fd, SHUT_RDWR);
     pthread_join(s->accept_th, NULL);
     close(s->listen_fd);
@@ -496,7 +627,12 @@ int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int po
 
 int rpc_token_ok(const GByteArray *given, const char *token)
 {
-    return given && given->len == strlen(token) && memcmp(given->data, token, given->len) == 0;
+    int ok = given && given->len == strlen(token) && memcmp(given->data, token, given->len) == 0;
+    if (cur) { /* a handler's first step: its request is read, no deadline while it works */
+        arm(cur, 0);
+        cur->authed |= ok;
+    }
+    return ok;
 }
 
 void rpc_types_init(void)

@@ -49,8 +49,13 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         }
         free(w);
         rpc_bind_address(c, me.host);
-        if (rc == 0)
-            rc = rpc_server_start(&srv, me.host, 0, syncps_service_processor(svc), e);
+        if (rc == 0) {
+            char name[160];
+            rpc_rank_name(p, p->rank, name, sizeof name);
+            struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, RPC_IDLE_S,
+                                  (hi - lo) * 4 + (1u << 20)}; /* its slice, and the rest */
+            rc = rpc_server_start_guarded(&srv, me.host, 0, syncps_service_processor(svc), &g, e);
+        }
     }
     rpc_announce(p, &me, rc == 0 ? srv : NULL, all);
     double t0 = ss_now();
