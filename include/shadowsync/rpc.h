@@ -114,7 +114,7 @@ struct rpc_guard {
 /* A role's idle_s: a trainer connects at its start and may first call
  * after its setup (the data's schema, the model): more than the default
  * rpc_timeout_s of 30 s may pass. */
-#define RPC_IDLE_S 120.0
+#define RPC_IDLE_S 600.0
 int rpc_server_start_guarded(struct rpc_server **out, const char *addr, int port,
                              ThriftProcessor *proc, const struct rpc_guard *g, struct ss_err *e);
 int rpc_server_port(const struct rpc_server *s);
