@@ -280,15 +280,18 @@ static int master_checks(struct job_plan *p, const struct ss_config *c, const ch
 
 /* Every rank must run the same resolved config: one that differs (a stale
  * copy of the file on its host, another --set) would otherwise show up
- * later as a healthy rank named stalled. The ranks' hashes of it, gathered. */
+ * later as a healthy rank named stalled. The ranks' hashes of it, gathered;
+ * data.train aside (each host may name its own path to the same files). */
 static int same_config(struct job_plan *p, const struct ss_config *c, struct ss_err *e)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     uint64_t h = 0xCBF29CE484222325ull;
+    struct ss_config k = *c; /* shallow: printed only */
+    k.data.train = "";
     if (f) {
-        ss_config_print(c, f);
+        ss_config_print(&k, f);
         fclose(f);
         for (size_t i = 0; i < len; i++)
             h = (h ^ (unsigned char)text[i]) * 0x100000001B3ull;
@@ -308,7 +311,8 @@ static int same_config(struct job_plan *p, const struct ss_config *c, struct ss_
         return 0;
     return ss_fail(e, SS_EINVAL, "rank(s) %s%s resolved another config than rank 0's (the file "
                    "on their host, or their --set, differ): every rank must run the same CONFIG "
-                   "and --set (tools/submit launches them alike)", odd, n_odd > 8 ? ", ..." : "");
+                   "and --set, data.train aside (tools/submit launches them alike)", odd,
+                   n_odd > 8 ? ", ..." : "");
 }
 
 static int cluster_train(struct ss_config *c, const char *resume)
@@ -322,6 +326,8 @@ static int cluster_train(struct ss_config *c, const char *resume)
     p.end_wait_s = 2 * c->sync.timeout_s;
     if (rc == 0 && (rc = same_config(&p, c, &e)) < 0 && p.rank != 0)
         rc = 0, p.role = -1; /* the master names the ranks; the others leave quietly */
+    if (rc == 0 && p.role >= 0 && (rc = rpc_check_bind(c, &p, &e)) < 0 && p.rank != 0)
+        rc = 0, p.role = -1; /* every rank knows; the master names it */
     int des = c->embedding.placement == EMB_ON_TRAINERS;
     if (rc == 0 && !des && c->job.embedding_ps < 1)
         rc = ss_fail(&e, SS_EINVAL, "a cluster job needs job.embedding_ps >= 1 (the tables "

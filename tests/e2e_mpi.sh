@@ -145,6 +145,28 @@ rc=$?
 check "cluster, ranks with different configs: refused before training, naming them ($rc)" \
     sh -c "[ $rc != 0 ] && [ $rc != 124 ] && grep -q 'rank(s) 1, 2 resolved another config than rank 0.s' $T/mixed.log && ! [ -e $T/mixed/metrics.json ]"
 
+# ranks on two hosts (the PS rank in a UTS namespace of its own, named h2): a loopback job.bind
+# is refused naming the hosts, before any training; without job.bind the services announce an
+# interface's address, not the loopback the host's name resolves to here (127.0.0.1)
+if unshare -u true 2>/dev/null && ip -4 -o addr show scope global 2>/dev/null | grep -q inet; then
+    for run in "h2bind --set job.bind=127.0.0.1" "h2auto"; do
+        set -- $run; name=$1; shift
+        A="configs/tiny.ini --set job.embedding_ps=1 --set data.train=$T/d/train.tsv --set data.eval= --set data.max_examples=20000 --set output.dir=$T/$name $*"
+        timeout -k 10 120 $MPIRUN -np 1 $BIN train $A : -np 1 unshare -u sh -c "hostname h2 && exec $BIN train $A" > $T/$name.log 2>&1
+        echo "rc=$?" >> $T/$name.log
+    done
+    check "ranks on 2 hosts, job.bind = 127.0.0.1: refused before training, naming the hosts" \
+        sh -c "grep -q 'rc=1' $T/h2bind.log && grep -q 'job.bind = 127.0.0.1: the ranks run on 2 hosts (.*h2)' $T/h2bind.log && ! [ -e $T/h2bind/metrics.json ]"
+    check "ranks on 2 hosts, job.bind empty: the PS announces an interface's address, not a loopback one ($(grep -o 'listens on [0-9.]*' $T/h2auto.log | head -1))" \
+        sh -c "grep -q 'rc=0' $T/h2auto.log && grep -q 'embedding_ps 0 .*listens on [0-9]' $T/h2auto.log && ! grep -q 'listens on 127\.' $T/h2auto.log"
+else
+    echo "SKIP ranks on 2 hosts: no unshare -u here, or no address but loopback"
+fi
+timeout -k 10 120 $MPIRUN -np 2 $BIN train configs/tiny.ini --set job.embedding_ps=1 --set job.bind=localhost \
+    --set data.train=$T/d/train.tsv --set output.dir=$T/lh > $T/lh.log 2>&1
+rc=$?
+check "cluster, job.bind = localhost: refused before profiling, naming it ($rc)" \
+    sh -c "[ $rc = 1 ] && grep -q 'job.bind = localhost is not an IPv4 address' $T/lh.log && ! grep -q '^# profiling' $T/lh.log"
 # placement by profile, table 0 split by row range over both PSs (pins):
 # the client sums partial bags; each PS saves its shards; eval reads them all
 cluster profile sync.algo=ma placement.strategy=profile placement.pin=0@0-400:0,0@400-1000:1

@@ -49,8 +49,16 @@ int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *
 void rpc_finalize(struct job_plan *p);
 
 /* Where this rank's services listen: job.bind, else the host's IPv4
- * address (127.0.0.1 when the host name does not resolve). */
-void rpc_bind_address(const struct ss_config *c, char out[64]);
+ * address (127.0.0.1 when the host name does not resolve); where the
+ * ranks run on several hosts and the name resolves to a loopback address
+ * (Debian's 127.0.1.1), the first interface's that is not one. */
+void rpc_bind_address(const struct ss_config *c, const struct job_plan *p, char out[64]);
+/* The ranks run on more than one host. */
+int rpc_multi_host(const struct job_plan *p);
+/* job.bind that is no IPv4 address, or that the other hosts of a job on
+ * several cannot reach (a loopback address, 0.0.0.0): an error naming it
+ * (and the hosts). */
+int rpc_check_bind(const struct ss_config *c, const struct job_plan *p, struct ss_err *e);
 struct endpoint {
     char host[64];
     int port;                   /* 0: this rank serves nothing; -1: its service failed to start */
@@ -133,7 +141,8 @@ void rpc_conn_limit(struct rpc_conn *c, long bytes);
 void rpc_conn_close(struct rpc_conn *c);
 
 /* For handlers: answers an RpcError with the formatted message, counts it
- * in *refused (atomically) and returns FALSE. */
+ * in *refused (atomically; NULL: a request that failed, not one refused)
+ * and returns FALSE. */
 gboolean rpc_refuse(int64_t *refused, ssRpcError **err, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* A handler's binary answer of bytes bytes (allocated when the processor

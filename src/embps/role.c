@@ -157,7 +157,7 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
             cost[j] = p->placement->shards[ids[j]].ns_per_row;
         embps_service_costs(svc, cost);
         free(cost);
-        rpc_bind_address(c, me.host);
+        rpc_bind_address(c, p, me.host);
         char name[160];
         rpc_rank_name(p, p->rank, name, sizeof name);
         struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, RPC_IDLE_S, 0};

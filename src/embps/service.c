@@ -271,7 +271,7 @@ static gboolean ps_save(ssEmbeddingPSIf *iface, gint64 *ret, const GByteArray *t
         return FALSE;
     struct ss_err e = {0};
     if (embps_save(s->t, path, &e) < 0)
-        return refuse(s, err, SS_EIO, "save failed: %s", e.msg);
+        return rpc_refuse(NULL, err, SS_EIO, "%s", e.msg); /* the client says "save failed" */
     *ret = (gint64)embps_bytes(s->t);
     return TRUE;
 }

@@ -130,7 +130,7 @@ static gboolean rd_save(ssReaderIf *iface, gint64 *ret, const GByteArray *token,
     int rc = reader_save_pos(s->r, path, &e);
     pthread_rwlock_unlock(&s->serving);
     if (rc < 0)
-        return rpc_refuse(&s->refused, err, SS_EIO, "save failed: %s", e.msg);
+        return rpc_refuse(NULL, err, SS_EIO, "%s", e.msg); /* the client says "save failed" */
     *ret = (gint64)sizeof(struct reader_pos);
     return TRUE;
 }
@@ -241,7 +241,7 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         svc = reader_service_create(r, s.n_dense, s.n_cat, p->token);
         reader_service_batch_cap(svc, c->trainer.batch_size);
         reader_service_save_root(svc, c->checkpoint.dir);
-        rpc_bind_address(c, me.host);
+        rpc_bind_address(c, p, me.host);
         char name[160];
         rpc_rank_name(p, p->rank, name, sizeof name);
         struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, RPC_IDLE_S,

@@ -8,6 +8,8 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <time.h>
 #include <stdlib.h>
@@ -136,7 +138,45 @@ void rpc_finalize(struct job_plan *p)
     }
 }
 
-void rpc_bind_address(const struct ss_config *c, char out[64])
+int rpc_multi_host(const struct job_plan *p)
+{
+    for (int r = 1; p->hosts && r < p->size; r++)
+        if (strcmp(p->hosts[r], p->hosts[0]))
+            return 1;
+    return 0;
+}
+
+static int unreachable(const char *addr)
+{
+    return !strncmp(addr, "127.", 4) || !strcmp(addr, "0.0.0.0");
+}
+
+int rpc_check_bind(const struct ss_config *c, const struct job_plan *p, struct ss_err *e)
+{
+    struct in_addr a;
+    if (c->job.bind && *c->job.bind && inet_pton(AF_INET, c->job.bind, &a) != 1)
+        return ss_fail(e, SS_EINVAL, "job.bind = %s is not an IPv4 address (services bind to "
+                       "one, e.g. 127.0.0.1; empty: each host's own)", c->job.bind);
+    if (!c->job.bind || !*c->job.bind || !unreachable(c->job.bind) || !rpc_multi_host(p))
+        return 0;
+    char hosts[256] = "";
+    int n = 0;
+    for (int r = 0; r < p->size; r++) {
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = !strcmp(p->hosts[q], p->hosts[r]);
+        if (!seen && n++ < 4) {
+            size_t k = strlen(hosts);
+            snprintf(hosts + k, sizeof hosts - k, "%s%s", k ? ", " : "", p->hosts[r]);
+        }
+    }
+    return ss_fail(e, SS_EINVAL, "job.bind = %s: the ranks run on %d hosts (%s%s), and a service "
+                   "announced at %s is out of the others' reach; leave job.bind empty (each "
+                   "host's own address)", c->job.bind, n, hosts, n > 4 ? ", ..." : "",
+                   c->job.bind);
+}
+
+void rpc_bind_address(const struct ss_config *c, const struct job_plan *p, char out[64])
 {
     if (c->job.bind && *c->job.bind) {
         snprintf(out, 64, "%s", c->job.bind);
@@ -150,6 +190,16 @@ void rpc_bind_address(const struct ss_config *c, char out[64])
         inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, out, 64);
         freeaddrinfo(res);
     }
+    struct ifaddrs *ifs = NULL;
+    if (!unreachable(out) || !p || !rpc_multi_host(p) || getifaddrs(&ifs) != 0)
+        return;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+            !(i->ifa_flags & IFF_LOOPBACK)) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, 64);
+            break;
+        }
+    freeifaddrs(ifs);
 }
 
 void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine, struct endpoint *all)

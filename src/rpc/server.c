@@ -573,7 +573,8 @@ gboolean rpc_refuse(int64_t *refused, ssRpcError **err, int code, const char *fm
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    __atomic_add_fetch(refused, 1, __ATOMIC_RELAXED);
+    if (refused) /* NULL: a request well made that failed here (a full disk), none refused */
+        __atomic_add_fetch(refused, 1, __ATOMIC_RELAXED);
     *err = g_object_new(SS_TYPE_RPC_ERROR, "code", code, "message", msg, NULL);
     return FALSE;
 }

@@ -48,7 +48,7 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
             syncps_service_save_root(svc, c->checkpoint.dir);
         }
         free(w);
-        rpc_bind_address(c, me.host);
+        rpc_bind_address(c, p, me.host);
         if (rc == 0) {
             char name[160];
             rpc_rank_name(p, p->rank, name, sizeof name);

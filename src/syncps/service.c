@@ -130,7 +130,7 @@ static gboolean sync_save(ssSyncPSIf *iface, gint64 *ret, const GByteArray *toke
         return FALSE;
     struct ss_err e = {0};
     if (syncps_save(s, s->n, path, &e) < 0)
-        return refuse(s, err, SS_EIO, "save failed: %s", e.msg);
+        return rpc_refuse(NULL, err, SS_EIO, "%s", e.msg); /* the client says "save failed" */
     *ret = (gint64)((s->hi - s->lo) * 4 + 32);
     return TRUE;
 }

@@ -470,7 +470,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     for (int r = 0; p->rank == 0 && !c->output.quiet && r < p->size; r++)
         if (all[r].port > 0)
             printf("# %s listens on %s:%d\n", w.names[r], all[r].host, all[r].port);
-        else if (r >= ps0 && r < ps_end)
+        else if (all[r].port == 0 && r >= ps0 && r < ps_end) /* (-1: failed, said below) */
             printf("# %s holds no shard of the plan (placement.strategy = %s): it idles\n",
                    w.names[r], c->placement.strategy);
     fflush(stdout);

@@ -571,10 +571,13 @@ static int check_room(const struct ss_config *c, struct ss_err *e)
     model_layout_free(&l);
     double room = (double)fs.f_bavail * fs.f_frsize + stale_files(c->output.dir, MODEL_FILES, 0);
     if (room < need)
-        return ss_fail(e, SS_EIO, "output.dir = %s has %.0f MB free, and the model saved there "
-                       "at the end needs %.0f MB (its tables and dense part): free some space, "
+    {
+        int d = need < 100 * 1048576.0 ? 2 : 0; /* small figures told apart, not both "1 MB" */
+        return ss_fail(e, SS_EIO, "output.dir = %s has %.*f MB free, and the model saved there "
+                       "at the end needs %.*f MB (its tables and dense part): free some space, "
                        "or name another output.dir (checked before training)", c->output.dir,
-                       room / 1048576, need / 1048576);
+                       d, room / 1048576, d, need / 1048576);
+    }
     return 0;
 }
 
