@@ -403,8 +403,8 @@ if unshare -rm true 2>/dev/null; then
             --set output.dir=$T/small/run > $T/fullout.log 2>&1
         echo \$? > $T/fullout.rc
         [ -e $T/small/run/progress.csv ] && echo trained >> $T/fullout.rc"
-    check "an output.dir too small for the model: refused before training, with the room and the need" \
-        sh -c "[ \"\$(cat $T/fullout.rc)\" = 1 ] && grep -q 'output.dir = $T/small/run has [0-9]* MB free, and the model saved there at the end needs [0-9]* MB' $T/fullout.log"
+    check "an output.dir too small for the model: refused before training, with the room and the need (told apart: $(grep -o 'has [0-9.]* MB free' $T/fullout.log))" \
+        sh -c "[ \"\$(cat $T/fullout.rc)\" = 1 ] && grep -q 'output.dir = $T/small/run has [0-9.]* MB free, and the model saved there at the end needs [0-9.]* MB' $T/fullout.log && ! grep -q 'has \\([0-9.]*\\) MB free, .* needs \\1 MB' $T/fullout.log"
     # a stop whose final checkpoint finds no room, and none written before: no resume is
     # promised, status 1 (75 would have a requeue loop on a resume that cannot be)
     # (the signal to the run itself: timeout passes one on twice, and a second ends it at once)
