@@ -322,6 +322,15 @@ static int cluster_train(struct ss_config *c, const char *resume)
     int rc = rpc_bootstrap(&p, c, &e);
     if (rc == 0) /* every rank alike, before any thread calls MPI */
         p.pulse = rpc_pulse_new(&p, c->sync.timeout_s);
+    if (rc == 0 && c->sync.timeout_s > 0) { /* the heartbeat starts with the roles */
+        double limit = 2 * c->sync.timeout_s > 10 ? 2 * c->sync.timeout_s : 10;
+        char me[128], msg[512];
+        rpc_rank_name(&p, p.rank, me, sizeof me);
+        snprintf(msg, sizeof msg, "%s: the job's start (its checks, placement, services and "
+                 "connections) has not ended in %g s (2 x sync.timeout_s, at least 10): a rank "
+                 "has stalled (stopped, hung or swapped out); ending the job", me, limit);
+        p.start_guard = stall_guard_arm(limit, msg);
+    }
     ss_halt_on_signals(0); /* SIGUSR1 (mpirun passes it to every rank): the trainers stop */
     p.end_wait_s = 2 * c->sync.timeout_s;
     if (rc == 0 && (rc = same_config(&p, c, &e)) < 0 && p.rank != 0)
@@ -469,6 +478,8 @@ static int cmd_train(int argc, char **argv)
     }
     if (rpc_under_mpirun() && has_dotdot(c.checkpoint.dir)) { /* services refuse a save path */
         char *abs = absolute_path(c.checkpoint.dir);                /* with ".." in it */
+        if (resume == c.checkpoint.dir) /* a bare --resume: it names the same string */
+            resume = abs;
         g_free(c.checkpoint.dir);
         c.checkpoint.dir = abs;
     }

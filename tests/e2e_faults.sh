@@ -177,6 +177,14 @@ check "a trainer stalled in the final eval: the job ends within twice sync.timeo
     sh -c "[ $ok = 0 ] && [ $took -le 14 ] && ! grep -q '^eval:' $T/stall-final.log"
 check "a trainer stalled in the final eval: trainer 1 names it" \
     grep -q "^shadowsync: trainer 1 (rank 1 on [^)]*): trainer 0 (rank 0 on [^)]*) has not been heard from for 6 s (twice sync.timeout_s)" $T/stall-final.log
+# a rank stalled in the job's start (here the embedding PS, stopped while the master profiles
+# the data for placement; the heartbeat starts with the roles): every other rank's guard on the
+# start ends the job past twice sync.timeout_s (at least 10 s; it waited for ever)
+AT='^# profiling'
+stalled stall-start 3 2 job.embedding_ps=1 sync.algo=none placement.profile_batches=25000
+ok=$?; AT=
+check "a rank stalled in the job's start: the job ends past 10 s, saying so ($took s)" \
+    sh -c "[ $ok = 0 ] && [ $took -le 25 ] && grep -q \"^shadowsync: trainer 0 (rank 0 on [^)]*): the job's start (its checks, placement, services and connections) has not ended in 10 s\" $T/stall-start.log"
 # ...and a service stalled once the trainers no longer call it (the sync
 # PS, after the final sync round): nothing waits on it but the job's end,
 # where the next rank's heartbeat (in a ring: rank 0 after the last) or,

@@ -136,6 +136,14 @@ cluster dotdot sync.algo=ma checkpoint.dir=$T/sub/../ckdd checkpoint.interval_s=
 rc=$?
 check "cluster, checkpoint.dir with '..': its checkpoints are taken ($rc)" \
     sh -c "[ $rc = 0 ] && ls -d $T/ckdd/ckpt-* > /dev/null 2>&1 && ! grep -q 'save path refused' $T/dotdot.log"
+# ...and a bare --resume takes it (the resolved path freed the string --resume named)
+timeout -k 10 120 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=2 \
+    --set job.sync_ps=1 --set job.bind=127.0.0.1 --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
+    --set data.eval=$T/d/eval.tsv --set output.dir=$T/dotdot2 --set sync.algo=ma \
+    --set checkpoint.dir=$T/sub/../ckdd --set data.max_examples=60000 --resume > $T/dotdot2.log 2>&1
+rc=$?
+check "cluster, checkpoint.dir with '..', a bare --resume: resumes from it ($rc)" \
+    sh -c "[ $rc = 0 ] && grep -q 'resuming from $T/ckdd/ckpt-' $T/dotdot2.log"
 # ranks that resolved different configs (a stale copy on one host): refused at once, naming them
 timeout -k 10 120 $MPIRUN -np 1 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
     --set job.bind=127.0.0.1 --set data.train=$T/d/train.tsv --set output.dir=$T/mixed --set sync.algo=ma : \

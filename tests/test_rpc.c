@@ -5,8 +5,9 @@
  * offsets, a row outside its shard) get an error and the service goes on;
  * a stopped PS is named in the client's error, not a hang. A worker's
  * embedding cache over two clocked PSs trains as tables alone (staleness
- * 0) and its bad rows calls are refused. A guarded server closes idle
- * tokenless and half-sent connections at their deadline, cuts off a
+ * 0) and its bad rows calls are refused. A guarded server closes
+ * half-sent connections at their deadline, makes room when its slots are
+ * full by closing the newest idle tokenless one, cuts off a
  * tokenless message past 1 MiB, and accepts on after running out of file
  * descriptors, saying so once. */
 #include "check.h"
@@ -358,35 +359,53 @@ static size_t lookup_head(uint8_t *m, const char *tok, uint32_t ids_bytes)
     return at;
 }
 
-/* A guarded server (rpc_server_start_guarded, deadlines of 0.5 s) over
- * PS 0's service: idle and half-sent connections are closed, the job's
- * stay open idle; a message claims at most 1 MiB before the token; the
- * accept thread outlives running out of file descriptors. */
+/* A guarded server (rpc_server_start_guarded, deadlines of 0.5 s, 4
+ * slots) over PS 0's service: half-sent connections are closed; idle ones
+ * are not, but with the slots full the newest tokenless one makes room;
+ * the job's stay open idle; a message claims at most 1 MiB before the
+ * token; the accept thread outlives running out of file descriptors. */
 static void test_guard(struct embps_service *s0, const int32_t *ids0)
 {
-    struct rpc_guard g = {"embedding_ps 9", token, 0.5, 0.5, 0};
+    struct rpc_guard g = {"embedding_ps 9", token, 0.5, 0, 4};
     struct rpc_server *v;
     struct ss_err e = {0};
     int rc = rpc_server_start_guarded(&v, "127.0.0.1", 0, embps_service_processor(s0), &g, &e);
     CHECK(rc == 0, "a guarded server listens", "%s", e.msg);
     int port = rpc_server_port(v);
     char got[4096] = "", why[256] = "";
-    int fd = raw_socket(port);
-    double took = closed_after(fd, got, sizeof got);
-    close(fd);
-    CHECK(took >= 0.4 && took < 2, "a connection that sends nothing is closed after its idle "
-          "deadline (0.5 s)", "closed after %.2f s", took);
+    int32_t off_one[4] = {0, 0, 1, 1};
+    uint64_t row_in[1] = {44};
+    struct rpc_conn *conn;
+    int silent[4];
+    for (int i = 0; i < 4; i++) { /* every slot: idle, no token, older than the deadline */
+        silent[i] = raw_socket(port);
+        usleep(50 * 1000);
+    }
+    usleep(700 * 1000);
+    char one;
+    int open_all = 1;
+    for (int i = 0; i < 4; i++)
+        open_all &= recv(silent[i], &one, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN;
+    rc = rpc_connect("127.0.0.1", port, 2000, &conn, &e);
+    rc |= bags_on(conn, token, ids0, 3, 1, off_one, 4, row_in, 0, 0, why);
+    rpc_conn_close(conn);
+    double took = closed_after(silent[3], got, sizeof got);
+    int kept = recv(silent[0], &one, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN;
+    for (int i = 0; i < 4; i++)
+        close(silent[i]);
+    CHECK(open_all && rc == 0 && took >= 0 && took < 0.5 && kept,
+          "idle tokenless connections stay open; with the slots full the newest makes room for a "
+          "new client", "open %d rc %d (%s %s) newest closed after %.2f s, oldest kept %d",
+          open_all, rc, e.msg, why, took, kept);
     uint8_t m[256];
     size_t len = lookup_head(m, token, 0);
-    fd = raw_socket(port);
+    usleep(100 * 1000); /* the closed ones' slots free */
+    int fd = raw_socket(port);
     send(fd, m, len / 2, 0); /* a request begun, never finished (slow-loris) */
     took = closed_after(fd, got, sizeof got);
     close(fd);
     CHECK(took >= 0.4 && took < 2, "a request begun and not finished is closed at its deadline",
           "closed after %.2f s", took);
-    struct rpc_conn *conn;
-    int32_t off_one[4] = {0, 0, 1, 1};
-    uint64_t row_in[1] = {44};
     rc = rpc_connect("127.0.0.1", port, 2000, &conn, &e);
     rc |= bags_on(conn, token, ids0, 3, 1, off_one, 4, row_in, 0, 0, why);
     usleep(1200 * 1000);

@@ -18,6 +18,7 @@
 
 enum role { ROLE_TRAINER, ROLE_EMBEDDING_PS, ROLE_SYNC_PS, ROLE_READER, N_ROLES };
 
+struct stall_guard;
 struct job_plan {
     int rank, size;             /* in MPI_COMM_WORLD */
     int role, role_index;       /* this rank's role, and which one of that role */
@@ -32,6 +33,7 @@ struct job_plan {
     struct hot_set *hot;        /* the hot embedding rows, the same on every rank (NULL: none) */
     int hot_from_ckpt;          /* ...as listed in resume_from */
     struct rpc_pulse *pulse;    /* this rank's heartbeat (NULL: none) */
+    struct stall_guard *start_guard; /* the job's start, until the heartbeat (rpc_started) */
     double end_wait_s;          /* how long the job's end waits on a rank (twice
                                  * sync.timeout_s; 0: for ever) */
 };
@@ -43,6 +45,11 @@ int rpc_role_counts(const struct ss_config *c, int size, int count[N_ROLES], str
 void rpc_assign_role(const int count[N_ROLES], int rank, int *role, int *index);
 /* True when this process was started by mpirun with more than one rank. */
 int rpc_under_mpirun(void);
+/* This rank's role has made its communicators: its heartbeat starts and
+ * the guard on the job's start (a rank stopped while the others wait on
+ * it in a collective of the start: checks, placement, announcements)
+ * ends. */
+void rpc_started(struct job_plan *p);
 /* MPI_Init_thread(MULTIPLE) and the plan. On a count mismatch every rank
  * fails with the same message naming the counts. */
 int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *e);
@@ -106,23 +113,22 @@ int rpc_server_start(struct rpc_server **out, const char *addr, int port, Thrift
                      struct ss_err *e);
 /* How a role's server guards itself (DESIGN §8). With timeout_s > 0 a
  * request begun must arrive whole within timeout_s (the job's
- * rpc_timeout_s), and a connection that has sent no request with the job's
- * token is closed after idle_s (at least timeout_s) without one; once it
- * has, it may idle between requests for as long as it likes. A message may
- * hold max_message bytes of fields (0: as many as its fields may), and
- * before one of them is token (NULL: none looked for) SS_TOKENLESS_BYTES.
- * name names the service in its warnings ("embedding_ps 1 (rank 3 on
- * node7)"). rpc_server_start: no guard. */
+ * rpc_timeout_s); an idle connection is never closed for it (the job's
+ * own may idle for long: a trainer's eval client until the end), but when
+ * all max_conn slots (0: 1024) are taken, the newest idle connection that
+ * never sent a request with the job's token and is older than timeout_s
+ * is closed to make room. A message may hold max_message bytes of fields
+ * (0: as many as its fields may), and before one of them is token (NULL:
+ * none looked for) SS_TOKENLESS_BYTES. name names the service in its
+ * warnings ("embedding_ps 1 (rank 3 on node7)"). rpc_server_start: no
+ * guard. */
 struct rpc_guard {
     const char *name, *token;
-    double timeout_s, idle_s;
+    double timeout_s;
     size_t max_message;
+    int max_conn;
 };
 #define SS_TOKENLESS_BYTES (1u << 20)
-/* A role's idle_s: a trainer connects at its start and may first call
- * after its setup (the data's schema, the model): more than the default
- * rpc_timeout_s of 30 s may pass. */
-#define RPC_IDLE_S 600.0
 int rpc_server_start_guarded(struct rpc_server **out, const char *addr, int port,
                              ThriftProcessor *proc, const struct rpc_guard *g, struct ss_err *e);
 int rpc_server_port(const struct rpc_server *s);

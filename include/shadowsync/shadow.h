@@ -34,8 +34,9 @@ struct collective {
     void *impl;
     /* Set by the algorithm: this member's data has ended and it only joins
      * the others' rounds, which may come far apart (foreground, a large
-     * sync.gap): its wait has no stall deadline (every rank's heartbeat
-     * still finds a stalled peer). */
+     * sync.gap), while its main thread watches their progress reports
+     * (those find a trainer that stalls): its wait has no stall deadline
+     * until that watch ends (shadow_wait clears it; atomic). */
     int idle;
 };
 /* n members of one in-process group (one per trainer); free each. */
@@ -53,6 +54,8 @@ struct peer_wait {
     char me[128];               /* "trainer 0 (rank 0 on node7)" */
     char others[160];           /* whom a collective waits on: with 2 trainers the other's
                                  * name, else "one of the other N trainers" */
+    const int *patient;         /* while *patient (atomic) no deadline runs; it starts
+                                 * when that clears (NULL: never patient) */
 };
 /* Ends the whole job (MPI_Abort) after this rank's message on stderr, with
  * a moment first for mpirun to forward that line: an abort that overtakes
@@ -212,6 +215,10 @@ int shadow_request(struct shadow *s);
 void shadow_hold(struct shadow *s, int held);
 /* The trainer's data has ended (all its workers are out of their loops). */
 void shadow_data_done(struct shadow *s);
+/* Waits until the trainer's final round (its first after shadow_data_done)
+ * has ended: an EASGD trainer's last push is in the center before it says
+ * its data has ended, so a following trainer's last pull takes it in. */
+void shadow_wait_final(struct shadow *s);
 /* Ends the rounds once the trainer's data has ended (call it when every
  * trainer's has: an EASGD trainer follows the center until then) and
  * waits for the last; returns its status (e: its error) and the syncs

@@ -398,10 +398,12 @@ static int nccl_sum(struct collective *c, float *buf, size_t n, struct ss_err *e
     NCU(cudaMemcpyAsync(x->hbuf, x->buf, n * sizeof(float), cudaMemcpyDeviceToHost, x->st));
     /* as stream_wait, but a peer lost mid-sum ends the wait with an error, not a hang */
     const struct timespec nap = {0, 20000};
-    double deadline = x->pw.timeout_s > 0 && !c->idle ? now_s() + x->pw.timeout_s : 0;
+    double deadline = x->pw.timeout_s > 0 ? now_s() + x->pw.timeout_s : 0;
     cudaError_t err;
     for (int i = 1; (err = cudaStreamQuery(x->st)) == cudaErrorNotReady; i++) {
-        if (deadline && (i & 255) == 0 && now_s() > deadline) /* a peer that stalls, alive: */
+        if (deadline && (i & 255) == 0 && __atomic_load_n(&c->idle, __ATOMIC_RELAXED))
+            deadline = now_s() + x->pw.timeout_s; /* joined for the others: it starts later */
+        else if (deadline && (i & 255) == 0 && now_s() > deadline) /* a peer that stalls, alive: */
             peer_stalled(&x->pw, "the trainers' NCCL all-reduce (a sync round)", x->pw.others);
             /* (MPI_Abort ends the kernel with the process; an ncclCommAbort first could
              * block, NVIDIA/nccl#863, before the message is out) */

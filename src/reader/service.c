@@ -244,8 +244,8 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         rpc_bind_address(c, p, me.host);
         char name[160];
         rpc_rank_name(p, p->rank, name, sizeof name);
-        struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, RPC_IDLE_S,
-                              1u << 20}; /* a token, a max or a save path */
+        struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s,
+                              1u << 20, 0}; /* a token, a max or a save path */
         rc = rpc_server_start_guarded(&srv, me.host, 0, reader_service_processor(svc), &g, e);
     }
     rpc_announce(p, &me, rc == 0 ? srv : NULL, all);

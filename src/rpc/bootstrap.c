@@ -115,6 +115,8 @@ int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *
  * fit in it) a stall guard ends it. */
 void rpc_finalize(struct job_plan *p)
 {
+    stall_guard_disarm(p->start_guard); /* a rank that left before its role */
+    p->start_guard = NULL;
     rpc_pulse_free(p->pulse);
     p->pulse = NULL;
     if (p->trainers != MPI_COMM_NULL)
@@ -209,10 +211,17 @@ void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine, str
     (void)p;
 }
 
+void rpc_started(struct job_plan *p)
+{
+    stall_guard_disarm(p->start_guard);
+    p->start_guard = NULL;
+    rpc_pulse_start(p->pulse);
+}
+
 void rpc_wait_job_end(struct job_plan *p)
 {
     MPI_Request req;
-    rpc_pulse_start(p->pulse); /* a service's role: from here */
+    rpc_started(p); /* a service's role: from here */
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
     const struct timespec pause = {0, 1000000};
     for (int done = 0; !done;) {

@@ -6,8 +6,9 @@
  * the address it is given; port 0 picks a free port. A role's server
  * guards itself (struct rpc_guard, DESIGN §8): its accept thread also
  * closes connections past their deadline (a request begun and not
- * finished, a connection idle that never showed the job's token), and a
- * message holds at most so many bytes, few before it shows the token. */
+ * finished), makes room when its slots are full by closing the newest
+ * idle connection that never showed the job's token, and a message holds
+ * at most so many bytes, few before it shows the token. */
 #include "shadowsync/rpc.h"
 
 #include <thrift/c_glib/processor/thrift_dispatch_processor.h>
@@ -38,15 +39,17 @@ struct rpc_server {
     pthread_t accept_th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int conn_fd[MAX_CONN];      /* open connections, -1 = free slot */
+    int conn_fd[MAX_CONN];      /* open connections, -1 = free slot, -2 = being filled */
     int64_t deadline[MAX_CONN]; /* ms (now_ms) its connection is closed at; 0: none (atomics) */
-    int n_conn, stopping, closing, full_told;
+    int64_t opened[MAX_CONN];   /* ms its connection was accepted at */
+    int authed[MAX_CONN];       /* it sent a request with the job's token (atomics) */
+    int n_conn, max_conn, stopping, closing, full_told;
     char name[128];
     char token[64];             /* "": no token to look for */
-    int64_t frame_ms, idle_ms;  /* 0: no deadlines */
+    int64_t frame_ms;           /* 0: no deadlines, no room made */
     size_t max_message;
-    int64_t warned_ms[2];       /* the accept thread's last warnings: accept failed, reaped */
-    int unsaid[2];              /* ...and how many it has not told since */
+    int64_t warned_ms[3];       /* the accept thread's last warnings: accept failed, reaped, */
+    int unsaid[3];              /* room made; and how many it has not told since */
 };
 
 struct conn {
@@ -72,6 +75,13 @@ static int64_t now_ms(void)
 static void arm(struct conn *c, int64_t ms)
 {
     __atomic_store_n(&c->s->deadline[c->slot], ms ? now_ms() + ms : 0, __ATOMIC_RELAXED);
+}
+
+/* The connection sent the job's token: it is never closed to make room. */
+static void authed(struct conn *c)
+{
+    c->authed = 1;
+    __atomic_store_n(&c->s->authed[c->slot], 1, __ATOMIC_RELAXED);
 }
 
 /* A connection: socket, buffered transport and binary protocol, released
@@ -179,7 +189,7 @@ static gint32 read_field(ThriftProtocol *p, guint8 **buf, guint32 *len, guint32 
         b[have] = 0;
     if (cur && !msg_token && cur->s->token[0] && have == strlen(cur->s->token) &&
         memcmp(b, cur->s->token, have) == 0)
-        msg_token = cur->authed = 1;
+        msg_token = 1, authed(cur);
     *buf = b;
     *len = (guint32)n;
     return ret + n;
@@ -336,8 +346,8 @@ static void *serve_conn(void *arg)
     struct rpc_conn *rc = rpc_conn_on_fd(c->fd);
     GError *err = NULL;
     cur = c;
-    for (;;) { /* idle: no deadline once it showed the token; then a request to read */
-        arm(c, c->authed ? 0 : s->idle_ms);
+    for (;;) { /* idle: no deadline; then a request to read */
+        arm(c, 0);
         if (!thrift_transport_peek(rc->t, &err))
             break;
         arm(c, s->frame_ms); /* (lifted by rpc_token_ok: the request is read) */
@@ -396,10 +406,48 @@ static void reap(struct rpc_server *s)
     if (n) {
         char what[256];
         snprintf(what, sizeof what, "closed %d connection(s) that did not finish a request "
-                 "within %.3g s, or sent none with the job's token within %.3g s", n,
-                 s->frame_ms / 1e3, s->idle_ms / 1e3);
+                 "within %.3g s (job.rpc_timeout_s)", n, s->frame_ms / 1e3);
         warn(s, 1, what);
     }
+}
+
+/* A free slot, kept for the caller (conn_fd -2 until it is filled), or -1. */
+static int take_slot(struct rpc_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int slot = -1;
+    for (int i = 0; i < s->max_conn && slot < 0 && !s->stopping; i++)
+        if (s->conn_fd[i] == -1)
+            slot = i;
+    if (slot >= 0)
+        s->conn_fd[slot] = -2;
+    pthread_mutex_unlock(&s->mu);
+    return slot;
+}
+
+/* The slots are full: closes the newest connection that is idle (no
+ * request under way), has never sent the job's token and is older than a
+ * request's deadline (a client sends its first request at once; the job's
+ * own idle ones are its oldest); returns whether it closed one. */
+static int make_room(struct rpc_server *s)
+{
+    if (!s->frame_ms || !s->token[0])
+        return 0;
+    int64_t now = now_ms();
+    int victim = -1;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->max_conn && !s->stopping; i++)
+        if (s->conn_fd[i] >= 0 && !__atomic_load_n(&s->authed[i], __ATOMIC_RELAXED) &&
+            !__atomic_load_n(&s->deadline[i], __ATOMIC_RELAXED) &&
+            now - s->opened[i] >= s->frame_ms && (victim < 0 || s->opened[i] > s->opened[victim]))
+            victim = i;
+    if (victim >= 0)
+        shutdown(s->conn_fd[victim], SHUT_RDWR);
+    pthread_mutex_unlock(&s->mu);
+    if (victim >= 0)
+        warn(s, 2, "its connections are full: closed the newest idle one that never sent the "
+             "job's token, to make room");
+    return victim >= 0;
 }
 
 static void *accept_loop(void *arg)
@@ -429,21 +477,25 @@ static void *accept_loop(void *arg)
             usleep(50 * 1000);
             continue;
         }
+        int slot = take_slot(s);
+        if (slot < 0 && make_room(s)) /* its thread ends, freeing its slot */
+            for (int i = 0; i < 40 && slot < 0; i++) {
+                usleep(5 * 1000);
+                slot = take_slot(s);
+            }
         pthread_mutex_lock(&s->mu);
-        int slot = -1;
-        for (int i = 0; i < MAX_CONN && slot < 0 && !s->stopping; i++)
-            if (s->conn_fd[i] < 0)
-                slot = i;
         if (slot < 0) {
             int told = s->stopping || s->full_told;
             s->full_told = 1;
             pthread_mutex_unlock(&s->mu);
             if (!told)
                 fprintf(stderr, "shadowsync: %s holds %d connections, its most: new ones are "
-                        "closed until one ends (said once)\n", s->name, MAX_CONN);
+                        "closed until one ends (said once)\n", s->name, s->max_conn);
             close(fd);
             continue;
         }
+        s->opened[slot] = now_ms();
+        __atomic_store_n(&s->authed[slot], 0, __ATOMIC_RELAXED);
         /* a peer whose host vanished (no FIN, no RST) frees its slot within
          * about 2 minutes rather than at the job's end */
         int on = 1, idle = 60, every = 10, probes = 6;
@@ -452,8 +504,7 @@ static void *accept_loop(void *arg)
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &every, sizeof every);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
         s->conn_fd[slot] = fd;
-        __atomic_store_n(&s->deadline[slot], s->idle_ms ? now_ms() + s->idle_ms : 0,
-                         __ATOMIC_RELAXED);
+        __atomic_store_n(&s->deadline[slot], 0, __ATOMIC_RELAXED);
         s->n_conn++;
         pthread_mutex_unlock(&s->mu);
         struct conn *c = ss_xmalloc(sizeof *c);
@@ -503,10 +554,9 @@ int rpc_server_start_guarded(struct rpc_server **out, const char *addr, int port
         s->conn_fd[i] = -1;
     snprintf(s->name, sizeof s->name, "%s", g && g->name ? g->name : "a service");
     snprintf(s->token, sizeof s->token, "%s", g && g->token ? g->token : "");
-    if (g && g->timeout_s > 0) {
+    if (g && g->timeout_s > 0)
         s->frame_ms = (int64_t)(g->timeout_s * 1000 + 0.5);
-        s->idle_ms = (int64_t)((g->idle_s > g->timeout_s ? g->idle_s : g->timeout_s) * 1000 + 0.5);
-    }
+    s->max_conn = g && g->max_conn > 0 && g->max_conn < MAX_CONN ? g->max_conn : MAX_CONN;
     s->max_message = g && g->max_message ? g->max_message : SIZE_MAX;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -631,7 +681,8 @@ int rpc_token_ok(const GByteArray *given, const char *token)
     int ok = given && given->len == strlen(token) && memcmp(given->data, token, given->len) == 0;
     if (cur) { /* a handler's first step: its request is read, no deadline while it works */
         arm(cur, 0);
-        cur->authed |= ok;
+        if (ok)
+            authed(cur);
     }
     return ok;
 }

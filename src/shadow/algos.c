@@ -79,7 +79,7 @@ static int average_of(struct sync_ctx *c, const float *src, int active, struct s
         c->buf[nd + k] = c->tail_agreed ? c->tail_snap[k] - c->base[k] : c->tail_snap[k];
     }
     c->buf[c->n] = active ? 1.0f : 0.0f;
-    c->coll->idle = !active;
+    __atomic_store_n(&c->coll->idle, !active && c->others_on, __ATOMIC_RELAXED);
     int rc = c->coll->ops->allreduce_sum(c->coll, c->buf, c->n + 1, e);
     if (rc < 0)
         return rc;

@@ -21,6 +21,7 @@ int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const
 {
     const struct timespec pause = {0, 50000};
     double deadline = pw && pw->timeout_s > 0 ? ss_now() + pw->timeout_s : 0;
+    int watch = deadline && pw->patient;
     for (int done = 0, i = 0;; i++) {
         int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS)
@@ -29,7 +30,9 @@ int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const
             return 0;
         if (i >= spins) {
             nanosleep(&pause, NULL);
-            if (deadline && (i & 255) == 0 && ss_now() > deadline)
+            if (watch && (i & 255) == 0 && __atomic_load_n(pw->patient, __ATOMIC_RELAXED))
+                deadline = ss_now() + pw->timeout_s; /* patient: the deadline starts later */
+            else if (deadline && (i & 255) == 0 && ss_now() > deadline)
                 peer_stalled(pw, what, who);
         }
     }
@@ -118,10 +121,10 @@ static int mpi_allreduce(struct collective *c, float *buf, size_t n, struct ss_e
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, m->comm, &req);
     if (rc != MPI_SUCCESS)
         return ss_fail(e, SS_EIO, "MPI_Iallreduce failed on rank %d (code %d)", c->rank, rc);
-    struct peer_wait idle = m->pw; /* joined for the others: no deadline (c->idle) */
-    idle.timeout_s = 0;
-    return peer_wait_req(&req, spin_none, c->idle ? &idle : &m->pw,
-                         "the trainers' all-reduce (a sync round)", m->pw.others, e);
+    struct peer_wait pw = m->pw; /* joined for the others: no deadline while c->idle */
+    pw.patient = &c->idle;
+    return peer_wait_req(&req, spin_none, &pw, "the trainers' all-reduce (a sync round)",
+                         m->pw.others, e);
 }
 
 static void mpi_free(struct collective *c)

@@ -22,6 +22,7 @@ struct shadow {
     pthread_cond_t cv;
     int data_done, pending, failed;
     int all_done;               /* shadow_wait: no trainer trains on */
+    int final_done;             /* this trainer's final round has ended (or the thread) */
     int held;                   /* the workers are paused: run rounds without being asked */
     int64_t started, done;      /* rounds begun, rounds finished */
     int64_t unasked;            /* ...of which run only because the workers were held */
@@ -105,6 +106,7 @@ static void *shadow_main(void *arg)
         s->done++;
         s->unasked += unasked && !joined; /* with done: syncs never count a round under way */
         s->joined += joined;
+        s->final_done |= !active || rc <= 0;
         if (rc < 0)
             s->failed = 1, s->rc = rc;
         pthread_cond_broadcast(&s->cv);
@@ -221,11 +223,21 @@ int64_t shadow_syncs(struct shadow *s)
     return strcmp(s->algo->name, "none") ? n : 0; /* none moves nothing */
 }
 
+void shadow_wait_final(struct shadow *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (!s->final_done && !s->ended)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
 int shadow_wait(struct shadow *s, int64_t *syncs, struct ss_err *e)
 {
     if (!s->ended) {
         pthread_mutex_lock(&s->mu);
         s->all_done = 1;
+        if (s->ctx.coll) /* no one watches the others' progress now: a round's wait is timed */
+            __atomic_store_n(&s->ctx.coll->idle, 0, __ATOMIC_RELAXED);
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->th, NULL);

@@ -52,8 +52,8 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         if (rc == 0) {
             char name[160];
             rpc_rank_name(p, p->rank, name, sizeof name);
-            struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, RPC_IDLE_S,
-                                  (hi - lo) * 4 + (1u << 20)}; /* its slice, and the rest */
+            struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s,
+                                  (hi - lo) * 4 + (1u << 20), 0}; /* its slice, and the rest */
             rc = rpc_server_start_guarded(&srv, me.host, 0, syncps_service_processor(svc), &g, e);
         }
     }

@@ -531,7 +531,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
             w.xs[x] = exchange_mpi(p->trainers, &w.pw);
     }
     if (rc == 0) {
-        rpc_pulse_start(p->pulse); /* every communicator of this rank made */
+        rpc_started(p); /* every communicator of this rank made */
         rc = trainer_run_env(c, &env, e);
     }
     if (rc < 0 && !alike) /* this trainer's own failure (its device, its data, a service it

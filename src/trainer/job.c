@@ -1262,6 +1262,7 @@ static void halt_note(struct job *j)
 }
 
 static void mid_eval_poll(struct job *j, int64_t examples);
+static void wait_final_pushes(struct job *j);
 
 /* The job's examples: this process's count, or in a cluster job the sum of
  * the trainers' last reports. */
@@ -1340,6 +1341,8 @@ static void wait_workers(struct job *j)
     if (ck_on && j->env && j->is_master)
         j->env->ckpt_end(j->env->arg); /* no more snapshots until the final one */
     const struct timespec pause = {0, 5000000};
+    if (serve && j->env->beat) /* before its data's end is said below */
+        wait_final_pushes(j);
     /* the master's data may go on; a failed worker (stop) ends the job now,
      * in wait_other_trainers, not when the master's data ends */
     while (serve && !ended && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED) &&
@@ -1355,10 +1358,21 @@ static void wait_workers(struct job *j)
  * job (env->beat) rather than hold the others in the collectives below.
  * A failed worker ends the job at once (env->fatal), naming its error: a
  * DES group cannot go on without it, and the others need not train on. */
+/* EASGD: every trainer's final push is in the center before any says its
+ * data has ended (a cluster job's final report) or a following trainer
+ * makes its last pull (shadow_wait). */
+static void wait_final_pushes(struct job *j)
+{
+    if (sync_algo_needs(j->c->sync.algo) == SYNC_NEEDS_CENTER)
+        for (int t = 0; t < j->n_tr; t++)
+            shadow_wait_final(j->tr[t].shadow);
+}
+
 static void wait_other_trainers(struct job *j)
 {
     if (!j->env || !j->env->beat)
         return;
+    wait_final_pushes(j);
     for (int k = 0; k < j->n_wk; k++) /* the others would wait on it (DES) or for its end */
         if (j->tr[0].workers[k].rc < 0)
             j->env->fatal(j->env->arg, &j->tr[0].workers[k].err);
@@ -1422,6 +1436,7 @@ static int finish_trainers(struct job *j, struct ss_err *e)
             }
         }
     }
+    wait_final_pushes(j);
     int from_shadow = 0;
     for (int t = 0; t < j->n_tr; t++) {
         struct ss_err se = {0};
