@@ -100,7 +100,7 @@ test: deps
 	sh tests/run
 
 demo: deps
-	$(MAKE) $(BUILD)/shadowsync
+	$(MAKE) $(BUILD)/shadowsync $(GPU_LIB) $(BUILD)/libshadowsync_gpusim.so
 	BIN=$(BUILD)/shadowsync sh tools/demo
 
 bench: all

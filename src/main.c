@@ -216,6 +216,42 @@ static int load_config(struct ss_config *c, struct args *a)
 
 /* `shadowsync train` under mpirun: every rank takes its role from the
  * plan (DESIGN §2) and runs it until the job ends. */
+/* data.eval holds examples this config reads (its first batch; a file or a
+ * directory, not a pipe, which the probe would drain): a file of another
+ * format is found before training, not after it. A second pass names the
+ * first bad lines (data.report_bad_lines). */
+static int probe_eval(const struct ss_config *c, struct ss_err *e)
+{
+    struct stat st;
+    struct schema s;
+    if (stat(c->data.eval, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) ||
+        schema_from_config(&s, c, c->data.eval, e) < 0)
+        return 0; /* said where the eval runs */
+    for (int pass = 0; pass < 2; pass++) {
+        struct reader *rd;
+        if (reader_open(&rd, c->data.eval, &s, 0, pass ? c->data.report_bad_lines : 0, e) < 0)
+            return 0;
+        struct batch b;
+        batch_init(&b, 256, s.n_dense, s.n_cat);
+        int rc = reader_next(rd, &b, e);
+        struct reader_stats rs;
+        reader_stats(rd, &rs);
+        int none = rc == 0 && b.n == 0;
+        batch_free(&b);
+        reader_close(rd);
+        if (rc < 0 || !none)
+            return 0; /* an I/O error: said where the eval runs */
+        if (pass)
+            return ss_fail(e, SS_EINVAL, "data.eval = %s holds no example this config reads "
+                           "(%lld bad lines%s): check data.format, data.separator, data.header "
+                           "and the columns (data.*_cols), or point data.eval at eval data "
+                           "(checked before training)", c->data.eval, (long long)rs.bad_lines,
+                           rs.bad_lines && c->data.report_bad_lines ? ", the first named above"
+                                                                    : "");
+    }
+    return 0;
+}
+
 /* Before any training, embedded or cluster: a run that does not resume
  * takes no earlier run's checkpoint.dir, and data.eval can be scored. */
 static int prerun_checks(const struct ss_config *c, const char *resume, struct ss_err *e)
@@ -252,6 +288,8 @@ static int prerun_checks(const struct ss_config *c, const char *resume, struct s
     }
     if (rc == 0 && c->data.eval && *c->data.eval)
         rc = reader_check_eval(c->data.train, c->data.eval, e);
+    if (rc == 0 && c->data.eval && *c->data.eval)
+        rc = probe_eval(c, e);
     return rc;
 }
 

@@ -239,6 +239,11 @@ check "convert of 75 % bad lines: none named (report_bad_lines 0), the share war
 train bin --set trainer.worker_threads=1 --set data.train=$T/shards
 check "training on shards = training on text (1 worker, bit-identical)" \
     cmp -s $T/one/model/dense.bin $T/bin/model/dense.bin
+# a conversion that reads no example (another format) into a new directory leaves none behind
+$BIN convert $CFG --in $T/d/eval.prob --out $T/probshards > $T/probconv.log 2>&1
+rc=$?
+check "convert of no example into a new directory: status 1, the directory not left behind ($rc)" \
+    sh -c "[ $rc = 1 ] && grep -q 'convert: no example was read from $T/d/eval.prob' $T/probconv.log && ! [ -e $T/probshards ]"
 # gzip: the same run on the gzipped text (training, eval with predictions, convert)
 gzip -c $T/d/train.tsv > $T/train.tsv.gz
 gzip -c $T/d/eval.tsv > $T/eval.tsv.gz
@@ -386,12 +391,26 @@ check "...its progress row: no train_ne known, none written (no nan)" \
 train none2 --set checkpoint.dir=$T/ck0 --set data.max_examples=1000
 check "...and its checkpoint.dir takes the next run without --resume (nothing was trained there)" test $? = 0
 : > $T/empty.tsv
-train noeval --set data.eval=$T/empty.tsv --set data.max_examples=2000
+train noempty --set data.eval=$T/empty.tsv --set data.max_examples=2000
+check "an empty data.eval file stops the run before training" \
+    sh -c "[ $? = 1 ] && grep -q 'data.eval = $T/empty.tsv holds no example this config reads (0 bad lines)' $T/noempty.log && ! [ -e $T/noempty/progress.csv ]"
+# a glob is not probed before training (nor a pipe): its eval finds no example at the end
+train noeval --set "data.eval=$T/empt?.tsv" --set data.max_examples=2000
 check "no eval example read: status 1 naming data.eval, the model and metrics kept" \
-    sh -c "[ $? != 0 ] && grep -q 'no eval example was read from data.eval = $T/empty.tsv' $T/noeval.log && [ -s $T/noeval/model/dense.bin ] && [ \"$(json examples $T/noeval/metrics.json)\" = 2000 ]"
+    sh -c "[ $? != 0 ] && grep -q 'no eval example was read from data.eval = $T/empt?.tsv' $T/noeval.log && [ -s $T/noeval/model/dense.bin ] && [ \"$(json examples $T/noeval/metrics.json)\" = 2000 ]"
 train noev --set data.eval=$T/nope.tsv
 check "a missing data.eval stops the run before training, naming it" \
     sh -c "[ $? != 0 ] && grep -q 'data.eval: $T/nope.tsv: No such file' $T/noev.log && ! [ -e $T/noev/progress.csv ]"
+# data.eval of another format (gen's teacher probabilities): found before training, not after it
+train probev --set data.eval=$T/d/eval.prob
+rc=$?
+check "data.eval that holds no example of the config's format stops the run before training ($rc)" \
+    sh -c "[ $rc = 1 ] && grep -q 'data.eval = $T/d/eval.prob holds no example this config reads (5000 bad lines, the first named above)' $T/probev.log && grep -q 'eval.prob:1: expected' $T/probev.log && ! [ -e $T/probev/progress.csv ]"
+# a relative data.train of no file: where it was looked for, and how to make data
+ABS_BIN=$(cd "$(dirname $BIN)" && pwd)/$(basename $BIN); ABS_CFG=$(pwd)/$CFG
+(cd $T && $ABS_BIN train $ABS_CFG --set data.train=no/such.tsv --set output.dir=$T/rel > $T/rel.log 2>&1)
+check "a relative data.train of no file names the working directory and gen" \
+    grep -q "data.train: no/such.tsv: No such file or directory (checked before training); a relative path is taken from the working directory, $T; .shadowsync gen --out DIR --config CONFIG. writes data" $T/rel.log
 train notr --set data.train=$T/nope.tsv
 check "a missing data.train stops the run before the config's echo, naming it" \
     sh -c "[ $? != 0 ] && grep -q '^shadowsync: data.train: $T/nope.tsv: No such file' $T/notr.log && ! grep -q 'resolved config' $T/notr.log && ! [ -e $T/notr/progress.csv ]"

@@ -471,9 +471,9 @@ static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct
                 if (t->gid[k] != hj->gid)
                     continue;
                 if (t->table_rows[k] != hj->table_rows) {
-                    rc = ss_fail(e, SS_EFORMAT, "%s: table %d has %lld rows, the config's %lld",
-                                 path, hj->gid, (long long)hj->table_rows,
-                                 (long long)t->table_rows[k]);
+                    rc = ss_fail(e, SS_EFORMAT, "%s: table %d has %lld rows, the config's %lld "
+                                 "(model.rows: give the model's own)", path, hj->gid,
+                                 (long long)hj->table_rows, (long long)t->table_rows[k]);
                     break;
                 }
                 int64_t from = a > t->lo[k] ? a : t->lo[k];

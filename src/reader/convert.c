@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CONVERT_BATCH 4096
@@ -153,13 +154,18 @@ int reader_convert(const char *in, const char *out_dir, const struct schema *s,
     if (shard_examples < 0)
         return ss_fail(e, SS_EINVAL, "convert: shard size %lld is negative",
                        (long long)shard_examples);
+    struct stat was;
+    int made = stat(out_dir, &was) != 0; /* removed again if the conversion fails */
     int rc = ss_mkdir_p(out_dir, e);
     if (rc)
         return rc;
     struct reader *r;
     rc = reader_open(&r, in, s, 0, report_bad, e);
-    if (rc)
+    if (rc) {
+        if (made)
+            rmdir(out_dir);
         return rc;
+    }
 
     struct shard_writer w = {.dir = out_dir};
     w.path_cap = strlen(out_dir) + 64;
@@ -222,5 +228,7 @@ int reader_convert(const char *in, const char *out_dir, const struct schema *s,
     free(w.final);
     free(w.wbuf);
     free(w.rec);
+    if (rc && made) /* a failure leaves out_dir as it was: not there (rmdir: only if empty) */
+        rmdir(out_dir);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_FILES (1 << 24) /* file index takes the top 24 bits of an example id */
 
@@ -148,9 +149,21 @@ static int list_key(const char *key, const char *path, char ***files, int *n, st
 {
     int rc = reader_list_files(path, PICK_ALL, files, n, e);
     if (rc < 0) {
-        char why[sizeof e->msg];
+        char why[sizeof e->msg], hint[600] = "";
         snprintf(why, sizeof why, "%s", e->msg);
-        return ss_fail(e, rc, "%s: %s (checked before training)", key, why);
+        struct stat st;
+        if (*path && !strpbrk(path, "*?[") && stat(path, &st) != 0 && errno == ENOENT) {
+            char *cwd = getcwd(NULL, 0); /* a path of no file: where it was looked for, and how
+                                          * to make data of the config's shape */
+            if (path[0] != '/' && cwd)
+                snprintf(hint, sizeof hint, "; a relative path is taken from the working "
+                         "directory, %s", cwd);
+            size_t k = strlen(hint);
+            snprintf(hint + k, sizeof hint - k, "; `shadowsync gen --out DIR --config CONFIG` "
+                     "writes data of a config's shape (DIR/train.tsv, DIR/eval.tsv)");
+            free(cwd);
+        }
+        return ss_fail(e, rc, "%s: %s (checked before training)%s", key, why, hint);
     }
     return 0;
 }
