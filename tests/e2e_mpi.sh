@@ -116,7 +116,7 @@ Z=$(printf '0%.0s' $(seq 1 440))
 head -n 10000 $T/d/train.tsv | awk -F'\t' -v OFS='\t' -v z=$Z '{ for (i = 2; i <= 14; i++) if ($i != "") $i = z $i; print }' > $T/uneven/a.tsv
 tail -n +10001 $T/d/train.tsv | head -n 95000 > $T/uneven/b0.tsv
 tail -n +105001 $T/d/train.tsv > $T/uneven/b1.tsv
-for run in "u-easgd sync.algo=easgd" "u-ma sync.algo=ma output.eval_every=20000 output.log_interval_s=0.2" \
+for run in "u-easgd sync.algo=easgd" "u-ma sync.algo=ma output.eval_every=20000 output.log_interval_s=0.2 checkpoint.dir=$T/ck-u checkpoint.interval_s=0.3" \
            "u-mafg sync.algo=ma sync.mode=foreground sync.gap=1000000 sync.timeout_s=1" \
            "u-arfg sync.algo=allreduce sync.mode=foreground sync.gap=1"; do
     cluster $run data.train=$T/uneven data.split=files
@@ -130,6 +130,8 @@ check "cluster, uneven shares, allreduce foreground gap 1: the rounds a finished
 
 check "cluster, uneven shares, eval_every: evals go on while the other trainer trains after the master's 10k examples have ended ($(($(wc -l < $T/u-ma/eval.csv) - 1)) rows)" \
     sh -c "awk -F, 'NR > 1 && \$1 > 10000 && \$1 < $N { n++ } END { exit !(n >= 1) }' $T/u-ma/eval.csv"
+check "cluster, uneven shares: the master takes snapshots while the other trainer trains after its own share ended ($(grep -c '^# checkpoint ' $T/u-ma.log) checkpoints)" \
+    sh -c "[ \$(grep -c '^# checkpoint ' $T/u-ma.log) -ge 3 ] && [ '$(json examples $T/u-ma/metrics.json)' = $N ]"
 # a checkpoint.dir with ".." in it: the services' save paths are resolved, not refused (every
 # cluster checkpoint failed, and the run exited 0 with none)
 cluster dotdot sync.algo=ma checkpoint.dir=$T/sub/../ckdd checkpoint.interval_s=0.2 data.max_examples=60000

@@ -138,6 +138,7 @@ struct job {
     double t0;
     double start, frac0; /* this process's start of training, and the reader's place then */
     double frac_all;     /* trainers reading data.train themselves: their mean place (beat) */
+    double ck_next;      /* the master's next snapshot (ss_now), while any trainer trains */
     FILE *say;           /* notes (NULL: stdout; eval --predictions -: stderr) */
     int halt_noted;      /* a stop (ss_halt_signal) was seen and said */
     int64_t seen;        /* the job's examples at the last progress report */
@@ -1280,8 +1281,9 @@ static int64_t job_examples(struct job *j)
 static void wait_workers(struct job *j)
 {
     double interval = j->c->output.log_interval_s, next = ss_now() + interval;
-    double ck_every = j->c->checkpoint.interval_s, ck_next = ss_now() + ck_every;
+    double ck_every = j->c->checkpoint.interval_s;
     int ck_on = j->c->checkpoint.dir[0] && ck_every > 0;
+    j->ck_next = ss_now() + ck_every;
     int serve = ck_on && j->env && !j->is_master; /* answer the master's requests */
     int ended = 0;              /* ...until it says it takes no more */
     pthread_mutex_lock(&j->mu);
@@ -1297,10 +1299,10 @@ static void wait_workers(struct job *j)
             if (!ended && serve_checkpoints(j) == 2) /* the master's data ended first */
                 ended = 1;
             pthread_mutex_lock(&j->mu);
-        } else if (ck_on && now >= ck_next) {
+        } else if (ck_on && now >= j->ck_next) {
             pthread_mutex_unlock(&j->mu);
             checkpoint_now(j, 0);
-            ck_next = ss_now() + ck_every;
+            j->ck_next = ss_now() + ck_every;
             pthread_mutex_lock(&j->mu);
             continue;
         }
@@ -1321,7 +1323,7 @@ static void wait_workers(struct job *j)
         /* a serving trainer polls every 20 ms and keeps no schedule of its own
          * (a due time in the past once made it sleep up to 1 s: the negative
          * wait's fraction went into tv_nsec) */
-        double wait = (ck_on && !serve && ck_next < next ? ck_next : next) - now;
+        double wait = (ck_on && !serve && j->ck_next < next ? j->ck_next : next) - now;
         if (serve && wait > 0.02)
             wait = 0.02;
         if (wait > 0.25) /* a stop is seen soon */
@@ -1338,8 +1340,6 @@ static void wait_workers(struct job *j)
     }
     pthread_mutex_unlock(&j->mu);
     halt_note(j); /* the workers may have seen the stop first */
-    if (ck_on && j->env && j->is_master)
-        j->env->ckpt_end(j->env->arg); /* no more snapshots until the final one */
     const struct timespec pause = {0, 5000000};
     if (serve && j->env->beat) /* before its data's end is said below */
         wait_final_pushes(j);
@@ -1353,11 +1353,6 @@ static void wait_workers(struct job *j)
     }
 }
 
-/* A cluster job, this trainer's data ended: until every other trainer's
- * has, the master prints the job's progress, and one that stalls ends the
- * job (env->beat) rather than hold the others in the collectives below.
- * A failed worker ends the job at once (env->fatal), naming its error: a
- * DES group cannot go on without it, and the others need not train on. */
 /* EASGD: every trainer's final push is in the center before any says its
  * data has ended (a cluster job's final report) or a following trainer
  * makes its last pull (shadow_wait). */
@@ -1368,11 +1363,19 @@ static void wait_final_pushes(struct job *j)
             shadow_wait_final(j->tr[t].shadow);
 }
 
+/* A cluster job, this trainer's data ended: until every other trainer's
+ * has, the master prints the job's progress and takes the snapshots
+ * (checkpoint.interval_s) and evals due, and one that stalls ends the
+ * job (env->beat) rather than hold the others in the collectives below.
+ * A failed worker ends the job at once (env->fatal), naming its error: a
+ * DES group cannot go on without it, and the others need not train on. */
 static void wait_other_trainers(struct job *j)
 {
     if (!j->env || !j->env->beat)
         return;
     wait_final_pushes(j);
+    double ck_every = j->c->checkpoint.interval_s;
+    int ck_on = j->c->checkpoint.dir[0] && ck_every > 0 && j->is_master;
     for (int k = 0; k < j->n_wk; k++) /* the others would wait on it (DES) or for its end */
         if (j->tr[0].workers[k].rc < 0)
             j->env->fatal(j->env->arg, &j->tr[0].workers[k].err);
@@ -1384,6 +1387,10 @@ static void wait_other_trainers(struct job *j)
             return;
         if (j->mid.every) /* the others train on: their count goes on */
             mid_eval_poll(j, j->seen);
+        if (ck_on && !ss_halt_signal() && ss_now() >= j->ck_next) { /* ...and their snapshots */
+            checkpoint_now(j, 0);
+            j->ck_next = ss_now() + ck_every;
+        }
         if (due)
             next += interval * (1 + floor((ss_now() - next) / interval));
         nanosleep(&nap, NULL);
@@ -2576,6 +2583,9 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     }
     wait_workers(&j);
     wait_other_trainers(&j);
+    if (c->checkpoint.dir[0] && c->checkpoint.interval_s > 0 && env && j.is_master)
+        env->ckpt_end(env->arg); /* every trainer's data has ended: no more snapshots until
+                                  * the final one */
     ss_halt_freeze(); /* the training has ended: a signal from here on stops nothing */
     rc = finish_trainers(&j, e);
     struct ss_err rbe = {0};
