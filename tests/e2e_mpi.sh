@@ -132,6 +132,22 @@ check "cluster, uneven shares, eval_every: evals go on while the other trainer t
     sh -c "awk -F, 'NR > 1 && \$1 > 10000 && \$1 < $N { n++ } END { exit !(n >= 1) }' $T/u-ma/eval.csv"
 check "cluster, uneven shares: the master takes snapshots while the other trainer trains after its own share ended ($(grep -c '^# checkpoint ' $T/u-ma.log) checkpoints)" \
     sh -c "[ \$(grep -c '^# checkpoint ' $T/u-ma.log) -ge 3 ] && [ '$(json examples $T/u-ma/metrics.json)' = $N ]"
+# a stop that reaches only the master after its own share ended (SIGUSR1 to rank 0 alone)
+# reaches the other trainer too: the job stops short with status 75 and a resume finishes the
+# data (it was lost: trainer 1 trained on, and the master said it had stopped)
+(cluster u-stop sync.algo=ma data.train=$T/uneven data.split=files trainer.batch_size=32 checkpoint.dir=$T/ck-us output.log_interval_s=0.2; echo "rc=$?" >> $T/u-stop.log) &
+for i in $(seq 1 400); do grep -q '^\[.*examples [0-9]\{6,\}' $T/u-stop.log 2>/dev/null && break; sleep 0.05; done
+for p in $(pgrep -f "output.dir=$T/u-stop "); do
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && kill -USR1 $p
+done
+wait
+timeout -k 10 300 $MPIRUN -np 5 $BIN train configs/tiny.ini --set job.trainers=2 \
+    --set job.embedding_ps=2 --set job.sync_ps=1 --set job.bind=127.0.0.1 --set trainer.worker_threads=1 \
+    --set data.train=$T/uneven --set data.split=files --set trainer.batch_size=32 --set data.eval=$T/d/eval.tsv \
+    --set output.dir=$T/u-stop2 --set sync.algo=ma --set checkpoint.dir=$T/ck-us --resume > $T/u-stop2.log 2>&1
+rc=$?
+check "cluster, uneven shares, SIGUSR1 to the master alone after its share: the job stops short, status 75, and the resume finishes the data ($(json examples $T/u-stop/metrics.json) then $(json examples $T/u-stop2/metrics.json))" \
+    sh -c "grep -q 'rc=75' $T/u-stop.log && [ '$(json examples $T/u-stop/metrics.json)' -lt $N ] && grep -q '^# stopping (SIGUSR1)' $T/u-stop.log && [ $rc = 0 ] && [ '$(json examples $T/u-stop2/metrics.json)' = $N ]"
 # a checkpoint.dir with ".." in it: the services' save paths are resolved, not refused (every
 # cluster checkpoint failed, and the run exited 0 with none)
 cluster dotdot sync.algo=ma checkpoint.dir=$T/sub/../ckdd checkpoint.interval_s=0.2 data.max_examples=60000

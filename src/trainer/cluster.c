@@ -314,12 +314,15 @@ static int make_exchange(void *arg, struct exchange **out, struct ss_err *e)
  * flight is skipped) and takes in theirs: the master prints the job's
  * progress, and a trainer not heard from for sync.timeout_s (plus two
  * intervals) while this one listened has stalled: the job ends naming it.
- * Its last report says its data has ended; it sends nothing after that. */
+ * Its last report says its data has ended; it sends nothing after that,
+ * but for that report again once a stop reaches it (the others must stop
+ * too, and a trainer whose data has ended may be the only one signalled). */
 enum { BEAT_FIGS = 8, BEAT_N = BEAT_FIGS + 1 }; /* the figures, then 1 = final */
 
 struct beats {
     MPI_Comm comm;
     int T, me, sent_final;
+    int resend;                 /* a stop after the final report: sent again (peers left) */
     double (*last)[BEAT_N];     /* [T] each trainer's latest */
     double (*out)[BEAT_N];      /* [2T] the sends in flight: beats, then finals */
     MPI_Request *req;           /* [2T] */
@@ -358,20 +361,26 @@ static void beats_free(struct beats *b)
     free(b);
 }
 
-static void beat_send(struct beats *b, const double *v, int final)
+/* Sends v to every other trainer whose last send is done; returns how many
+ * were skipped (theirs still in flight). */
+static int beat_send(struct beats *b, const double *v, int final)
 {
+    int skipped = 0;
     for (int r = 0; r < b->T; r++) {
         int k = final ? b->T + r : r, done = 1;
         if (r == b->me)
             continue;
         if (b->req[k] != MPI_REQUEST_NULL)
             MPI_Test(&b->req[k], &done, MPI_STATUS_IGNORE);
-        if (!done)
+        if (!done) {
+            skipped++;
             continue;
+        }
         memcpy(b->out[k], v, BEAT_FIGS * sizeof(double));
         b->out[k][BEAT_FIGS] = final;
         MPI_Isend(b->out[k], BEAT_N, MPI_DOUBLE, r, 0, b->comm, &b->req[k]);
     }
+    return skipped;
 }
 
 static int beat(void *arg, double *v, int final)
@@ -396,7 +405,12 @@ static int beat(void *arg, double *v, int final)
         beat_send(b, v, final);
         b->sent_final = final;
         b->next_send = now + b->every;
+        b->resend = final && v[6] > 0 ? -1 : 0; /* -1: its stop already said */
+    } else if (b->sent_final && v[6] > 0 && b->resend >= 0) { /* a stop since: said again */
+        b->resend = 1;
     }
+    if (b->resend == 1 && beat_send(b, v, 1) == 0) /* a peer's final in flight: next time */
+        b->resend = -1;
     int all_final = 1;
     for (int r = 0; r < b->T; r++) {
         if (r == b->me)

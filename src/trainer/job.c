@@ -1383,6 +1383,8 @@ static void wait_other_trainers(struct job *j)
     const struct timespec nap = {0, 10000000};
     for (;;) {
         int due = ss_now() >= next;
+        if (!j->halt_noted && ss_halt_signal()) /* its own, or another's (the reports) */
+            halt_note(j);
         if (progress(j, 1, due))
             return;
         if (j->mid.every) /* the others train on: their count goes on */
