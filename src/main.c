@@ -169,15 +169,6 @@ static const char *opt(const struct args *a, const char *name)
     return NULL;
 }
 
-/* Whether path has a ".." component. */
-static int has_dotdot(const char *path)
-{
-    for (const char *q = path; (q = strstr(q, "..")); q += 2)
-        if ((q == path || q[-1] == '/') && (q[2] == '/' || q[2] == 0))
-            return 1;
-    return 0;
-}
-
 /* path made absolute (from the working directory) with its "." and ".."
  * components resolved by name; g_free it. */
 static char *absolute_path(const char *path)
@@ -214,8 +205,6 @@ static int load_config(struct ss_config *c, struct args *a)
     return 0;
 }
 
-/* `shadowsync train` under mpirun: every rank takes its role from the
- * plan (DESIGN §2) and runs it until the job ends. */
 /* data.eval holds examples this config reads (its first batch; a file or a
  * directory, not a pipe, which the probe would drain): a file of another
  * format is found before training, not after it. A second pass names the
@@ -325,14 +314,13 @@ static int same_config(struct job_plan *p, const struct ss_config *c, struct ss_
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    uint64_t h = 0xCBF29CE484222325ull;
+    uint64_t h = SS_FNV_BASIS;
     struct ss_config k = *c; /* shallow: printed only */
     k.data.train = "";
     if (f) {
         ss_config_print(&k, f);
         fclose(f);
-        for (size_t i = 0; i < len; i++)
-            h = (h ^ (unsigned char)text[i]) * 0x100000001B3ull;
+        h = ss_fnv1a(h, text, len);
         free(text);
     }
     uint64_t *all = ss_xcalloc((size_t)p->size, sizeof *all);
@@ -353,6 +341,8 @@ static int same_config(struct job_plan *p, const struct ss_config *c, struct ss_
                    n_odd > 8 ? ", ..." : "");
 }
 
+/* `shadowsync train` under mpirun: every rank takes its role from the
+ * plan (DESIGN §2) and runs it until the job ends. */
 static int cluster_train(struct ss_config *c, const char *resume)
 {
     struct job_plan p;
@@ -514,7 +504,7 @@ static int cmd_train(int argc, char **argv)
         g_free(c.checkpoint.dir);
         c.checkpoint.dir = g_strdup(resume);
     }
-    if (rpc_under_mpirun() && has_dotdot(c.checkpoint.dir)) { /* services refuse a save path */
+    if (rpc_under_mpirun() && rpc_path_has_dotdot(c.checkpoint.dir)) { /* services refuse a save path */
         char *abs = absolute_path(c.checkpoint.dir);                /* with ".." in it */
         if (resume == c.checkpoint.dir) /* a bare --resume: it names the same string */
             resume = abs;

@@ -77,6 +77,14 @@ static inline uint64_t ss_mix64(uint64_t x)
     x *= 0x94D049BB133111EBull;
     return x ^ (x >> 31);
 }
+/* 64-bit FNV-1a of n bytes, chained from h (SS_FNV_BASIS to start). */
+#define SS_FNV_BASIS 0xCBF29CE484222325ull
+static inline uint64_t ss_fnv1a(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001B3ull;
+    return h;
+}
 double ss_uniform(uint64_t *state);    /* in [0,1) */
 double ss_normal(uint64_t *state);
 int ss_mkdir_p(const char *dir, struct ss_err *e); /* mkdir -p, naming the part that fails */

@@ -55,11 +55,15 @@ void rpc_started(struct job_plan *p);
 int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *e);
 void rpc_finalize(struct job_plan *p);
 
-/* Where this rank's services listen: job.bind, else the host's IPv4
- * address (127.0.0.1 when the host name does not resolve); where the
- * ranks run on several hosts and the name resolves to a loopback address
- * (Debian's 127.0.1.1), the first interface's that is not one. */
-void rpc_bind_address(const struct ss_config *c, const struct job_plan *p, char out[64]);
+struct rpc_server;
+/* A role's service on this rank's address, written into host: job.bind,
+ * else the host's IPv4 address (127.0.0.1 when its name does not
+ * resolve; where the ranks run on several hosts and the name resolves to
+ * a loopback address, as Debian's 127.0.1.1, the first interface's that
+ * is not one). Guarded with the job's token and job.rpc_timeout_s,
+ * max_message as struct rpc_guard's, its warnings naming this rank. */
+int rpc_role_server(struct rpc_server **out, const struct ss_config *c, const struct job_plan *p,
+                    ThriftProcessor *proc, size_t max_message, char host[64], struct ss_err *e);
 /* The ranks run on more than one host. */
 int rpc_multi_host(const struct job_plan *p);
 /* job.bind that is no IPv4 address, or that the other hosts of a job on
@@ -174,12 +178,14 @@ int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int po
 /* The request's token is the job's (same bytes, same length). Called by
  * every handler first: on a server's thread it also marks the request
  * read (its deadline lifted) and, when the token is right, the connection
- * as the job's (no idle deadline). */
+ * as the job's (never closed to make room). */
 int rpc_token_ok(const GByteArray *given, const char *token);
 /* A save request's path: inside root (the job's checkpoint.dir; "" allows
  * nothing), under 4096 bytes, no ".." component. A service writes nowhere
  * else, whoever holds the token. */
 int rpc_save_path_ok(const char *path, const char *root);
+/* path has a ".." component. */
+int rpc_path_has_dotdot(const char *path);
 /* A save request's token and path, refused (and counted) like rpc_refuse. */
 gboolean rpc_save_request_ok(int64_t *refused, ssRpcError **err, const GByteArray *token,
                              const char *job_token, const char *path, const char *root);

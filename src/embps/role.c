@@ -157,11 +157,7 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
             cost[j] = p->placement->shards[ids[j]].ns_per_row;
         embps_service_costs(svc, cost);
         free(cost);
-        rpc_bind_address(c, p, me.host);
-        char name[160];
-        rpc_rank_name(p, p->rank, name, sizeof name);
-        struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, 0, 0};
-        rc = rpc_server_start_guarded(&srv, me.host, 0, embps_service_processor(svc), &g, e);
+        rc = rpc_role_server(&srv, c, p, embps_service_processor(svc), 0, me.host, e);
     }
     if (rc == 0 && k == 0) /* the plan left it nothing: no service, port 0, as a trainer's */
         rpc_exchange_endpoints(p, &me, all);

@@ -42,15 +42,5 @@ static inline uint64_t shard_record_fixed(uint32_t n_dense, uint32_t n_tables)
 /* Bytes of input consumed so far (text bytes read or shard bytes walked). */
 uint64_t reader_bytes_done(struct reader *r);
 
-/* 64-bit FNV-1a. */
-static inline uint64_t fnv1a64(const char *p, size_t n)
-{
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 
 #endif

@@ -177,7 +177,7 @@ static inline int token_id(int enc, const char *p, size_t n, uint64_t *out)
         return hex_id(p, n, out);
     if (enc == CAT_DEC)
         return dec_id(p, n, out);
-    *out = fnv1a64(p, n);
+    *out = ss_fnv1a(SS_FNV_BASIS, p, n);
     return 0;
 }
 

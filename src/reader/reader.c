@@ -892,8 +892,7 @@ static uint64_t files_hash(const struct reader *r)
 {
     uint64_t h = 0x5EEDF11E5ull ^ (uint64_t)r->n_files;
     for (int i = 0; i < r->n_files; i++)
-        for (const char *c = r->files[i]; *c; c++)
-            h = (h ^ (unsigned char)*c) * 0x100000001B3ull;
+        h = ss_fnv1a(h, r->files[i], strlen(r->files[i]));
     return h;
 }
 

@@ -241,12 +241,8 @@ int reader_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         svc = reader_service_create(r, s.n_dense, s.n_cat, p->token);
         reader_service_batch_cap(svc, c->trainer.batch_size);
         reader_service_save_root(svc, c->checkpoint.dir);
-        rpc_bind_address(c, p, me.host);
-        char name[160];
-        rpc_rank_name(p, p->rank, name, sizeof name);
-        struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s,
-                              1u << 20, 0}; /* a token, a max or a save path */
-        rc = rpc_server_start_guarded(&srv, me.host, 0, reader_service_processor(svc), &g, e);
+        rc = rpc_role_server(&srv, c, p, reader_service_processor(svc),
+                             1u << 20, me.host, e); /* a message: a token, a max or a path */
     }
     rpc_announce(p, &me, rc == 0 ? srv : NULL, all);
     double t0 = ss_now();

@@ -178,7 +178,8 @@ int rpc_check_bind(const struct ss_config *c, const struct job_plan *p, struct s
                    c->job.bind);
 }
 
-void rpc_bind_address(const struct ss_config *c, const struct job_plan *p, char out[64])
+/* Where this rank's services listen (rpc_role_server). */
+static void bind_address(const struct ss_config *c, const struct job_plan *p, char out[64])
 {
     if (c->job.bind && *c->job.bind) {
         snprintf(out, 64, "%s", c->job.bind);
@@ -202,6 +203,16 @@ void rpc_bind_address(const struct ss_config *c, const struct job_plan *p, char 
             break;
         }
     freeifaddrs(ifs);
+}
+
+int rpc_role_server(struct rpc_server **out, const struct ss_config *c, const struct job_plan *p,
+                    ThriftProcessor *proc, size_t max_message, char host[64], struct ss_err *e)
+{
+    bind_address(c, p, host);
+    char name[160];
+    rpc_rank_name(p, p->rank, name, sizeof name);
+    struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, max_message, 0};
+    return rpc_server_start_guarded(out, host, 0, proc, &g, e);
 }
 
 void rpc_exchange_endpoints(struct job_plan *p, const struct endpoint *mine, struct endpoint *all)

@@ -54,7 +54,7 @@ struct rpc_server {
 
 struct conn {
     struct rpc_server *s;
-    int slot, fd, authed;       /* authed: it sent a request with the job's token */
+    int slot, fd;
 };
 
 /* The connection this thread serves (NULL: a client, a fuzz target), and
@@ -80,7 +80,6 @@ static void arm(struct conn *c, int64_t ms)
 /* The connection sent the job's token: it is never closed to make room. */
 static void authed(struct conn *c)
 {
-    c->authed = 1;
     __atomic_store_n(&c->s->authed[c->slot], 1, __ATOMIC_RELAXED);
 }
 
@@ -370,7 +369,7 @@ static void *serve_conn(void *arg)
 }
 
 /* A warning of kind k (0: accept failed, 1: connections closed at their
- * deadline), at most one a minute, with how many went unsaid. Called from
+ * deadline, 2: one closed to make room), at most one a minute, with how many went unsaid. Called from
  * the accept thread only. */
 static void warn(struct rpc_server *s, int k, const char *what)
 {
@@ -508,7 +507,7 @@ static void *accept_loop(void *arg)
         s->n_conn++;
         pthread_mutex_unlock(&s->mu);
         struct conn *c = ss_xmalloc(sizeof *c);
-        *c = (struct conn){s, slot, fd, 0};
+        *c = (struct conn){s, slot, fd};
         pthread_t th;
         if (pthread_create(&th, NULL, serve_conn, c) != 0) {
             pthread_mutex_lock(&s->mu);
@@ -741,10 +740,15 @@ int rpc_save_path_ok(const char *path, const char *root)
     if (!path || !n || strlen(path) >= 4096 || strncmp(path, root, n) != 0 ||
         (path[n] != '/' && root[n - 1] != '/'))
         return 0;
+    return !rpc_path_has_dotdot(path);
+}
+
+int rpc_path_has_dotdot(const char *path)
+{
     for (const char *q = path; (q = strstr(q, "..")); q += 2)
         if ((q == path || q[-1] == '/') && (q[2] == '/' || q[2] == 0))
-            return 0;
-    return 1;
+            return 1;
+    return 0;
 }
 
 gboolean rpc_save_request_ok(int64_t *refused, ssRpcError **err, const GByteArray *token,

@@ -79,7 +79,6 @@ static void *shadow_main(void *arg)
     struct shadow *s = arg;
     int foreground = s->o.cfg->sync.mode == SYNC_FOREGROUND;
     int is_none = strcmp(s->algo->name, "none") == 0;
-    int final_made = 0; /* this trainer's final round (its first without data) */
     for (;;) {
         int unasked = 0;
         if (foreground || is_none) {
@@ -91,10 +90,9 @@ static void *shadow_main(void *arg)
         }
         pthread_mutex_lock(&s->mu);
         int active = !s->data_done;
+        int joined = !active && s->final_done; /* after its final round (its first without data) */
         s->ctx.others_on = s->o.trainers > 1 && !s->all_done;
         pthread_mutex_unlock(&s->mu);
-        int joined = !active && final_made;
-        final_made |= !active;
         int rc = s->o.pull ? s->o.pull(s->o.stage_arg, &s->err) : 0;
         if (rc >= 0)
             rc = s->algo->sync(&s->ctx, active, &s->err);

@@ -48,14 +48,9 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
             syncps_service_save_root(svc, c->checkpoint.dir);
         }
         free(w);
-        rpc_bind_address(c, p, me.host);
-        if (rc == 0) {
-            char name[160];
-            rpc_rank_name(p, p->rank, name, sizeof name);
-            struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s,
-                                  (hi - lo) * 4 + (1u << 20), 0}; /* its slice, and the rest */
-            rc = rpc_server_start_guarded(&srv, me.host, 0, syncps_service_processor(svc), &g, e);
-        }
+        if (rc == 0) /* a message: its slice, and the rest */
+            rc = rpc_role_server(&srv, c, p, syncps_service_processor(svc),
+                                 (hi - lo) * 4 + (1u << 20), me.host, e);
     }
     rpc_announce(p, &me, rc == 0 ? srv : NULL, all);
     double t0 = ss_now();

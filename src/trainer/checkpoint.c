@@ -3,8 +3,9 @@
  * fsynced and hashed; the MANIFEST, which names every part with its size
  * and hash plus the snapshot's figures and ends with "end" and the hash of
  * the lines before it (so a flipped count in a meta line is caught too;
- * an older MANIFEST's bare "end" is still read), is written last, fsynced, and the directory renamed to its final name (then the
- * parent fsynced). A reader trusts only a directory whose MANIFEST is
+ * an older MANIFEST's bare "end" is still read), is written last,
+ * fsynced, and the directory renamed to its final name (then the parent
+ * fsynced). A reader trusts only a directory whose MANIFEST is
  * complete and whose parts all match it, so a half-written checkpoint is
  * never taken for a whole one. The newest `keep` complete ones are kept. */
 #include "shadowsync/trainer.h"
@@ -33,16 +34,6 @@ struct ckpt {
     char meta_key[MAX_META][48];
     double meta_val[MAX_META];
 };
-
-/* FNV-1a over a MANIFEST line, chained from h. */
-static uint64_t line_hash(uint64_t h, const char *s)
-{
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
-    return h;
-}
-
-#define LINE_HASH0 0xCBF29CE484222325ull
 
 /* 64-bit hash of a file's bytes (not cryptographic: it catches truncation,
  * torn writes and bit rot), several GB/s. */
@@ -227,8 +218,9 @@ int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e)
     if (!f)
         return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
     char line[256];
-    uint64_t h = LINE_HASH0;
-#define PUT(...) (snprintf(line, sizeof line, __VA_ARGS__), h = line_hash(h, line), fputs(line, f))
+    uint64_t h = SS_FNV_BASIS;
+#define PUT(...)                                                                                   \
+    (snprintf(line, sizeof line, __VA_ARGS__), h = ss_fnv1a(h, line, strlen(line)), fputs(line, f))
     PUT("shadowsync checkpoint 1\n");
     for (int i = 0; i < k->n_meta; i++)
         PUT("meta %s %.17g\n", k->meta_key[i], k->meta_val[i]);
@@ -281,7 +273,7 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
     char (*parts)[48] = NULL; /* the parts listed: any other file is no part of it */
     if (m)
         m->n = 0;
-    uint64_t h = LINE_HASH0;
+    uint64_t h = SS_FNV_BASIS;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         char name[48];
         unsigned long long bytes, hash;
@@ -291,7 +283,7 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
             break;
         }
         if (strncmp(line, "end", 3) != 0)
-            h = line_hash(h, line);
+            h = ss_fnv1a(h, line, strlen(line));
         if (first) {
             first = 0;
             if (strcmp(line, "shadowsync checkpoint 1\n") != 0)

@@ -1276,13 +1276,19 @@ static int64_t job_examples(struct job *j)
     return f.examples;
 }
 
+/* Snapshots every checkpoint.interval_s while the data lasts. */
+static int periodic_checkpoints(const struct ss_config *c)
+{
+    return c->checkpoint.dir[0] && c->checkpoint.interval_s > 0;
+}
+
 /* Waits for every worker, printing progress lines and taking checkpoints
  * and mid-run evals meanwhile. */
 static void wait_workers(struct job *j)
 {
     double interval = j->c->output.log_interval_s, next = ss_now() + interval;
     double ck_every = j->c->checkpoint.interval_s;
-    int ck_on = j->c->checkpoint.dir[0] && ck_every > 0;
+    int ck_on = periodic_checkpoints(j->c);
     j->ck_next = ss_now() + ck_every;
     int serve = ck_on && j->env && !j->is_master; /* answer the master's requests */
     int ended = 0;              /* ...until it says it takes no more */
@@ -1375,7 +1381,7 @@ static void wait_other_trainers(struct job *j)
         return;
     wait_final_pushes(j);
     double ck_every = j->c->checkpoint.interval_s;
-    int ck_on = j->c->checkpoint.dir[0] && ck_every > 0 && j->is_master;
+    int ck_on = periodic_checkpoints(j->c) && j->is_master;
     for (int k = 0; k < j->n_wk; k++) /* the others would wait on it (DES) or for its end */
         if (j->tr[0].workers[k].rc < 0)
             j->env->fatal(j->env->arg, &j->tr[0].workers[k].err);
@@ -1734,7 +1740,6 @@ static void print_eval_to(FILE *f, const char *what, const struct eval_result *e
         fprintf(f, "  nan_predictions %lld", (long long)ev->nan_preds);
     fputc('\n', f);
 }
-
 
 /* An eval that read no example of path. */
 static int noeval(struct ss_err *e, const char *path, const char *so)
@@ -2585,7 +2590,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     }
     wait_workers(&j);
     wait_other_trainers(&j);
-    if (c->checkpoint.dir[0] && c->checkpoint.interval_s > 0 && env && j.is_master)
+    if (periodic_checkpoints(c) && env && j.is_master)
         env->ckpt_end(env->arg); /* every trainer's data has ended: no more snapshots until
                                   * the final one */
     ss_halt_freeze(); /* the training has ended: a signal from here on stops nothing */
