@@ -9,7 +9,9 @@
 # the NE kept, the embedding PSs receive fewer bytes, the saved model
 # carries them, EASGD's center on the sync PS holds them.
 BIN=${BIN:-${BUILD:-build}/shadowsync}
-SIM=${BUILD:-build}/libshadowsync_gpusim.so
+# SS_HOT_GPU_LIB= (empty): the GPU runs on the real device (tools/gpu-session)
+SIM=${SS_HOT_GPU_LIB-${BUILD:-build}/libshadowsync_gpusim.so}
+ON=simulated; [ -z "$SIM" ] && ON="on the device"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 CFG=configs/tiny.ini
@@ -160,7 +162,7 @@ check "cluster: the saved model (hot.bin beside the PSs' tables) reproduces eval
 SS_GPU_LIB=$SIM cluster c-gpu sync.algo=ma trainer.device=cuda $HOT
 rc=$?
 M=$T/c-gpu/metrics.json
-check "cluster, GPU trainers (simulated) with hot rows: exits 0, every example once, $(held_is $M $T/c-hot/metrics.json) of the CPU trainers" \
+check "cluster, GPU trainers ($ON) with hot rows: exits 0, every example once, $(held_is $M $T/c-hot/metrics.json) of the CPU trainers" \
     eval "[ $rc = 0 ] && [ \"$(json examples $M)\" = $N ] && grep -q 'the dense layers on CUDA device' $T/c-gpu.log && held $M $T/c-hot/metrics.json"
 cluster c-easgd sync.algo=easgd $HOT
 rc=$?

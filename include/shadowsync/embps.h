@@ -222,8 +222,10 @@ struct hot_set {
     int64_t *table_rows;        /* [n_tables] rows of each whole table */
     double profiled_share;      /* of the profiled lookups, the share on hot rows */
     size_t mask;                /* the index: open addressing over (table, row) */
-    int64_t *keys;              /* [mask+1]: table * 2^40 + row, -1 empty */
-    int32_t *slots;
+    struct hot_entry {          /* key and slot side by side: a probe reads one line */
+        int64_t key;            /* table * 2^40 + row, -1 empty */
+        int64_t slot;
+    } *index;                   /* [mask+1] */
 };
 /* From the profile; *out = NULL when memory_mb is 0 or no row is hot. */
 int hot_find(const struct ss_config *c, const struct model_layout *l, struct hot_set **out,
@@ -236,9 +238,9 @@ static inline int64_t hot_slot(const struct hot_set *h, int t, uint64_t row)
 {
     int64_t key = (int64_t)t << 40 | (int64_t)row;
     for (size_t i = ss_mix64((uint64_t)key) & h->mask;; i = (i + 1) & h->mask) {
-        if (h->keys[i] == key)
-            return h->slots[i];
-        if (h->keys[i] < 0)
+        if (h->index[i].key == key)
+            return h->index[i].slot;
+        if (h->index[i].key < 0)
             return -1;
     }
 }

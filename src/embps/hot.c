@@ -60,16 +60,14 @@ struct hot_set *hot_from_list(int n_tables, int dim, const int64_t *table_rows, 
     while (cap < 2 * (size_t)n) /* at most half full */
         cap *= 2;
     h->mask = cap - 1;
-    h->keys = ss_xmalloc(cap * sizeof(int64_t));
-    h->slots = ss_xmalloc(cap * sizeof(int32_t));
-    memset(h->keys, 0xff, cap * sizeof(int64_t));
+    h->index = ss_aligned(cap * sizeof *h->index);
+    memset(h->index, 0xff, cap * sizeof *h->index);
     for (int64_t s = 0; s < n; s++) {
         int64_t key = (int64_t)table[s] << 40 | row[s];
         size_t i = ss_mix64((uint64_t)key) & h->mask; /* as hot_slot */
-        while (h->keys[i] >= 0 && h->keys[i] != key)
+        while (h->index[i].key >= 0 && h->index[i].key != key)
             i = (i + 1) & h->mask;
-        h->keys[i] = key;
-        h->slots[i] = (int32_t)s;
+        h->index[i] = (struct hot_entry){key, s};
     }
     return h;
 }
@@ -81,8 +79,7 @@ void hot_free(struct hot_set *h)
     free(h->table);
     free(h->row);
     free(h->table_rows);
-    free(h->keys);
-    free(h->slots);
+    free(h->index);
     free(h);
 }
 
