@@ -28,6 +28,8 @@ train hot --set trainer.worker_threads=1 --set $HOT
 check "one trainer, one worker, hot rows: exits 0" test $? = 0
 check "the hot rows are found and announced" \
     grep -q '^# hot embeddings: [1-9][0-9]* rows (0.10 MB) replicated on every trainer, found by profiling' $T/hot.log
+check "the embedded default says its hot rows save no wire (its tables are in the process)" \
+    grep -q '^# hot embeddings: the tables are in this process, so the hot rows save no wire' $T/hot.log
 M=$T/hot/metrics.json
 check "metrics: hot_rows $(json hot_rows $M) > 1000" lt 1000 "$(json hot_rows $M)"
 check "metrics: most lookups served by the replica ($(json hot_lookup_share $M))" \
@@ -148,7 +150,8 @@ rc=$?
 M=$T/c-hot/metrics.json
 check "cluster ma with hot rows: exits 0, every example once over 2 trainers" \
     test $rc = 0 -a "$(json examples $M)" = $N
-check "cluster: the master's hot rows announced" grep -q '^# hot embeddings: [1-9][0-9]* rows' $T/c-hot.log
+check "cluster: the master's hot rows announced, and not as saving no wire" \
+    sh -c "grep -q '^# hot embeddings: [1-9][0-9]* rows' $T/c-hot.log && ! grep -q 'save no wire' $T/c-hot.log"
 check "cluster: $(held_is $M $T/cold/metrics.json) of the embedded default" \
     held $M $T/cold/metrics.json
 check "cluster: hot figures summed over the trainers ($(json hot_lookup_share $M) of lookups)" \
