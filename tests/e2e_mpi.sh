@@ -118,7 +118,8 @@ tail -n +10001 $T/d/train.tsv | head -n 95000 > $T/uneven/b0.tsv
 tail -n +105001 $T/d/train.tsv > $T/uneven/b1.tsv
 for run in "u-easgd sync.algo=easgd" "u-ma sync.algo=ma output.eval_every=20000 output.log_interval_s=0.2 checkpoint.dir=$T/ck-u checkpoint.interval_s=0.3" \
            "u-mafg sync.algo=ma sync.mode=foreground sync.gap=1000000 sync.timeout_s=1" \
-           "u-arfg sync.algo=allreduce sync.mode=foreground sync.gap=1"; do
+           "u-arfg sync.algo=allreduce sync.mode=foreground sync.gap=1" \
+           "u-lr sync.algo=none trainer.batch_size=32 optim.decay_start=150000 optim.decay_examples=1000 optim.decay_to=0.5 output.log_interval_s=0.2"; do
     cluster $run data.train=$T/uneven data.split=files
 done
 check "cluster, uneven shares, easgd: the output holds the longer share's work (eval NE $(json eval_ne $T/u-easgd/metrics.json), ma's $(json eval_ne $T/u-ma/metrics.json))" \
@@ -128,6 +129,11 @@ check "cluster, uneven shares, ma foreground, gap 1000000, sync.timeout_s 1: the
 check "cluster, uneven shares, allreduce foreground gap 1: the rounds a finished trainer joins are no syncs (sync_gap $(json avg_sync_gap $T/u-arfg/metrics.json))" \
     sh -c "[ '$(json examples $T/u-arfg/metrics.json)' = $N ] && awk -v g='$(json avg_sync_gap $T/u-arfg/metrics.json)' 'BEGIN { exit !(g >= 0.99 && g <= 1.01) }'"
 
+# the rates' clock of the trainer with the longer share: the job's count (its place plus the
+# other's 10k), not 2 x its place (380k: it decayed from its own 75,000th example)
+clock=$(sed -n 's/.*"index": 1, .*"lr_clock": \([0-9]*\).*/\1/p' $T/u-lr/roles.json)
+check "cluster, uneven shares, a schedule: the longer share's last batch at the job's example $clock on the rates' clock (of $N), each trainer's examples in roles.json" \
+    sh -c "awk -v c='$clock' 'BEGIN { exit !(c != \"\" && c > 0.9 * $N && c < 1.1 * $N) }' && grep -q '^# trainer 1 (rank 1 on .*): examples 190000, its last batch at the job' $T/u-lr.log"
 check "cluster, uneven shares, eval_every: evals go on while the other trainer trains after the master's 10k examples have ended ($(($(wc -l < $T/u-ma/eval.csv) - 1)) rows)" \
     sh -c "awk -F, 'NR > 1 && \$1 > 10000 && \$1 < $N { n++ } END { exit !(n >= 1) }' $T/u-ma/eval.csv"
 check "cluster, uneven shares: the master takes snapshots while the other trainer trains after its own share ended ($(grep -c '^# checkpoint ' $T/u-ma.log) checkpoints)" \

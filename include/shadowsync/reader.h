@@ -111,6 +111,9 @@ void reader_on_skip(struct reader *r, void (*fn)(void *arg, uint64_t where), voi
  * files' bytes (others' shares included, when split line by line), or of
  * data.max_examples where that is further; 1 at the end. */
 double reader_fraction(struct reader *r);
+/* The bytes reader_fraction goes through: its files' bytes times data.epochs
+ * (a share's weight among the trainers' shares). */
+double reader_share_bytes(struct reader *r);
 void reader_close(struct reader *r);
 
 /* Where a reader is, for checkpoints (DESIGN §8): the next example to hand

@@ -225,6 +225,8 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
 int trainer_run(const struct ss_config *c, const char *resume, struct ss_err *e);
 
 /* One trainer rank of a cluster job: how it reaches the rest of the job. */
+enum { BEAT_FIGS = 12 }; /* the figures of trainer_env.beat */
+
 struct trainer_env {
     int index, count;           /* this trainer among count: its share of the data */
     int is_master;              /* writes the progress lines and the run directory */
@@ -265,17 +267,23 @@ struct trainer_env {
      * makes the same groups in the same order). */
     const struct placement *des_plan;
     int (*make_exchange)(void *arg, struct exchange **out, struct ss_err *e);
-    /* The trainers' progress: v[8] = this trainer's examples, iterations,
-     * syncs, NE sums (loss, labels, count), whether it was stopped and its
-     * reader's place (reader_fraction, or 0) in, the sums over every
-     * trainer's latest out (sent every output.log_interval_s; final: this
-     * trainer's data has ended, and it sends no more). Returns 1 once every
-     * other trainer's data has ended. One that stays silent past
-     * sync.timeout_s ends the job, naming it. NULL: one process. */
+    /* The trainers' progress: v[BEAT_FIGS] = this trainer's examples,
+     * iterations, syncs, NE sums (loss, labels, count), whether it was
+     * stopped, its reader's place (reader_fraction) times its share's
+     * size, this run's examples a second while its data lasts, this run's
+     * examples once it has ended, whether those two are known yet, and its
+     * share's size (bytes; 0: no reader) in, the sums over every trainer's
+     * latest out (sent every output.log_interval_s; final: this trainer's
+     * data has ended, and it sends no more). Returns 1 once every other
+     * trainer's data has ended. One that stays silent past sync.timeout_s
+     * ends the job, naming it. NULL: one process. */
     int (*beat)(void *arg, double *v, int final);
     /* Prints "shadowsync: trainer K (rank R on HOST): e->msg" and ends the
      * whole job (MPI_Abort); does not return. */
     void (*fatal)(void *arg, const struct ss_err *e);
+    /* Out, at the end (NULL: not asked): this run's examples of this
+     * trainer and the rates' clock at its last batch (0: no schedule). */
+    double *figures;
 };
 /* trainer.device resolved on this process: *dev = the first device its
  * trainers use (local: this process's index among the trainer processes

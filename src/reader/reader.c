@@ -1105,6 +1105,14 @@ double reader_fraction(struct reader *r)
     return f;
 }
 
+double reader_share_bytes(struct reader *r)
+{
+    pthread_mutex_lock(&r->lock);
+    double v = (double)r->bytes_total * r->epochs;
+    pthread_mutex_unlock(&r->lock);
+    return v;
+}
+
 uint64_t reader_bytes_done(struct reader *r)
 {
     pthread_mutex_lock(&r->lock);

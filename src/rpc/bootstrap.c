@@ -336,6 +336,14 @@ void rpc_report_roles(struct job_plan *p, const char *dir)
                      "\"bytes_out\": %.0f, \"busy_s\": %.4f, \"load_s\": %.4f, "
                      "\"rows_calls\": %.0f, \"rows_sent\": %.0f", v[0], v[0] / s, v[1], v[2],
                      v[3], v[4], v[6], v[7], v[8], v[9]);
+        } else if (role == ROLE_TRAINER) {
+            char clock[96] = ""; /* a schedule's clock (optim.*), when one is set */
+            if (v[1] > 0)
+                snprintf(clock, sizeof clock, ", its last batch at the job's example %.0f on the "
+                         "rates' clock", v[1]);
+            printf("# trainer %d (rank %d on %s): examples %.0f%s\n", idx, r, p->hosts[r], v[0],
+                   clock);
+            snprintf(extra, sizeof extra, ", \"examples\": %.0f, \"lr_clock\": %.0f", v[0], v[1]);
         } else if (role == ROLE_SYNC_PS) {
             double s = v[2] > 0 ? v[2] : 1;
             printf("# sync_ps %d (rank %d on %s): syncs served %.0f (%.1f/s) refused %.0f\n", idx,

@@ -317,7 +317,7 @@ static int make_exchange(void *arg, struct exchange **out, struct ss_err *e)
  * Its last report says its data has ended; it sends nothing after that,
  * but for that report again once a stop reaches it (the others must stop
  * too, and a trainer whose data has ended may be the only one signalled). */
-enum { BEAT_FIGS = 8, BEAT_N = BEAT_FIGS + 1 }; /* the figures, then 1 = final */
+enum { BEAT_N = BEAT_FIGS + 1 }; /* the figures, then 1 = final */
 
 struct beats {
     MPI_Comm comm;
@@ -495,7 +495,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                               ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
                               ckpt_final, ckpt_final_done, 0, -1, p->hot, p->hot_from_ckpt,
                               c->embedding.placement == EMB_ON_TRAINERS ? p->placement : NULL,
-                              make_exchange, beat, fatal};
+                              make_exchange, beat, fatal, p->figures};
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;

@@ -44,6 +44,7 @@ struct worker {
     struct hot_stats hot;       /* its hot client's figures (read once it has ended) */
     struct cache_stats cache;   /* its embedding cache's */
     struct des_stats des;       /* its DES client's */
+    int64_t clock;              /* the rates' clock at its last batch (read once it has ended) */
     int64_t flushed_gen;        /* under mu: the last flush asked (flush_workers) it made */
     int ended;                  /* under mu: its loop has ended (its updates all sent) */
     struct gpu_worker *gpu;     /* freed in free_trainers, after the shadow thread's final
@@ -130,6 +131,9 @@ struct job {
     int sched_on, sched_times;  /* a schedule is set; the job's examples per one of a
                                  * batch's place in its reader's data: 1 in process or through
                                  * reader services, the trainers where each reads its share */
+    double sched_ratio;         /* where each reads its share: the job's examples per this
+                                 * trainer's, from the progress reports (0: none yet, so
+                                 * sched_times); atomic */
     int64_t checkpoints, checkpoint_failures;
     int final_ckpt_failed;      /* the final checkpoint could not be written */
     double nonfinite;           /* the job's NaN or infinite parameters at the end */
@@ -269,10 +273,14 @@ static void *worker_main(void *arg)
         float rate = lr; /* the dense rate of this batch's step; the rows' go with b */
         if (j->sched_on) { /* the batch's place in the job's data (not known: this worker's
                             * own count, as if every worker and trainer kept its pace) */
-            int64_t at = b.at >= 0 ? b.at * j->sched_times
+            double times, r;
+            __atomic_load(&j->sched_ratio, &r, __ATOMIC_RELAXED);
+            times = r > 0 ? r : j->sched_times;
+            int64_t at = b.at >= 0 ? (int64_t)((double)b.at * times)
                                    : j->sched_base + stepped * j->n_wk * j->sched_times;
             b.lr_scale = (float)optim_lr_scale(c, at);
             rate = lr * b.lr_scale;
+            wk->clock = at > wk->clock ? at : wk->clock;
         }
         stepped += b.n;
         t[1] = ss_now();
@@ -391,14 +399,29 @@ static void collect(struct job *j, struct figures *f)
  * returns 1 once every other trainer's data has ended. */
 static int beat_figures(struct job *j, struct figures *f, int final)
 {
-    double v[8] = {(double)f->examples, (double)f->iterations, (double)f->syncs,
-                   f->ne.loss_sum, f->ne.label_sum, (double)f->ne.n, ss_halt_signal() != 0,
-                   j->reader ? reader_fraction(j->reader) : 0};
+    double weight = j->reader ? reader_share_bytes(j->reader) : 0;
+    double run = (double)(f->examples - j->base.examples), el = ss_now() - j->start;
+    int known = final || (el >= 0.5 && run > 0); /* its pace: over half a second at least */
+    double mine[3] = {known && !final ? run / el : 0, final ? run : 0, known};
+    double v[BEAT_FIGS] = {(double)f->examples, (double)f->iterations, (double)f->syncs,
+                           f->ne.loss_sum, f->ne.label_sum, (double)f->ne.n,
+                           ss_halt_signal() != 0,
+                           j->reader ? reader_fraction(j->reader) * weight : 0,
+                           mine[0], mine[1], mine[2], weight};
     int all = j->env->beat(j->env->arg, v, final);
     if (v[6] > 0) /* a trainer was stopped: every one stops */
         ss_halt_request();
-    if (j->reader) /* each its share of the files: how far they are together */
-        j->frac_all = v[7] / j->env->count;
+    if (j->reader && v[11] > 0) /* each its share of the files: how far they are together */
+        j->frac_all = v[7] / v[11];
+    /* The rates' clock (worker_main): the job's examples now over this
+     * trainer's, the others' extrapolated at their pace (their reports are
+     * up to an interval old), an ended one's as it ended; once every other
+     * one has reported a pace. Shares of other sizes or paces then keep the
+     * job's count, where count x its own place would not. */
+    if (j->reader && j->sched_on && !final && known && v[10] - mine[2] >= j->env->count - 1) {
+        double r = (run + (v[8] - mine[0]) * el + (v[9] - mine[1])) / run;
+        __atomic_store(&j->sched_ratio, &r, __ATOMIC_RELAXED);
+    }
     f->examples = (int64_t)v[0], f->iterations = (int64_t)v[1], f->syncs = (int64_t)v[2];
     struct ne_acc ne = {v[3], v[4], (int64_t)v[5]};
     derive(f, &ne);
@@ -508,7 +531,8 @@ static void schedule_note(const struct job *j)
         printf(" down to x%g over %lld from %lld;", c->optim.decay_to,
                (long long)c->optim.decay_examples, (long long)c->optim.decay_start);
     if (j->sched_times > 1)
-        printf(" counted as %d trainers x each one's place in its share\n", j->sched_times);
+        printf(" counted as %d trainers x each one's place in its share, until their "
+               "progress reports give the job's count\n", j->sched_times);
     else if (j->env && j->env->feed)
         printf(" counted over the examples the reader services have handed out\n");
     else
@@ -1456,6 +1480,14 @@ static int finish_trainers(struct job *j, struct ss_err *e)
         }
     }
     wait_final_pushes(j);
+    if (j->env && j->env->figures) { /* its examples, and where its rates' clock ended */
+        double n = 0, at = 0;
+        for (int k = 0; k < j->n_wk; k++) {
+            n += (double)j->tr[0].workers[k].examples;
+            at = j->tr[0].workers[k].clock > at ? (double)j->tr[0].workers[k].clock : at;
+        }
+        j->env->figures[0] = n, j->env->figures[1] = j->sched_on ? at : 0;
+    }
     int from_shadow = 0;
     for (int t = 0; t < j->n_tr; t++) {
         struct ss_err se = {0};
