@@ -258,6 +258,18 @@ head -c 100000 $T/train.tsv.gz > $T/trunc.tsv.gz
 train gztrunc --set data.train=$T/trunc.tsv.gz
 check "a truncated gzip file ends the run with an error naming it" \
     sh -c "[ $? != 0 ] && grep -q '$T/trunc.tsv.gz: the gzip stream is truncated' $T/gztrunc.log"
+# a plain file appended to a gzip file (zlib skips such bytes quietly): an error naming it,
+# whether its bytes go past what zlib read or not (a short tail); two gzip streams are one text
+head -n 3 $T/d/eval.tsv > $T/tail3.tsv
+for k in big:$T/d/eval.tsv short:$T/tail3.tsv; do
+    cat $T/eval.tsv.gz "${k#*:}" > $T/app-${k%%:*}.gz
+    $BIN eval $CFG --model $T/one/model --set data.eval=$T/app-${k%%:*}.gz > $T/app-${k%%:*}.log 2>&1
+    echo "rc=$?" >> $T/app-${k%%:*}.log
+done
+cat $T/eval.tsv.gz $T/eval.tsv.gz > $T/two.gz
+$BIN eval $CFG --model $T/one/model --set data.eval=$T/two.gz > $T/two.log 2>&1
+check "a plain file appended to a gzip file is an error naming it (a long and a short one); two gzip streams read as one text" \
+    sh -c "grep -q '^rc=1' $T/app-big.log && grep -q '^rc=1' $T/app-short.log && grep -q '$T/app-short.gz: bytes that are not gzip follow its gzip stream' $T/app-short.log && grep -q '$T/app-big.gz: bytes that are not gzip' $T/app-big.log && grep -q '\"eval_examples\": '\$((2 * \$(wc -l < $T/d/eval.tsv)))', ' $T/two.log"
 head -c 1000 $T/shards/part-00000.bin > $T/trunc.bin
 train csvbin --set data.train=$T/shards --set data.format=csv
 check "data.format = csv on binary shards is refused, naming both" \

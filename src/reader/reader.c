@@ -194,6 +194,26 @@ static void text_close(struct reader *r)
     r->fd = -1;
 }
 
+/* At a gzip file's end: does something that is not gzip follow its last
+ * stream? zlib skips such bytes quietly. Told by bytes past what zlib read,
+ * or, where it read them all, by the last 4 bytes, which are the last
+ * stream's length (mod 2^32) and so at most the whole text's; a text of
+ * 4 GiB or more is not checked that way. */
+static int gz_trailing(struct reader *r)
+{
+    struct stat st;
+    z_off_t in = gzoffset(r->gz);
+    unsigned char t[4];
+    if (in < 0 || fstat(r->fd, &st) != 0)
+        return 0;
+    if (st.st_size > in)
+        return 1;
+    if (st.st_size < 18 || r->file_read >= (1ull << 32) || pread(r->fd, t, 4, st.st_size - 4) != 4)
+        return 0;
+    uint32_t isize = t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
+    return isize > r->file_read;
+}
+
 /* Inflates more into buf[end..): a truncated or corrupt stream is an error
  * naming the file, never a quiet end. zlib drops what a call inflated when
  * it fails (a bad CRC at the stream's end, say), so the room is filled in
@@ -222,6 +242,10 @@ static int gz_fill(struct reader *r, struct ss_err *e)
         r->bytes_done += (uint64_t)(in - r->gz_in);
         r->gz_in = in;
     }
+    if (k == 0 && gz_trailing(r))
+        return ss_fail(e, SS_EINVAL, "%s: bytes that are not gzip follow its gzip stream (a "
+                       "plain file appended to it?): they would be skipped; gzip them too, or "
+                       "give them a file of their own", r->files[r->cur]);
     if (k == 0)
         r->eof = 1;
     r->end += (size_t)k;
