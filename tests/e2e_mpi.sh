@@ -124,6 +124,8 @@ for run in "u-easgd sync.algo=easgd" "u-ma sync.algo=ma output.eval_every=20000 
 done
 check "cluster, uneven shares, easgd: the output holds the longer share's work (eval NE $(json eval_ne $T/u-easgd/metrics.json), ma's $(json eval_ne $T/u-ma/metrics.json))" \
     sh -c "[ '$(json examples $T/u-easgd/metrics.json)' = $N ] && awk -v a='$(json eval_ne $T/u-easgd/metrics.json)' -v b='$(json eval_ne $T/u-ma/metrics.json)' 'BEGIN { exit !(a != \"\" && b != \"\" && a < b + 0.01) }'"
+check "cluster, uneven shares, easgd: the finished trainer's follows are center reads, not syncs served" \
+    grep -q '^# sync_ps 0 (rank 4 on .*): syncs served [1-9][0-9]* ([0-9.]*/s) center reads [1-9]' $T/u-easgd.log
 check "cluster, uneven shares, ma foreground, gap 1000000, sync.timeout_s 1: the finished trainer waits for the other's rounds, no stall named" \
     sh -c "[ '$(json examples $T/u-mafg/metrics.json)' = $N ] && ! grep -q 'has stalled' $T/u-mafg.log"
 check "cluster, uneven shares, allreduce foreground gap 1: the rounds a finished trainer joins are no syncs (sync_gap $(json avg_sync_gap $T/u-arfg/metrics.json))" \

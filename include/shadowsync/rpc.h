@@ -105,7 +105,7 @@ void rpc_pulse_free(struct rpc_pulse *h);
  *   embedding_ps: lookups, pushes, refused, bytes in, bytes out, seconds,
  *                 busy seconds (CPU in pool and push), load seconds (rows looked up
  *                 x the profiled cost per row of their table)
- *   sync_ps:      syncs served, refused, seconds
+ *   sync_ps:      syncs served, refused, seconds, center reads (alpha 0)
  *   reader:       batches served, examples, bad lines, refused, seconds */
 void rpc_report_roles(struct job_plan *p, const char *dir);
 

@@ -13,6 +13,7 @@ void syncps_partition(size_t n, int P, int p, size_t *lo, size_t *hi);
 typedef struct _ThriftProcessor ThriftProcessor;
 struct syncps_stats {
     int64_t syncs, refused;
+    int64_t reads;              /* requests of alpha 0: the center read, not moved */
 };
 struct syncps_service;
 /* Holds center[lo, hi) of n floats, starting from init (the slice's

@@ -346,10 +346,10 @@ void rpc_report_roles(struct job_plan *p, const char *dir)
             snprintf(extra, sizeof extra, ", \"examples\": %.0f, \"lr_clock\": %.0f", v[0], v[1]);
         } else if (role == ROLE_SYNC_PS) {
             double s = v[2] > 0 ? v[2] : 1;
-            printf("# sync_ps %d (rank %d on %s): syncs served %.0f (%.1f/s) refused %.0f\n", idx,
-                   r, p->hosts[r], v[0], v[0] / s, v[1]);
+            printf("# sync_ps %d (rank %d on %s): syncs served %.0f (%.1f/s) center reads %.0f "
+                   "refused %.0f\n", idx, r, p->hosts[r], v[0], v[0] / s, v[3], v[1]);
             snprintf(extra, sizeof extra, ", \"syncs_served\": %.0f, \"syncs_per_s\": %.2f, "
-                     "\"refused\": %.0f", v[0], v[0] / s, v[1]);
+                     "\"center_reads\": %.0f, \"refused\": %.0f", v[0], v[0] / s, v[3], v[1]);
         }
         if (f)
             fprintf(f, "  {\"rank\": %d, \"role\": \"%s\", \"index\": %d, \"host\": \"%s\"%s}%s\n",

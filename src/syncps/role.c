@@ -61,6 +61,7 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
         p->figures[0] = (double)st.syncs;
         p->figures[1] = (double)st.refused;
         p->figures[2] = ss_now() - t0;
+        p->figures[3] = (double)st.reads;
     }
     if (srv)
         rpc_server_stop(srv);

@@ -66,7 +66,7 @@ static gboolean sync_elastic(ssSyncPSIf *iface, GByteArray **ret, const GByteArr
         out[i] = v;
     }
     pthread_mutex_unlock(&s->mu);
-    __atomic_add_fetch(&s->st.syncs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(a > 0 ? &s->st.syncs : &s->st.reads, 1, __ATOMIC_RELAXED);
     return TRUE;
 }
 
@@ -171,6 +171,7 @@ ThriftProcessor *syncps_service_processor(struct syncps_service *s)
 void syncps_service_stats(struct syncps_service *s, struct syncps_stats *st)
 {
     st->syncs = __atomic_load_n(&s->st.syncs, __ATOMIC_RELAXED);
+    st->reads = __atomic_load_n(&s->st.reads, __ATOMIC_RELAXED);
     st->refused = __atomic_load_n(&s->st.refused, __ATOMIC_RELAXED);
 }
 
