@@ -218,18 +218,21 @@ static int probe_eval(const struct ss_config *c, struct ss_err *e)
         return 0; /* said where the eval runs */
     for (int pass = 0; pass < 2; pass++) {
         struct reader *rd;
-        if (reader_open(&rd, c->data.eval, &s, 0, pass ? c->data.report_bad_lines : 0, e) < 0)
-            return 0;
+        struct ss_err why = {0};
+        if (reader_open(&rd, c->data.eval, &s, 0, pass ? c->data.report_bad_lines : 0, &why) < 0)
+            return ss_fail(e, why.code, "data.eval: %s (checked before training)", why.msg);
         struct batch b;
         batch_init(&b, 256, s.n_dense, s.n_cat);
-        int rc = reader_next(rd, &b, e);
+        int rc = reader_next(rd, &b, &why);
         struct reader_stats rs;
         reader_stats(rd, &rs);
         int none = rc == 0 && b.n == 0;
         batch_free(&b);
         reader_close(rd);
-        if (rc < 0 || !none)
-            return 0; /* an I/O error: said where the eval runs */
+        if (rc < 0) /* its first batch cannot be read: nor would the eval's */
+            return ss_fail(e, rc, "data.eval: %s (checked before training)", why.msg);
+        if (!none)
+            return 0;
         if (pass)
             return ss_fail(e, SS_EINVAL, "data.eval = %s holds no example this config reads "
                            "(%lld bad lines%s): check data.format, data.separator, data.header "

@@ -270,6 +270,42 @@ cat $T/eval.tsv.gz $T/eval.tsv.gz > $T/two.gz
 $BIN eval $CFG --model $T/one/model --set data.eval=$T/two.gz > $T/two.log 2>&1
 check "a plain file appended to a gzip file is an error naming it (a long and a short one); two gzip streams read as one text" \
     sh -c "grep -q '^rc=1' $T/app-big.log && grep -q '^rc=1' $T/app-short.log && grep -q '$T/app-short.gz: bytes that are not gzip follow its gzip stream' $T/app-short.log && grep -q '$T/app-big.gz: bytes that are not gzip' $T/app-big.log && grep -q '\"eval_examples\": '\$((2 * \$(wc -l < $T/d/eval.tsv)))', ' $T/two.log"
+# files that cannot be read fail before any training, named with their key: an xz data.eval
+# (it had trained all, then failed with no metrics.json), an xz file among data.train's (it
+# had trained the files before it, then failed); an eval file whose damage lies past its
+# first batch fails after the training, which keeps its model and metrics.json
+xz -kc $T/d/eval.tsv > $T/ev.xz 2>/dev/null || gzip -c $T/d/eval.tsv | head -c 100 > $T/ev.xz
+train evxz --set data.eval=$T/ev.xz
+rc=$?
+mkdir -p $T/trxz && head -n 5000 $T/d/train.tsv > $T/trxz/a.tsv && cp $T/ev.xz $T/trxz/b.xz
+train trxz --set data.train=$T/trxz
+rc2=$?
+check "an unreadable data.eval, or such a file among data.train's, fails before training, naming the key and file" \
+    sh -c "[ $rc = 1 ] && [ $rc2 = 1 ] && grep -q '^shadowsync: data.eval: $T/ev.xz: .*(checked before training)' $T/evxz.log && grep -q '^shadowsync: data.train: $T/trxz/b.xz: .*(checked before training)' $T/trxz.log && ! grep -q '^train:' $T/evxz.log $T/trxz.log"
+gzip -c $T/d/eval.tsv | head -c 60000 > $T/evcut.gz
+train evcut --set trainer.worker_threads=1 --set data.eval=$T/evcut.gz
+rc=$?
+check "an eval that fails after the training keeps its metrics.json (no eval) and model, saying where ($rc)" \
+    sh -c "[ $rc = 1 ] && grep -q '^shadowsync: data.eval: $T/evcut.gz: the gzip stream is truncated.*the training.s model and figures (metrics.json, no eval) are kept in $T/evcut' $T/evcut.log && [ '$(json examples $T/evcut/metrics.json)' = $N ] && [ -s $T/evcut/model/dense.bin ]"
+# --predictions never lands among data.eval's files: the file itself (a link to it too), or
+# into its directory or glob (its .part was read back as eval data)
+cp $T/d/eval.tsv $T/ecopy.tsv && ln -s ecopy.tsv $T/elink.tsv && mkdir -p $T/edir && cp $T/d/eval.tsv $T/edir/a.tsv
+for p in ecopy:$T/ecopy.tsv:$T/ecopy.tsv elink:$T/ecopy.tsv:$T/elink.tsv edir:$T/edir:$T/edir/pred.txt eglob:$T/edir/*.tsv:$T/edir/p.tsv; do
+    n=${p%%:*}; rest=${p#*:}
+    $BIN eval $CFG --model $T/one/model --set "data.eval=${rest%%:*}" --predictions "${rest#*:}" > $T/pw-$n.log 2>&1
+    echo "rc=$?" >> $T/pw-$n.log
+done
+check "--predictions onto data.eval's file, a link to it, into its directory or its glob: refused, the data intact" \
+    sh -c "grep -q '^rc=1' $T/pw-ecopy.log && grep -q 'is data.eval.s file' $T/pw-elink.log && grep -q 'would be written into data.eval' $T/pw-edir.log && grep -q 'matches data.eval' $T/pw-eglob.log && cmp -s $T/ecopy.tsv $T/d/eval.tsv && ! [ -e $T/edir/pred.txt ]"
+# a dangling link in a data directory is an error (its data would be missed: an unmounted
+# volume); a subdirectory is said not to be read
+mkdir -p $T/dl/sub && head -n 1000 $T/d/train.tsv > $T/dl/a.tsv && ln -s $T/nothing $T/dl/b.tsv
+train dangle --set data.train=$T/dl
+rc=$?
+rm $T/dl/b.tsv && head -n 1000 $T/d/train.tsv > $T/dl/sub/c.tsv
+train subdir --set data.train=$T/dl --set data.eval=
+check "data.train: a dangling link is an error naming it; a subdirectory is a warning, its files not read ($rc)" \
+    sh -c "[ $rc = 1 ] && grep -q '$T/dl/b.tsv: a link to a file that does not exist' $T/dangle.log && grep -q 'warning: data.train = $T/dl: 1 of its entries is no file and is not read (sub: a directory' $T/subdir.log && [ '$(json examples $T/subdir/metrics.json)' = 1000 ]"
 head -c 1000 $T/shards/part-00000.bin > $T/trunc.bin
 train csvbin --set data.train=$T/shards --set data.format=csv
 check "data.format = csv on binary shards is refused, naming both" \

@@ -63,6 +63,11 @@ struct reader;
  * also among data.train's (where those can be listed here: a cluster's
  * reader services may hold them elsewhere). Fails naming the key. */
 int reader_check_eval(const char *train, const char *eval, struct ss_err *e);
+/* An output file (what: "--predictions", say) is neither one of the data
+ * files that key = path names nor would it be listed among them (written
+ * into its directory, or matching its glob). */
+int reader_check_output(const char *what, const char *out, const char *key, const char *path,
+                        struct ss_err *e);
 /* Before the embedded default trains: data.train names data files. Fails
  * naming the key. */
 int reader_check_train(const char *train, struct ss_err *e);

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ int reader_has_suffix(const char *name, const char *suffix)
 
 static int keep(const char *name, int pick)
 {
-    if (reader_has_suffix(name, ".tmp"))
+    if (reader_has_suffix(name, ".tmp") || reader_has_suffix(name, ".part")) /* being written */
         return 0;
     if (pick == PICK_TEXT)
         return !reader_has_suffix(name, ".bin");
@@ -63,6 +64,53 @@ static int is_regular(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A symbolic link whose target is missing. */
+static int dangling(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) != 0 && errno == ENOENT && lstat(p, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* Says (once, before training) what a data directory or glob holds that is
+ * not read: subdirectories, pipes, sockets (a pipe named itself is read). */
+static void note_not_read(const char *key, const char *path)
+{
+    struct stat st;
+    int n = 0;
+    char first[512] = "";
+    const char *kind = "";
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+            char full[4608];
+            if (de->d_name[0] == '.' || !keep(de->d_name, PICK_ALL))
+                continue;
+            snprintf(full, sizeof full, "%s/%s", path, de->d_name);
+            if (stat(full, &st) == 0 && !S_ISREG(st.st_mode) && n++ == 0) {
+                snprintf(first, sizeof first, "%s", de->d_name);
+                kind = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
+            }
+        }
+        if (d)
+            closedir(d);
+    } else if (strpbrk(path, "*?[")) {
+        glob_t g;
+        if (glob(path, 0, NULL, &g) == 0) {
+            for (size_t i = 0; i < g.gl_pathc; i++)
+                if (stat(g.gl_pathv[i], &st) == 0 && !S_ISREG(st.st_mode) && n++ == 0) {
+                    snprintf(first, sizeof first, "%s", g.gl_pathv[i]);
+                    kind = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
+                }
+            globfree(&g);
+        }
+    }
+    if (n)
+        fprintf(stderr, "shadowsync: warning: %s = %s: %d of its entries %s no file and %s not "
+                "read (%s: %s; a subdirectory's files are read only where named, or by a glob)\n",
+                key, path, n, n == 1 ? "is" : "are", n == 1 ? "is" : "are", first, kind);
+}
+
 static int list_dir(const char *path, int pick, struct list *l, struct ss_err *e)
 {
     DIR *d = opendir(path);
@@ -83,6 +131,13 @@ static int list_dir(const char *path, int pick, struct list *l, struct ss_err *e
             full = ss_xmalloc(full_cap);
         }
         snprintf(full, full_cap, "%s%s%s", path, slash ? "" : "/", de->d_name);
+        if (dangling(full)) {
+            int rc = ss_fail(e, SS_EIO, "%s: a link to a file that does not exist (an unmounted "
+                             "volume?): its data would be missed", full);
+            free(full);
+            closedir(d);
+            return rc;
+        }
         if (is_regular(full))
             list_add(l, full);
     }
@@ -102,6 +157,12 @@ static int list_glob(const char *path, int pick, struct list *l, struct ss_err *
     for (size_t i = 0; i < g.gl_pathc; i++) {
         const char *p = g.gl_pathv[i];
         const char *base = strrchr(p, '/');
+        if (keep(base ? base + 1 : p, pick) && dangling(p)) {
+            int rc = ss_fail(e, SS_EIO, "%s: a link to a file that does not exist (an unmounted "
+                             "volume?): its data would be missed", p);
+            globfree(&g);
+            return rc;
+        }
         if (keep(base ? base + 1 : p, pick) && is_regular(p))
             list_add(l, p);
     }
@@ -172,8 +233,10 @@ int reader_check_train(const char *train, struct ss_err *e)
 {
     char **tr;
     int n_tr, rc = list_key("data.train", train, &tr, &n_tr, e);
-    if (rc == 0)
+    if (rc == 0) {
         reader_free_files(tr, n_tr);
+        note_not_read("data.train", train);
+    }
     return rc;
 }
 
@@ -183,6 +246,7 @@ int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
     int n_ev, n_tr, rc;
     if ((rc = list_key("data.eval", eval, &ev, &n_ev, e)) < 0)
         return rc;
+    note_not_read("data.eval", eval);
     /* the same file by any name (a symbolic or a hard link too): the same inode */
     struct stat *st = ss_xcalloc((size_t)n_ev, sizeof *st);
     for (int i = 0; i < n_ev; i++)
@@ -205,6 +269,41 @@ int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
     }
     free(st);
     reader_free_files(ev, n_ev);
+    return rc;
+}
+
+int reader_check_output(const char *what, const char *out, const char *key, const char *path,
+                        struct ss_err *e)
+{
+    char **f, *dir = ss_xmalloc(strlen(out) + 2);
+    int n, rc = 0;
+    struct stat o, d, p;
+    int out_there = stat(out, &o) == 0;
+    /* out's directory: where a new file of that name would be listed */
+    strcpy(dir, out);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else
+        slash[slash == dir] = 0; /* "/x" -> "/" */
+    if (stat(path, &p) == 0 && S_ISDIR(p.st_mode) && stat(dir, &d) == 0 &&
+        p.st_dev == d.st_dev && p.st_ino == d.st_ino)
+        rc = ss_fail(e, SS_EINVAL, "%s %s would be written into %s = %s, which a later run "
+                     "would read as data: write it elsewhere", what, out, key, path);
+    else if (strpbrk(path, "*?[") && fnmatch(path, out, FNM_PATHNAME) == 0)
+        rc = ss_fail(e, SS_EINVAL, "%s %s matches %s = %s, which a later run would read as "
+                     "data: write it elsewhere", what, out, key, path);
+    struct ss_err ignored = {0};
+    if (rc == 0 && out_there && reader_list_files(path, PICK_ALL, &f, &n, &ignored) == 0) {
+        for (int i = 0; i < n && rc == 0; i++) {
+            struct stat b;
+            if (stat(f[i], &b) == 0 && b.st_dev == o.st_dev && b.st_ino == o.st_ino)
+                rc = ss_fail(e, SS_EINVAL, "%s %s is %s's file %s: writing it would destroy the "
+                             "data it is read from; write it elsewhere", what, out, key, f[i]);
+        }
+        reader_free_files(f, n);
+    }
+    free(dir);
     return rc;
 }
 

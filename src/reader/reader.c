@@ -150,6 +150,39 @@ static const char *not_text_kind(int fd)
     return NULL;
 }
 
+/* fd of file f, opened as text: an error naming what it is instead. */
+static int text_kind_check(int fd, const char *f, struct ss_err *e)
+{
+    const char *kind = not_text_kind(fd);
+    if (!kind)
+        return 0;
+    if (!strcmp(kind, "shard"))
+        return ss_fail(e, SS_EFORMAT, "%s: a binary shard (it starts with SSHARD) read as "
+                       "text: shards are known by their name, *.bin", f);
+    return ss_fail(e, SS_EFORMAT, "%s: %s-compressed, which is not read: decompress it (or "
+                   "recompress it with gzip, which is)", f, kind);
+}
+
+/* Every regular file of a text reader's list can be opened and is text
+ * (or gzip), so that one the reader would meet late fails before any
+ * training; pipes are not read ahead. */
+static int text_files_check(const struct reader *r, struct ss_err *e)
+{
+    for (int i = 0; i < r->n_files; i++) {
+        struct stat st;
+        if (stat(r->files[i], &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        int fd = open(r->files[i], O_RDONLY | O_CLOEXEC), rc;
+        if (fd < 0)
+            return ss_fail(e, SS_EIO, "%s: %s", r->files[i], strerror(errno));
+        rc = text_kind_check(fd, r->files[i], e);
+        close(fd);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int text_open(struct reader *r, struct ss_err *e)
 {
     const char *f = r->files[r->cur];
@@ -157,15 +190,11 @@ static int text_open(struct reader *r, struct ss_err *e)
     if (r->fd < 0)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    const char *kind = not_text_kind(r->fd);
-    if (kind) {
+    int kind_rc = text_kind_check(r->fd, f, e);
+    if (kind_rc < 0) {
         close(r->fd);
         r->fd = -1;
-        if (!strcmp(kind, "shard"))
-            return ss_fail(e, SS_EFORMAT, "%s: a binary shard (it starts with SSHARD) read as "
-                           "text: shards are known by their name, *.bin", f);
-        return ss_fail(e, SS_EFORMAT, "%s: %s-compressed, which is not read: decompress it (or "
-                       "recompress it with gzip, which is)", f, kind);
+        return kind_rc;
     }
     r->gz = NULL;
     r->gz_in = 0;
@@ -700,8 +729,8 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
                     first_left_out(all, n_all, binary), binary ? "binary shards" : "text");
         reader_free_files(all, n_all);
     }
-    if (!rc && binary)
-        rc = check_shards(r, e);
+    if (!rc)
+        rc = binary ? check_shards(r, e) : text_files_check(r, e);
     if (rc) {
         reader_free_files(r->files, r->n_files);
         free(r);

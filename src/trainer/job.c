@@ -2543,10 +2543,14 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         goto out;
     if (j.is_master && (rc = open_run_dir(&j, e)) < 0)
         goto out;
-    if (!(env && env->feed) &&
-        (rc = reader_open(&j.reader, c->data.train, &j.schema, c->data.max_examples,
-                          c->data.report_bad_lines, e)) < 0)
-        goto out;
+    if (!(env && env->feed)) {
+        struct ss_err why = {0};
+        if ((rc = reader_open(&j.reader, c->data.train, &j.schema, c->data.max_examples,
+                              c->data.report_bad_lines, &why)) < 0) {
+            rc = ss_fail(e, rc, "data.train: %s (checked before training)", why.msg);
+            goto out;
+        }
+    }
     if (j.reader && (rc = reader_check_passes(j.reader, c->data.epochs, e)) < 0)
         goto out;
     if (j.reader)
@@ -2716,8 +2720,26 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (c->data.eval && *c->data.eval) {
         double t0 = ss_now();
         int threads = j.des ? 1 : eval_threads(); /* DES: a collective, one thread */
-        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, threads, &ev, e)) < 0)
+        if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, threads, &ev, e)) < 0) {
+            /* the training's figures are kept, and where its model is said */
+            struct ss_err why = *e, ignored;
+            ev = (struct eval_result){0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0, 0, 0};
+            int kept = write_metrics(&j, &f, &ev, &rs, &ignored) == 0;
+            char model[4400] = "";
+            if (c->output.save_model)
+                snprintf(model, sizeof model, "; `shadowsync eval CONFIG --model %s/model` "
+                         "scores the model once it is fixed", c->output.dir);
+            const char *what = c->output.save_model
+                                   ? kept ? "model and figures (metrics.json, no eval) are"
+                                          : "model is"
+                                   : kept ? "figures (metrics.json, no eval) are" : NULL;
+            if (what)
+                rc = ss_fail(e, rc, "data.eval: %s; the training's %s kept in %s%s", why.msg,
+                             what, c->output.dir, model);
+            else
+                rc = ss_fail(e, rc, "data.eval: %s", why.msg);
             goto out;
+        }
         j.eval_s = ss_now() - t0;
         j.eval_threads = ev.threads; /* fewer where a thread's client could not be made */
         print_eval("eval", &ev);
@@ -2841,6 +2863,9 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         rc = ss_fail(e, SS_EINVAL, "--predictions needs a file name (or - for standard output)");
         goto out;
     }
+    if (predictions && strcmp(predictions, "-") &&
+        (rc = reader_check_output("--predictions", predictions, "data.eval", c->data.eval, e)) < 0)
+        goto out;
     if (predictions && !(pred = open_predictions(predictions, part, sizeof part, e))) {
         rc = SS_EIO;
         goto out;
