@@ -253,16 +253,7 @@ static int prerun_checks(const struct ss_config *c, const char *resume, struct s
         return ss_fail(e, SS_EINVAL, "config: data.label_col = -1 (no label column) is for "
                        "scoring unlabeled data with `shadowsync eval --predictions`; training "
                        "needs a label column");
-    struct stat a, b; /* a resume from another directory writes into checkpoint.dir too */
-    int same = resume && stat(resume, &a) == 0 && stat(c->checkpoint.dir, &b) == 0 &&
-               a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-    if (*c->checkpoint.dir && !same && (rc = ckpt_refuse_earlier(c->checkpoint.dir, e)) < 0 &&
-        resume)
-        rc = ss_fail(e, SS_EINVAL, "--resume %s writes its own checkpoints into checkpoint.dir = "
-                     "%s, which holds another run's (they would be numbered on and deleted): "
-                     "give an empty checkpoint.dir, or --set checkpoint.dir= for none", resume,
-                     c->checkpoint.dir);
-    if (rc == 0 && *c->checkpoint.dir) { /* else every checkpoint fails, the run goes on */
+    if (*c->checkpoint.dir) { /* else every checkpoint fails, the run goes on */
         struct ss_err why = {0};
         if (ss_mkdir_p(c->checkpoint.dir, &why) < 0 || access(c->checkpoint.dir, W_OK) != 0)
             rc = ss_fail(e, SS_EIO, "checkpoint.dir = %s cannot hold checkpoints: %s (checked "
@@ -270,13 +261,34 @@ static int prerun_checks(const struct ss_config *c, const char *resume, struct s
                          *why.msg ? why.msg : strerror(errno));
     }
     if (rc == 0 && *c->checkpoint.dir) { /* one run at a time: two would delete each other's */
-        char p[4200];
+        char p[4200];                   /* (a live run's checkpoints are no earlier run's) */
         snprintf(p, sizeof p, "%s/.lock", c->checkpoint.dir);
         int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* held until this process ends */
         if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
             rc = ss_fail(e, SS_EINVAL, "checkpoint.dir = %s is in use by another run (its lock, "
                          "%s, is held): give this run another checkpoint.dir", c->checkpoint.dir,
                          p);
+    }
+    struct stat a, b; /* a resume from another directory writes into checkpoint.dir too */
+    int same = resume && stat(resume, &a) == 0 && stat(c->checkpoint.dir, &b) == 0 &&
+               a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    double run = 0;
+    if (rc == 0 && *c->checkpoint.dir && !same &&
+        (rc = ckpt_refuse_earlier(c->checkpoint.dir, &run, e)) < 0 && resume) {
+        char from[4400];
+        struct ckpt_meta_set m;
+        int skipped;
+        struct ss_err ignored = {0};
+        if (run != 0 && ckpt_latest(resume, from, sizeof from, &m, &skipped, &ignored) == 0 &&
+            ckpt_meta_get(&m, "run", 0) == run) /* this run's own, taken since: a requeue */
+            rc = ss_fail(e, SS_EINVAL, "checkpoint.dir = %s holds this run's newer checkpoints "
+                         "(written after %s was resumed): --resume %s continues from them",
+                         c->checkpoint.dir, resume, c->checkpoint.dir);
+        else
+            rc = ss_fail(e, SS_EINVAL, "--resume %s writes its own checkpoints into "
+                         "checkpoint.dir = %s, which holds another run's (they would be "
+                         "numbered on and deleted): give an empty checkpoint.dir, or --set "
+                         "checkpoint.dir= for none", resume, c->checkpoint.dir);
     }
     if (rc == 0 && c->data.eval && *c->data.eval)
         rc = reader_check_eval(c->data.train, c->data.eval, e);

@@ -191,6 +191,16 @@ rc=$?
 wait $bg
 check "a second run on a checkpoint.dir in use is refused, naming it; the first goes on ($rc, $?)" \
     sh -c "[ $rc = 1 ] && grep -q 'checkpoint.dir = $T/cklock is in use by another run' $T/lock2.log && [ \"$(json examples $T/lock1/metrics.json)\" = $N ]"
+# two runs on one output.dir at once (no checkpoint.dir): the second is refused (their files
+# mixed: one's config.ini and progress.csv, the other's metrics.json and model)
+train lock3 trainer.worker_threads=1 > $T/lock3.log 2>&1 &
+bg=$!
+first_line $T/lock3.log
+EXTRA= train lock3 trainer.worker_threads=1 data.epochs=2 > $T/lock4.log 2>&1
+rc=$?
+wait $bg
+check "a second run on an output.dir in use is refused, naming it; the first's files are its own ($rc)" \
+    sh -c "[ $rc = 1 ] && grep -q 'output.dir = $T/lock3 is in use by another run' $T/lock4.log && [ \"$(json examples $T/lock3/metrics.json)\" = $N ] && ! grep -q 'epochs = 2' $T/lock3/config.ini"
 # SIGUSR1 stops the embedded default too
 stop_run usr1 USR1 trainer.worker_threads=1
 rc=$rc1
@@ -231,6 +241,13 @@ EXTRA="--resume $(ls -d $T/ckoA/ckpt-* | tail -1)" train otherA3 trainer.worker_
 rc2=$?
 check "--resume A into a checkpoint.dir of another run's: refused ($rc), B's kept; one checkpoint named: its parent advised ($rc2), no lock left in it" \
     sh -c "[ $rc = 1 ] && grep -q -- '--resume $T/ckoA writes its own checkpoints into checkpoint.dir = $T/ckoB, which holds another run.s' $T/otherA2.log && [ \$(ls -d $T/ckoB/ckpt-* | wc -l) = 1 ] && [ $rc2 = 2 ] && grep -q -- 'is one checkpoint; --resume takes the checkpoint.dir that holds it .*: --resume $T/ckoA\$' $T/otherA3.log && ! ls -a $T/ckoA/ckpt-*/ | grep -q lock"
+# the same resume again (a requeue's command): checkpoint.dir holds this run's newer
+# checkpoints (same run id), which it names, not "another run's"
+EXTRA="--resume $T/ckoA" train otherA4 trainer.worker_threads=1 checkpoint.dir=$T/ckoC data.max_examples=6000 > /dev/null 2>&1
+EXTRA="--resume $T/ckoA" train otherA4 trainer.worker_threads=1 checkpoint.dir=$T/ckoC data.max_examples=6000 > $T/otherA5.log 2>&1
+rc=$?
+check "the same --resume A into its own checkpoint.dir again: told it holds this run's newer checkpoints, --resume it ($rc)" \
+    sh -c "[ $rc = 1 ] && grep -q 'checkpoint.dir = $T/ckoC holds this run.s newer checkpoints (written after $T/ckoA was resumed): --resume $T/ckoC continues from them' $T/otherA5.log"
 # a resume refused for its model's shape keeps the earlier run's model and metrics
 train keep trainer.worker_threads=1 checkpoint.dir=$T/ckkeep data.max_examples=3000 > /dev/null 2>&1
 EXTRA=--resume train keep trainer.worker_threads=1 checkpoint.dir=$T/ckkeep model.bottom=13-64-8 > $T/keep2.log 2>&1
@@ -397,6 +414,17 @@ if unshare -rm true 2>/dev/null; then
     check "full disk: reported ('No space left'), training goes on to its end" sh -c "[ \"\$(cat $T/full1.rc)\" = 0 ] && grep -q 'checkpoint failed, training goes on.*No space left' $T/full1.log && [ \"$(json examples $T/fulldisk/metrics.json)\" = 150000 ] && [ \"$(json checkpoint_failures $T/fulldisk/metrics.json)\" -ge 1 ]"
     check "full disk: the good checkpoint is kept and no half-written one is left ($(cat $T/full.ls | tr '\n' ' '))" sh -c "grep -q '^ckpt-[0-9]*$' $T/full.ls && ! grep -q tmp $T/full.ls"
     check "full disk: the kept checkpoint resumes, every example once" sh -c "[ \"\$(cat $T/full2.rc)\" = 0 ] && grep -q 'resuming from $T/small/ck/ckpt-' $T/full2.log && [ \"$(json examples $T/fulldisk2/metrics.json)\" = 150000 ]"
+    # room for the 2 kept but not a third: the older ones go before each snapshot, said once
+    # (every snapshot after the first 2 failed for room, and a resume lost all since)
+    unshare -rm sh -c "mount -t tmpfs -o size=2600k tmpfs $T/small || exit 9
+        timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval= \
+            --set output.dir=$T/room --set checkpoint.dir=$T/small/ck3 --set checkpoint.interval_s=0.2 \
+            --set trainer.worker_threads=1 --set data.epochs=4 > $T/room.log 2>&1
+        echo \$? > $T/room.rc
+        ls $T/small/ck3 > $T/room.ls
+        grep -h '^meta examples' $T/small/ck3/ckpt-*/MANIFEST | sort -k3 -n | tail -n 1 > $T/room.last"
+    check "room for 2 snapshots, not 3: each snapshot is written (the older ones removed first, said once), the last holds the whole run ($(cat $T/room.ls | tr '\n' ' '))" \
+        sh -c "[ \"\$(cat $T/room.rc)\" = 0 ] && ! grep -q 'checkpoint failed' $T/room.log && [ \$(grep -c 'has room for one snapshot more only without its older ones' $T/room.log) = 1 ] && grep -q 'ckpt-00000[4-9]\|ckpt-0000[1-9]' $T/room.ls && grep -q 'meta examples $((4 * N))\$' $T/room.last"
     # an output.dir with no room for the model saved at the end: refused before training
     unshare -rm sh -c "mount -t tmpfs -o size=300k tmpfs $T/small || exit 9
         timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \

@@ -17,10 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define MANIFEST "MANIFEST"
 #define MAX_PARTS 256
+#define KEPT 2 /* complete snapshots kept (ckpt_commit's keep) */
 
 struct ckpt_part {
     char name[64];
@@ -89,7 +91,7 @@ static void rm_tree(const char *path)
 
 void ckpt_remove(const char *ckdir)
 {
-    char man[4200]; /* the MANIFEST first: a half-removed one is no checkpoint */
+    char man[4400]; /* the MANIFEST first: a half-removed one is no checkpoint */
     snprintf(man, sizeof man, "%s/%s", ckdir, MANIFEST);
     unlink(man);
     rm_tree(ckdir);
@@ -121,6 +123,44 @@ static int list_ckpts(const char *dir, long *seq, int max)
     return n;
 }
 
+static uint64_t tree_bytes;
+static int add_bytes(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)p, (void)ftw;
+    if (flag == FTW_F)
+        tree_bytes += (uint64_t)st->st_size;
+    return 0;
+}
+
+/* Room for the next snapshot: where the disk cannot hold one more of the
+ * newest's size beside the KEPT kept, the older ones go first (the newest
+ * stays), said once. Else every snapshot after the kept ones failed for
+ * room, the run went on, and a resume lost all it trained since. Called
+ * from the one thread that takes snapshots. */
+static void make_room(const char *dir, const long *seq, int n)
+{
+    static int said;
+    struct statvfs fs;
+    if (n < KEPT || statvfs(dir, &fs) != 0)
+        return;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/ckpt-%06ld", dir, seq[0]);
+    tree_bytes = 0;
+    nftw(p, add_bytes, 16, FTW_PHYS);
+    uint64_t free_bytes = (uint64_t)fs.f_bavail * fs.f_frsize, need = tree_bytes + (1u << 20);
+    if (free_bytes >= need)
+        return;
+    for (int i = n - 1; i >= 1; i--) {
+        snprintf(p, sizeof p, "%s/ckpt-%06ld", dir, seq[i]);
+        ckpt_remove(p);
+    }
+    if (!said++)
+        fprintf(stderr, "shadowsync: checkpoint.dir = %s has room for one snapshot more only "
+                "without its older ones (%.1f MB free, %.1f MB each): they are removed before "
+                "each is written, so only the newest is kept meanwhile\n", dir,
+                free_bytes / 1e6, tree_bytes / 1e6);
+}
+
 int ckpt_begin(struct ckpt **out, const char *dir, struct ss_err *e)
 {
     int rc = ss_mkdir_p(dir, e);
@@ -128,6 +168,7 @@ int ckpt_begin(struct ckpt **out, const char *dir, struct ss_err *e)
         return rc;
     long seq[1024];
     int n = list_ckpts(dir, seq, 1024);
+    make_room(dir, seq, n);
     struct ckpt *k = ss_xcalloc(1, sizeof *k);
     snprintf(k->dir, sizeof k->dir, "%s", dir);
     snprintf(k->final, sizeof k->final, "%s/ckpt-%06ld", dir, n ? seq[0] + 1 : 1);
@@ -359,9 +400,10 @@ int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m,
                    dir, why.msg);
 }
 
-int ckpt_refuse_earlier(const char *dir, struct ss_err *e)
+int ckpt_refuse_earlier(const char *dir, double *run, struct ss_err *e)
 {
     long seq[1024];
+    *run = 0;
     int n = list_ckpts(dir, seq, 1024);
     for (int i = 0; i < n; i++) {
         char ck[4200];
@@ -371,6 +413,7 @@ int ckpt_refuse_earlier(const char *dir, struct ss_err *e)
         /* unfinished, or of a run that trained nothing: nothing to lose, nothing to resume */
         if (verify(ck, &m, 0, &ignored) < 0 || ckpt_meta_get(&m, "examples", 0) <= 0)
             continue;
+        *run = ckpt_meta_get(&m, "run", 0);
         return ss_fail(e, SS_EINVAL, "checkpoint.dir = %s holds an earlier run's checkpoints "
                        "(%s the newest complete one): continue that run with --resume, or give "
                        "another checkpoint.dir (a new run would number its own after them, and "

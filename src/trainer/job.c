@@ -16,6 +16,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <math.h>
 #include <pthread.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -619,6 +621,13 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         return ss_fail(e, rc, "output.dir: %s", why);
     }
     char p[4096];
+    snprintf(p, sizeof p, "%s/.lock", dir); /* one run at a time: two mixed their files */
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* held until this process ends */
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        close(fd);
+        return ss_fail(e, SS_EINVAL, "output.dir = %s is in use by another run (its lock, %s, "
+                       "is held): give this run another output.dir", dir, p);
+    }
     snprintf(p, sizeof p, "%s/config.ini", dir);
     if ((rc = ss_config_save(j->c, p, e)) < 0) {
         char why[sizeof e->msg];
@@ -2323,14 +2332,21 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
         if (j->shards[t] && (rc = embps_load_dir(j->shards[t], j->resumed_from, e)) < 0)
             return rc;
     if (j->reader) {
-        if (env && j->resumed_trainers != env->count)
+        snprintf(p, sizeof p, "%s/reader-1.pos", j->resumed_from);
+        int one_reader = access(p, F_OK) != 0; /* the embedded default's, or one trainer's */
+        if (env && one_reader && env->count > 1)
+            return ss_fail(e, SS_EINVAL, "%s was written by one reader over all of data.train "
+                           "(%d trainer%s in one process, or one trainer rank): a cluster job "
+                           "resumes it with job.trainers = 1 (its trainers' dense vectors "
+                           "taken in turn), or resume it in one process", j->resumed_from,
+                           j->resumed_trainers, j->resumed_trainers == 1 ? "" : "s");
+        if (env && !one_reader && j->resumed_trainers != env->count)
             return ss_fail(e, SS_EINVAL, "%s was written by %d trainers reading their own shares "
                            "of data.train: resuming them needs job.trainers = %d (a job read "
                            "through reader services, job.readers >= 1, may resume with other "
                            "trainers; this one was not)",
                            j->resumed_from, j->resumed_trainers, j->resumed_trainers);
-        snprintf(p, sizeof p, "%s/reader-1.pos", j->resumed_from);
-        if (!env && access(p, F_OK) == 0) /* one reader here cannot take up several shares */
+        if (!env && !one_reader) /* one reader here cannot take up several shares */
             return ss_fail(e, SS_EINVAL, "%s was written by a cluster job whose %d trainers read "
                            "their own shares of data.train: resume it as one (tools/submit "
                            "CONFIG ... --resume), not in one process", j->resumed_from,
