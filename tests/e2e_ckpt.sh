@@ -425,6 +425,24 @@ if unshare -rm true 2>/dev/null; then
         grep -h '^meta examples' $T/small/ck3/ckpt-*/MANIFEST | sort -k3 -n | tail -n 1 > $T/room.last"
     check "room for 2 snapshots, not 3: each snapshot is written (the older ones removed first, said once), the last holds the whole run ($(cat $T/room.ls | tr '\n' ' '))" \
         sh -c "[ \"\$(cat $T/room.rc)\" = 0 ] && ! grep -q 'checkpoint failed' $T/room.log && [ \$(grep -c 'has room for one snapshot more only without its older ones' $T/room.log) = 1 ] && grep -q 'ckpt-00000[4-9]\|ckpt-0000[1-9]' $T/room.ls && grep -q 'meta examples $((4 * N))\$' $T/room.last"
+    # an output.dir that fills up during the training: the model's save fails at the end, and
+    # the message says the final checkpoint holds it and how a resume saves it
+    unshare -rm sh -c "mount -t tmpfs -o size=2600k tmpfs $T/small || exit 9
+        timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval= \
+            --set output.dir=$T/small/out --set checkpoint.dir=$T/ckfill --set trainer.worker_threads=1 \
+            --set data.epochs=3 --set output.log_interval_s=0.1 > $T/fill.log 2>&1 &
+        p=\$!
+        for i in \$(seq 1 400); do grep -q '^\\[' $T/fill.log && break; sleep 0.025; done
+        dd if=/dev/zero of=$T/small/fill bs=64k > /dev/null 2>&1
+        wait \$p; echo \$? > $T/fill.rc
+        rm $T/small/fill
+        timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval= \
+            --set output.dir=$T/small/out --set trainer.worker_threads=1 --set data.epochs=3 \
+            --resume $T/ckfill > $T/fill2.log 2>&1
+        echo \$? >> $T/fill.rc
+        [ -s $T/small/out/model/dense.bin ] && echo saved >> $T/fill.rc"
+    check "a model that cannot be saved after the training: the final checkpoint named, and a --resume saves it ($(cat $T/fill.rc | tr '\n' ' '))" \
+        sh -c "[ \"\$(cat $T/fill.rc | tr '\n' ' ')\" = '1 0 saved ' ] && grep -q 'the final checkpoint $T/ckfill/ckpt-[0-9]* holds the model: once there is room, .shadowsync train CONFIG ... --resume $T/ckfill. saves it' $T/fill.log"
     # an output.dir with no room for the model saved at the end: refused before training
     unshare -rm sh -c "mount -t tmpfs -o size=300k tmpfs $T/small || exit 9
         timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \

@@ -2731,6 +2731,13 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     if (c->output.save_model && (rc = save_model(&j, w, e)) < 0) { /* kept if the eval fails */
         if (!env) /* no half-written model passes for one */
             stale_files(c->output.dir, MODEL_FILES, 1);
+        if (j.final_ckpt[0]) { /* the way back to the model: the training is not lost */
+            struct ss_err why = *e;
+            rc = ss_fail(e, rc, "%s; the final checkpoint %s holds the model: once there is "
+                         "room, `%s CONFIG ... --resume %s` saves it (and scores it) without "
+                         "training again", why.msg, j.final_ckpt,
+                         env ? "tools/submit" : "shadowsync train", c->checkpoint.dir);
+        }
         goto out;
     }
     if (c->data.eval && *c->data.eval) {
