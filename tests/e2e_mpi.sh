@@ -395,6 +395,21 @@ $BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=easgd --set dat
     --set data.eval= --set output.dir=$T/ownck-embedded --resume $T/ownck > $T/ownck-embedded.log 2>&1
 check "a cluster checkpoint of own shares resumed in one process: refused, naming tools/submit --resume" \
     sh -c "[ $? = 1 ] && grep -q 'written by a cluster job whose 2 trainers read their own shares of data.train: resume it as one (tools/submit' $T/ownck-embedded.log"
+# ...and the other way: one process's checkpoint of 2 trainers (one reader) resumes as a
+# cluster job of one trainer, every example once; with 2 trainer ranks the job says so (the
+# advice had gone in circles: job.trainers = 2, then "no reader's position", then readers = 0)
+$BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=ma --set data.train=$T/d/train.tsv \
+    --set data.eval= --set output.dir=$T/oneck-e --set checkpoint.dir=$T/oneck --set data.max_examples=20000 > /dev/null 2>&1
+timeout -k 10 120 $MPIRUN -np 3 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
+    --set job.bind=127.0.0.1 --set data.train=$T/d/train.tsv --set data.eval= --set output.dir=$T/oneck-c2 \
+    --set checkpoint.dir= --resume $T/oneck > $T/oneck-c2.log 2>&1
+rc=$?
+timeout -k 10 120 $MPIRUN -np 2 $BIN train configs/tiny.ini --set job.trainers=1 --set job.embedding_ps=1 \
+    --set job.bind=127.0.0.1 --set data.train=$T/d/train.tsv --set data.eval= --set output.dir=$T/oneck-c1 \
+    --set checkpoint.dir= --set data.max_examples=40000 --resume $T/oneck > $T/oneck-c1.log 2>&1
+rc1=$?
+check "one process's checkpoint of 2 trainers: a cluster job of 2 is told to take 1 ($rc); one of 1 trains the rest, every example once ($rc1, $(json examples $T/oneck-c1/metrics.json))" \
+    sh -c "[ $rc = 1 ] && grep -q 'was written by one reader over all of data.train (2 trainers in one process, or one trainer rank): a cluster job resumes it with job.trainers = 1' $T/oneck-c2.log && [ $rc1 = 0 ] && [ '$(json examples $T/oneck-c1/metrics.json)' = 40000 ]"
 
 # SIGUSR1 over and over to every rank once the training has ended (the master's final eval
 # over its connections to the PS): no call fails for it (the signals wait for a thread of
