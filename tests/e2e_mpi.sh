@@ -395,6 +395,16 @@ $BIN train configs/tiny.ini --set job.trainers=2 --set sync.algo=easgd --set dat
     --set data.eval= --set output.dir=$T/ownck-embedded --resume $T/ownck > $T/ownck-embedded.log 2>&1
 check "a cluster checkpoint of own shares resumed in one process: refused, naming tools/submit --resume" \
     sh -c "[ $? = 1 ] && grep -q 'written by a cluster job whose 2 trainers read their own shares of data.train: resume it as one (tools/submit' $T/ownck-embedded.log"
+# a line too long to read, split line by line over 2 trainers: named and counted once (each
+# reader counted it: bad_lines 2, and it was named twice)
+head -n 5000 $T/d/train.tsv > $T/long.tsv
+awk 'BEGIN { printf "1\t"; for (i = 0; i < 100000; i++) printf "0123456789abcdef0123456789abcdef0123456789abcdef"; print "" }' >> $T/long.tsv
+tail -n 5000 $T/d/train.tsv >> $T/long.tsv
+timeout -k 10 120 $MPIRUN -np 3 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
+    --set job.bind=127.0.0.1 --set data.split=lines --set data.train=$T/long.tsv --set data.eval= \
+    --set output.dir=$T/long > $T/long.log 2>&1
+check "cluster, split by lines: a line too long is named once and counted once ($(grep -c 'line longer than' $T/long.log) named, bad_lines $(json bad_lines $T/long/metrics.json))" \
+    sh -c "[ \$(grep -c '^$T/long.tsv:5001: line longer than' $T/long.log) = 1 ] && [ '$(json bad_lines $T/long/metrics.json)' = 1 ] && [ '$(json examples $T/long/metrics.json)' = 10000 ]"
 # ...and the other way: one process's checkpoint of 2 trainers (one reader) resumes as a
 # cluster job of one trainer, every example once; with 2 trainer ranks the job says so (the
 # advice had gone in circles: job.trainers = 2, then "no reader's position", then readers = 0)

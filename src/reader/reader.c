@@ -461,8 +461,9 @@ static int text_take(struct reader *r, struct scratch *w, int want, int may_wait
             r->cur++;
             continue;
         }
-        if (rc == 2) {
-            scratch_add(w, r, LINE_LONG, NULL, 0);
+        if (rc == 2) { /* a bad line: its share's reader names and counts it, as any other */
+            if (mine(r))
+                scratch_add(w, r, LINE_LONG, NULL, 0);
             continue;
         }
         if (r->line_no <= r->s.header_lines)
