@@ -297,6 +297,15 @@ for p in ecopy:$T/ecopy.tsv:$T/ecopy.tsv elink:$T/ecopy.tsv:$T/elink.tsv edir:$T
 done
 check "--predictions onto data.eval's file, a link to it, into its directory or its glob: refused, the data intact" \
     sh -c "grep -q '^rc=1' $T/pw-ecopy.log && grep -q 'is data.eval.s file' $T/pw-elink.log && grep -q 'would be written into data.eval' $T/pw-edir.log && grep -q 'matches data.eval' $T/pw-eglob.log && cmp -s $T/ecopy.tsv $T/d/eval.tsv && ! [ -e $T/edir/pred.txt ]"
+# UTF-16 text is refused by its byte-order mark, naming iconv; a bad value's bytes that are not
+# printable are quoted as \xNN (a NUL cut the quote short: 'bad hex token "ab"')
+head -n 100 $T/d/train.tsv | iconv -t UTF-16 > $T/u16.tsv
+train u16 --set data.train=$T/u16.tsv --set data.eval=
+rc=$?
+(head -n 300 $T/d/train.tsv; head -n 1 $T/d/train.tsv | awk -F'\t' -v OFS='\t' '{ $16 = "ab\0cd"; print }') > $T/nul.tsv
+train nul --set data.train=$T/nul.tsv --set data.eval=
+check "UTF-16 data: refused before training, naming iconv ($rc); a NUL in a field is quoted as \\x00" \
+    sh -c "[ $rc = 1 ] && grep -q 'u16.tsv: UTF-16 text (its byte-order mark), which is not read: convert it to UTF-8 (iconv' $T/u16.log && grep -q 'nul.tsv:301: column 15: bad hex token \"ab.x00cd\"' $T/nul.log"
 # a dangling link in a data directory is an error (its data would be missed: an unmounted
 # volume); a subdirectory is said not to be read
 mkdir -p $T/dl/sub && head -n 1000 $T/d/train.tsv > $T/dl/a.tsv && ln -s $T/nothing $T/dl/b.tsv

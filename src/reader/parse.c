@@ -181,11 +181,34 @@ static inline int token_id(int enc, const char *p, size_t n, uint64_t *out)
     return 0;
 }
 
+/* A field as a message quotes it: its first SHOW bytes, a byte that is not
+ * printable ASCII as \xNN (a NUL had cut the quote short, raw bytes reached
+ * the terminal), "..." past them. */
+struct shown {
+    char s[SHOW * 4 + 4];
+};
+
+static struct shown show(const char *p, size_t n)
+{
+    struct shown o;
+    size_t k = 0;
+    for (size_t i = 0; i < n && i < SHOW; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            o.s[k++] = (char)c;
+        else
+            k += (size_t)snprintf(o.s + k, sizeof o.s - k, "\\x%02x", c);
+    }
+    if (n > SHOW)
+        memcpy(o.s + k, "...", 3), k += 3;
+    o.s[k] = 0;
+    return o;
+}
+
 static int bad_token(struct ss_err *e, int enc, int col, const char *p, size_t n)
 {
-    return ss_fail(e, SS_EFORMAT, "column %d: bad %s \"%.*s%s\"", col,
-                   enc == CAT_HEX ? "hex token" : "decimal id", (int)(n > SHOW ? SHOW : n), p,
-                   n > SHOW ? "..." : "");
+    return ss_fail(e, SS_EFORMAT, "column %d: bad %s \"%s\"", col,
+                   enc == CAT_HEX ? "hex token" : "decimal id", show(p, n).s);
 }
 
 /* Finds the separators of line. fs[k] = start of field k for k <= want (the
@@ -277,10 +300,9 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
      * later column, and a quoted value would hash as another id */
     for (int c = 0; s->format != FMT_CRITEO && c < want; c++)
         if (FLEN(c) && FIELD(c)[0] == '"')
-            return ss_fail(e, SS_EFORMAT, "column %d: a quoted field (%.*s%s): quotes are not "
+            return ss_fail(e, SS_EFORMAT, "column %d: a quoted field (%s): quotes are not "
                            "read, so a separator inside them would shift the columns; write "
-                           "the data without quotes", c, (int)(FLEN(c) > SHOW ? SHOW : FLEN(c)),
-                           FIELD(c), FLEN(c) > SHOW ? "..." : "");
+                           "the data without quotes", c, show(FIELD(c), FLEN(c)).s);
 
     float label = NAN; /* no label column: unlabeled data, only scored */
     if (s->label_col >= 0) {
@@ -292,8 +314,7 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
         else if (!parse_number(p, n, &v) && (v == 0.0 || v == 1.0))
             label = (float)v;
         else
-            return ss_fail(e, SS_EFORMAT, "label \"%.*s%s\" is not 0 or 1",
-                           (int)(n > SHOW ? SHOW : n), p, n > SHOW ? "..." : "");
+            return ss_fail(e, SS_EFORMAT, "label \"%s\" is not 0 or 1", show(p, n).s);
     }
 
     int i = b->n;
@@ -302,8 +323,8 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
         int c = s->dense_cols[j];
         if (dense_value(FIELD(c), FLEN(c), &dense[j])) {
             size_t n = FLEN(c);
-            return ss_fail(e, SS_EFORMAT, "column %d: dense value \"%.*s%s\" is not a number", c,
-                           (int)(n > SHOW ? SHOW : n), FIELD(c), n > SHOW ? "..." : "");
+            return ss_fail(e, SS_EFORMAT, "column %d: dense value \"%s\" is not a number", c,
+                           show(FIELD(c), n).s);
         }
     }
 

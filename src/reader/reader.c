@@ -134,7 +134,8 @@ static int is_gzip(const char *path)
 
 /* What a file read as text is instead, by its first bytes (NULL: text,
  * or gzip, which is read): "xz", "bzip2" (its block's magic too, so a line
- * starting "BZh" stays text), "zstd", or "shard" (a binary shard). */
+ * starting "BZh" stays text), "zstd", "shard" (a binary shard) or "utf16"
+ * (a UTF-16 byte-order mark; UTF-8's is read). */
 static const char *not_text_kind(int fd)
 {
     unsigned char m[8];
@@ -147,6 +148,8 @@ static const char *not_text_kind(int fd)
         return "zstd";
     if (got == 8 && !memcmp(m, SHARD_MAGIC, 8))
         return "shard";
+    if (got >= 2 && ((m[0] == 0xFF && m[1] == 0xFE) || (m[0] == 0xFE && m[1] == 0xFF)))
+        return "utf16";
     return NULL;
 }
 
@@ -159,6 +162,9 @@ static int text_kind_check(int fd, const char *f, struct ss_err *e)
     if (!strcmp(kind, "shard"))
         return ss_fail(e, SS_EFORMAT, "%s: a binary shard (it starts with SSHARD) read as "
                        "text: shards are known by their name, *.bin", f);
+    if (!strcmp(kind, "utf16"))
+        return ss_fail(e, SS_EFORMAT, "%s: UTF-16 text (its byte-order mark), which is not "
+                       "read: convert it to UTF-8 (iconv -f UTF-16 -t UTF-8)", f);
     return ss_fail(e, SS_EFORMAT, "%s: %s-compressed, which is not read: decompress it (or "
                    "recompress it with gzip, which is)", f, kind);
 }
