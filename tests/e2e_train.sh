@@ -331,6 +331,12 @@ mkdir -p $T/mixed && cp $T/shards/part-00000.bin $T/mixed/ && head -100 $T/d/tra
 train mixrun --set data.train=$T/mixed --set data.eval=
 check "a directory of shards and text: the kind left out is said, with a file of it" \
     sh -c "[ $? = 0 ] && grep -q 'warning: $T/mixed: 1 of its 2 files are left out (binary shards (.bin), e.g. $T/mixed/part-00000.bin): it is read as text' $T/mixrun.log && [ \"$(json examples $T/mixrun/metrics.json)\" = 100 ]"
+# shards beside an empty marker file (a job's _SUCCESS): read as shards (they were read as
+# text, and the run failed with "no training example")
+mkdir -p $T/marked && cp $T/shards/part-00000.bin $T/marked/ && touch $T/marked/_SUCCESS
+train marked --set data.train=$T/marked --set data.eval=
+check "shards beside an empty _SUCCESS are read as shards" \
+    sh -c "[ $? = 0 ] && [ \"$(json examples $T/marked/metrics.json)\" = 14000 ]"
 $BIN convert $CFG --in $T/d/eval.tsv --out $T/sh17 --set data.cat_cols=14-30 > /dev/null 2>&1
 train sh17run --set data.eval=$T/sh17
 check "eval shards of another schema: refused before training, naming data.eval" \

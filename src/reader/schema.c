@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -34,14 +35,18 @@ static int path_is_binary(const char *path)
     if (reader_has_suffix(path, ".bin"))
         return 1;
     char **f;
-    int n, bin = 1;
+    int n, bin = 1, shards = 0;
     struct ss_err e;
     if (reader_list_files(path, PICK_ALL, &f, &n, &e))
         return 0;
-    for (int i = 0; i < n; i++)
-        bin &= reader_has_suffix(f[i], ".bin");
+    for (int i = 0; i < n; i++) { /* an empty marker beside shards (_SUCCESS) is no text */
+        struct stat st;
+        int is_bin = reader_has_suffix(f[i], ".bin");
+        shards += is_bin;
+        bin &= is_bin || (stat(f[i], &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0);
+    }
     reader_free_files(f, n);
-    return bin;
+    return bin && shards > 0;
 }
 
 static int binary_schema(struct schema *s, const char *path, struct ss_err *e)
