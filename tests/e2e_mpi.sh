@@ -218,6 +218,14 @@ $BIN eval configs/tiny.ini --model $T/profile/model --set data.eval=$T/d/eval.ts
 ENE=$(sed -n 's/.*"eval_ne": \([0-9.]*\).*/\1/p' $T/eval.log)
 NE=$(json eval_ne $M)
 check "cluster model: shadowsync eval of the saved shards gives the job's eval NE ($ENE vs $NE)" near "$ENE" "$NE" 0.0005
+# a model missing one PS's file, or one with bytes appended: refused, naming the set or the file
+mkdir -p $T/miss && cp $T/profile/model/dense.bin $T/profile/model/tables-ps0.bin $T/miss/
+$BIN eval configs/tiny.ini --model $T/miss --set data.eval=$T/d/eval.tsv > $T/miss.log 2>&1
+rc=$?
+cp $T/profile/model/tables-ps1.bin $T/miss/ && echo junk >> $T/miss/dense.bin
+$BIN eval configs/tiny.ini --model $T/miss --set data.eval=$T/d/eval.tsv > $T/junk.log 2>&1
+check "cluster model: a PS's file missing is told as such ($rc); bytes appended to dense.bin are refused, naming it ($?)" \
+    sh -c "[ $rc = 1 ] && grep -q 'found in the 1 file read ($T/miss/tables-ps0.bin): a file of the set is missing?' $T/miss.log && grep -q '$T/miss/dense.bin: bytes past its [0-9]* parameters' $T/junk.log"
 # more embedding PSs than tables (round_robin): the one left empty idles, the job trains, checkpoints
 # and saves a model that scores
 CSV3="--set data.format=csv --set data.cat_cols=14-16"

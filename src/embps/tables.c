@@ -487,6 +487,9 @@ static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct
             }
         }
     }
+    if (rc == 0 && fgetc(f) != EOF) /* something appended, or another file's tail */
+        rc = ss_fail(e, SS_EFORMAT, "%s: bytes past its tables: not the file it was written as",
+                     path);
     free(buf);
     free(held);
     fclose(f);
@@ -501,10 +504,12 @@ int embps_load_files(struct emb_tables *t, char *const *paths, int n, struct ss_
         rc = load_one(t, paths[i], got, e);
     for (int k = 0; rc == 0 && k < t->o.n_tables; k++)
         if (got[k] != t->rows[k])
-            rc = ss_fail(e, SS_EFORMAT, "%s%s: %lld of table %d's %lld rows [%lld, %lld) found",
-                         n ? paths[0] : "(no files)", n > 1 ? " and the other files" : "",
-                         (long long)got[k], t->gid[k], (long long)t->rows[k], (long long)t->lo[k],
-                         (long long)(t->lo[k] + t->rows[k]));
+            rc = ss_fail(e, SS_EFORMAT, "table %d: %lld of its %lld rows [%lld, %lld) found in "
+                         "the %d file%s read (%s%s): a file of the set is missing? (a cluster "
+                         "job writes one tables-psK.bin per embedding PS, DES one per trainer)",
+                         t->gid[k], (long long)got[k], (long long)t->rows[k], (long long)t->lo[k],
+                         (long long)(t->lo[k] + t->rows[k]), n, n == 1 ? "" : "s",
+                         n ? paths[0] : "none", n > 1 ? ", ..." : "");
     free(got);
     return rc;
 }

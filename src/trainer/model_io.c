@@ -114,6 +114,9 @@ int dense_load(float *w, size_t n, const struct model_layout *l, const char *pat
                      (unsigned long long)count, n);
     else if (fread(w, sizeof(float), n, f) != n)
         rc = ss_fail(e, SS_EFORMAT, "%s: truncated", path);
+    else if (fgetc(f) != EOF) /* something appended, or another file's tail */
+        rc = ss_fail(e, SS_EFORMAT, "%s: bytes past its %zu parameters: not the file it was "
+                     "written as", path, n);
     fclose(f);
     return rc;
 }
