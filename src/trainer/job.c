@@ -621,7 +621,7 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         return ss_fail(e, rc, "output.dir: %s", why);
     }
     char p[4096];
-    snprintf(p, sizeof p, "%s/.lock", dir); /* one run at a time: two mixed their files */
+    snprintf(p, sizeof p, "%s/.run.lock", dir); /* one run at a time: two mixed their files */
     int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* held until this process ends */
     if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
         close(fd);
