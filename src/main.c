@@ -260,27 +260,23 @@ static int prerun_checks(const struct ss_config *c, const char *resume, struct s
                          "before training)", c->checkpoint.dir,
                          *why.msg ? why.msg : strerror(errno));
     }
-    if (rc == 0 && *c->checkpoint.dir) { /* one run at a time: two would delete each other's */
-        char p[4200];                   /* (a live run's checkpoints are no earlier run's) */
-        snprintf(p, sizeof p, "%s/.lock", c->checkpoint.dir);
-        int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* held until this process ends */
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
-            rc = ss_fail(e, SS_EINVAL, "checkpoint.dir = %s is in use by another run (its lock, "
-                         "%s, is held): give this run another checkpoint.dir", c->checkpoint.dir,
-                         p);
-    }
+    if (rc == 0 && *c->checkpoint.dir) /* one run at a time: two would delete each other's */
+        rc = ss_dir_lock("checkpoint.dir", c->checkpoint.dir, ".lock", e); /* (and a live run's
+                                                                * checkpoints are no earlier run's) */
     struct stat a, b; /* a resume from another directory writes into checkpoint.dir too */
     int same = resume && stat(resume, &a) == 0 && stat(c->checkpoint.dir, &b) == 0 &&
                a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-    double run = 0;
+    struct ckpt_meta_set found;
     if (rc == 0 && *c->checkpoint.dir && !same &&
-        (rc = ckpt_refuse_earlier(c->checkpoint.dir, &run, e)) < 0 && resume) {
+        (rc = ckpt_refuse_earlier(c->checkpoint.dir, &found, e)) < 0 && resume) {
         char from[4400];
         struct ckpt_meta_set m;
         int skipped;
         struct ss_err ignored = {0};
+        double run = ckpt_meta_get(&found, "run", 0);
         if (run != 0 && ckpt_latest(resume, from, sizeof from, &m, &skipped, &ignored) == 0 &&
-            ckpt_meta_get(&m, "run", 0) == run) /* this run's own, taken since: a requeue */
+            ckpt_meta_get(&m, "run", 0) == run && /* this run's own, taken since: a requeue */
+            ckpt_meta_get(&found, "examples", 0) > ckpt_meta_get(&m, "examples", 0))
             rc = ss_fail(e, SS_EINVAL, "checkpoint.dir = %s holds this run's newer checkpoints "
                          "(written after %s was resumed): --resume %s continues from them",
                          c->checkpoint.dir, resume, c->checkpoint.dir);
@@ -294,6 +290,11 @@ static int prerun_checks(const struct ss_config *c, const char *resume, struct s
         rc = reader_check_eval(c->data.train, c->data.eval, e);
     if (rc == 0 && c->data.eval && *c->data.eval)
         rc = probe_eval(c, e);
+    if (rc == 0 && *c->output.dir) { /* the checks passed: before a cluster job's plan is */
+        struct ss_err why = {0};     /* written there (the run makes it, or names why, later) */
+        if (ss_mkdir_p(c->output.dir, &why) == 0)
+            rc = ss_dir_lock("output.dir", c->output.dir, ".run.lock", e);
+    }
     return rc;
 }
 

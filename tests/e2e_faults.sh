@@ -220,7 +220,7 @@ split_job() {
 # once, naming it, rather than leave the others waiting on it
 split_job startfail 60 $T/missing.tsv
 check "a trainer that fails in its own start ends the job at once, naming its error ($rc, $took s)" \
-    sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): $T/missing.tsv: No such file' $T/startfail.log"
+    sh -c "[ $rc != 0 ] && [ $took -le 20 ] && grep -q '^shadowsync: trainer 1 (rank 1 on [^)]*): data.train: $T/missing.tsv: No such file' $T/startfail.log"
 # one trainer's worker fails mid-run (its gzip file is cut short) while the
 # master has 30 passes of data left, with checkpoints on (the other
 # trainers serve the master's snapshots): the job ends at once, naming it

@@ -268,8 +268,10 @@ for k in big:$T/d/eval.tsv short:$T/tail3.tsv; do
 done
 cat $T/eval.tsv.gz $T/eval.tsv.gz > $T/two.gz
 $BIN eval $CFG --model $T/one/model --set data.eval=$T/two.gz > $T/two.log 2>&1
-check "a plain file appended to a gzip file is an error naming it (a long and a short one); two gzip streams read as one text" \
-    sh -c "grep -q '^rc=1' $T/app-big.log && grep -q '^rc=1' $T/app-short.log && grep -q '$T/app-short.gz: bytes that are not gzip follow its gzip stream' $T/app-short.log && grep -q '$T/app-big.gz: bytes that are not gzip' $T/app-big.log && grep -q '\"eval_examples\": '\$((2 * \$(wc -l < $T/d/eval.tsv)))', ' $T/two.log"
+(cat $T/eval.tsv.gz; head -c 300000 /dev/zero) > $T/padded.gz
+$BIN eval $CFG --model $T/one/model --set data.eval=$T/padded.gz > $T/padded.log 2>&1
+check "a plain file appended to a gzip file is an error naming it (a long and a short one); two gzip streams read as one text; zero padding is skipped, as gzip does" \
+    sh -c "grep -q '^rc=1' $T/app-big.log && grep -q '^rc=1' $T/app-short.log && grep -q '$T/app-short.gz: bytes that are not gzip follow its gzip stream' $T/app-short.log && grep -q '$T/app-big.gz: bytes that are not gzip' $T/app-big.log && grep -q '\"eval_examples\": '\$((2 * \$(wc -l < $T/d/eval.tsv)))', ' $T/two.log && grep -q '\"eval_examples\": '\$(wc -l < $T/d/eval.tsv)', ' $T/padded.log"
 # files that cannot be read fail before any training, named with their key: an xz data.eval
 # (it had trained all, then failed with no metrics.json), an xz file among data.train's (it
 # had trained the files before it, then failed); an eval file whose damage lies past its
@@ -290,7 +292,7 @@ check "an eval that fails after the training keeps its metrics.json (no eval) an
 # --predictions never lands among data.eval's files: the file itself (a link to it too), or
 # into its directory or glob (its .part was read back as eval data)
 cp $T/d/eval.tsv $T/ecopy.tsv && ln -s ecopy.tsv $T/elink.tsv && mkdir -p $T/edir && cp $T/d/eval.tsv $T/edir/a.tsv
-for p in ecopy:$T/ecopy.tsv:$T/ecopy.tsv elink:$T/ecopy.tsv:$T/elink.tsv edir:$T/edir:$T/edir/pred.txt eglob:$T/edir/*.tsv:$T/edir/p.tsv; do
+for p in ecopy:$T/ecopy.tsv:$T/ecopy.tsv elink:$T/ecopy.tsv:$T/elink.tsv edir:$T/edir:$T/edir/pred.txt eglob:$T/edir/*.tsv:$T/edir/../edir/p.tsv; do
     n=${p%%:*}; rest=${p#*:}
     $BIN eval $CFG --model $T/one/model --set "data.eval=${rest%%:*}" --predictions "${rest#*:}" > $T/pw-$n.log 2>&1
     echo "rc=$?" >> $T/pw-$n.log

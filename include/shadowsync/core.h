@@ -88,6 +88,10 @@ static inline uint64_t ss_fnv1a(uint64_t h, const void *p, size_t n)
 double ss_uniform(uint64_t *state);    /* in [0,1) */
 double ss_normal(uint64_t *state);
 int ss_mkdir_p(const char *dir, struct ss_err *e); /* mkdir -p, naming the part that fails */
+/* One run at a time on dir (key names it: "output.dir"): an exclusive lock
+ * on dir/name, held until the process ends; taken again by this process,
+ * it passes. Fails naming key when another process holds it. */
+int ss_dir_lock(const char *key, const char *dir, const char *name, struct ss_err *e);
 void ss_log(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* stderr, with a prefix */
 
 /* Hogwild by design (DESIGN §3): code that reads and writes the shared

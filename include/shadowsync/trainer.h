@@ -329,9 +329,9 @@ void ckpt_remove(const char *ckdir);        /* a committed one, its MANIFEST fir
 int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m, int *skipped,
                 struct ss_err *e);
 /* 0 when DIR holds no complete checkpoint of a run that trained something;
- * else fails naming the newest (*run: its run id, 0 where it has none): a
- * run that does not resume must not follow an earlier run's checkpoints. */
-int ckpt_refuse_earlier(const char *dir, double *run, struct ss_err *e);
+ * else fails naming the newest (*found: its figures): a run that does not
+ * resume must not follow an earlier run's checkpoints. */
+int ckpt_refuse_earlier(const char *dir, struct ckpt_meta_set *found, struct ss_err *e);
 double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt);
 /* The figures of a checkpoint already verified (its parts not read again). */
 int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);

@@ -7,8 +7,10 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -218,6 +220,45 @@ int ss_mkdir_p(const char *dir, struct ss_err *e)
     if (stat(dir, &st) || !S_ISDIR(st.st_mode))
         return ss_fail(e, SS_EIO, "%s: not a directory", dir);
     return 0;
+}
+
+int ss_dir_lock(const char *key, const char *dir, const char *name, struct ss_err *e)
+{
+    static struct held {
+        dev_t dev;
+        ino_t ino;
+    } held[8]; /* the locks this process holds: taken again, they pass */
+    static int n_held;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) /* no room for it (a read-only dir is refused elsewhere): no lock */
+        return 0;
+    struct stat st;
+    int rc = 0;
+    pthread_mutex_lock(&mu);
+    if (fstat(fd, &st) == 0)
+        for (int i = 0; i < n_held; i++)
+            if (held[i].dev == st.st_dev && held[i].ino == st.st_ino) {
+                close(fd);
+                pthread_mutex_unlock(&mu);
+                return 0;
+            }
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* held until this process ends */
+        if (n_held < 8)
+            held[n_held++] = (struct held){st.st_dev, st.st_ino};
+    } else if (errno == EWOULDBLOCK) {
+        close(fd);
+        rc = ss_fail(e, SS_EINVAL, "%s = %s is in use by another run (its lock, %s, is held): "
+                     "give this run another %s", key, dir, p, key);
+    } else { /* NFS without lockd, say: said, as a second run would not be refused */
+        fprintf(stderr, "shadowsync: note: %s = %s cannot be locked (%s: %s): a second run on "
+                "it at once would not be refused\n", key, dir, p, strerror(errno));
+        close(fd);
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
 }
 
 /* ---- a graceful stop on a signal (ss_halt_*) -------------------------- */

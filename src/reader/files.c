@@ -272,6 +272,31 @@ int reader_check_eval(const char *train, const char *eval, struct ss_err *e)
     return rc;
 }
 
+/* Would glob(pattern) list out (whose directory is out_dir)? Its directory
+ * by inode where the pattern's is a plain path (./d/x and /abs/d/x alike),
+ * its name by the last part; else the whole path as written. */
+static int glob_would_list(const char *pattern, const char *out, const char *out_dir)
+{
+    const char *slash = strrchr(pattern, '/'), *base = strrchr(out, '/');
+    base = base ? base + 1 : out;
+    if (slash && memchr(pattern, '*', (size_t)(slash - pattern)) == NULL &&
+        memchr(pattern, '?', (size_t)(slash - pattern)) == NULL &&
+        memchr(pattern, '[', (size_t)(slash - pattern)) == NULL) {
+        char *pd = strndup(pattern, (size_t)(slash - pattern) + (slash == pattern));
+        struct stat a, b;
+        int same = pd && stat(pd, &a) == 0 && stat(out_dir, &b) == 0 && a.st_dev == b.st_dev &&
+                   a.st_ino == b.st_ino;
+        free(pd);
+        return same && fnmatch(slash + 1, base, FNM_PERIOD) == 0;
+    }
+    if (!slash) { /* a pattern of names in the working directory */
+        struct stat a, b;
+        return stat(".", &a) == 0 && stat(out_dir, &b) == 0 && a.st_dev == b.st_dev &&
+               a.st_ino == b.st_ino && fnmatch(pattern, base, FNM_PERIOD) == 0;
+    }
+    return fnmatch(pattern, out, FNM_PATHNAME | FNM_PERIOD) == 0;
+}
+
 int reader_check_output(const char *what, const char *out, const char *key, const char *path,
                         struct ss_err *e)
 {
@@ -290,7 +315,7 @@ int reader_check_output(const char *what, const char *out, const char *key, cons
         p.st_dev == d.st_dev && p.st_ino == d.st_ino)
         rc = ss_fail(e, SS_EINVAL, "%s %s would be written into %s = %s, which a later run "
                      "would read as data: write it elsewhere", what, out, key, path);
-    else if (strpbrk(path, "*?[") && fnmatch(path, out, FNM_PATHNAME) == 0)
+    else if (strpbrk(path, "*?[") && glob_would_list(path, out, dir))
         rc = ss_fail(e, SS_EINVAL, "%s %s matches %s = %s, which a later run would read as "
                      "data: write it elsewhere", what, out, key, path);
     struct ss_err ignored = {0};

@@ -230,10 +230,11 @@ static void text_close(struct reader *r)
 }
 
 /* At a gzip file's end: does something that is not gzip follow its last
- * stream? zlib skips such bytes quietly. Told by bytes past what zlib read,
- * or, where it read them all, by the last 4 bytes, which are the last
- * stream's length (mod 2^32) and so at most the whole text's; a text of
- * 4 GiB or more is not checked that way. */
+ * stream? zlib skips such bytes quietly. Told by bytes past what zlib read
+ * (but zeros: padding, which gzip skips too), or, where it read them all,
+ * by the last 4 bytes, which are the last stream's length (mod 2^32) and
+ * so at most the whole text's; a text of 4 GiB or more is not checked that
+ * way. */
 static int gz_trailing(struct reader *r)
 {
     struct stat st;
@@ -241,8 +242,19 @@ static int gz_trailing(struct reader *r)
     unsigned char t[4];
     if (in < 0 || fstat(r->fd, &st) != 0)
         return 0;
-    if (st.st_size > in)
-        return 1;
+    if (st.st_size > in) { /* zeros (a tape's or a tool's padding) are skipped, as gzip does */
+        unsigned char buf[65536];
+        for (off_t at = in; at < st.st_size;) {
+            ssize_t k = pread(r->fd, buf, sizeof buf, at);
+            if (k <= 0)
+                return 0;
+            for (ssize_t i = 0; i < k; i++)
+                if (buf[i])
+                    return 1;
+            at += k;
+        }
+        return 0;
+    }
     if (st.st_size < 18 || r->file_read >= (1ull << 32) || pread(r->fd, t, 4, st.st_size - 4) != 4)
         return 0;
     uint32_t isize = t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;

@@ -137,20 +137,34 @@ static int add_bytes(const char *p, const struct stat *st, int flag, struct FTW 
  * stays), said once. Else every snapshot after the kept ones failed for
  * room, the run went on, and a resume lost all it trained since. Called
  * from the one thread that takes snapshots. */
+static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, struct ss_err *e);
+
 static void make_room(const char *dir, const long *seq, int n)
 {
     static int said;
     struct statvfs fs;
-    if (n < KEPT || statvfs(dir, &fs) != 0)
+    if (n < KEPT || statvfs(dir, &fs) != 0 || fs.f_blocks == 0) /* no figures: none taken */
         return;
     char p[4200];
-    snprintf(p, sizeof p, "%s/ckpt-%06ld", dir, seq[0]);
+    int keep = -1; /* the newest complete one (a resume's): never removed */
+    for (int i = 0; i < n && keep < 0; i++) {
+        struct ckpt_meta_set m;
+        struct ss_err ignored = {0};
+        snprintf(p, sizeof p, "%s/ckpt-%06ld", dir, seq[i]);
+        if (verify(p, &m, 0, &ignored) == 0)
+            keep = i;
+    }
+    if (keep < 0)
+        return;
+    snprintf(p, sizeof p, "%s/ckpt-%06ld", dir, seq[keep]);
     tree_bytes = 0;
     nftw(p, add_bytes, 16, FTW_PHYS);
     uint64_t free_bytes = (uint64_t)fs.f_bavail * fs.f_frsize, need = tree_bytes + (1u << 20);
     if (free_bytes >= need)
         return;
-    for (int i = n - 1; i >= 1; i--) {
+    for (int i = n - 1; i >= 0; i--) {
+        if (i == keep)
+            continue;
         snprintf(p, sizeof p, "%s/ckpt-%06ld", dir, seq[i]);
         ckpt_remove(p);
     }
@@ -400,10 +414,10 @@ int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m,
                    dir, why.msg);
 }
 
-int ckpt_refuse_earlier(const char *dir, double *run, struct ss_err *e)
+int ckpt_refuse_earlier(const char *dir, struct ckpt_meta_set *found, struct ss_err *e)
 {
     long seq[1024];
-    *run = 0;
+    found->n = 0;
     int n = list_ckpts(dir, seq, 1024);
     for (int i = 0; i < n; i++) {
         char ck[4200];
@@ -413,7 +427,7 @@ int ckpt_refuse_earlier(const char *dir, double *run, struct ss_err *e)
         /* unfinished, or of a run that trained nothing: nothing to lose, nothing to resume */
         if (verify(ck, &m, 0, &ignored) < 0 || ckpt_meta_get(&m, "examples", 0) <= 0)
             continue;
-        *run = ckpt_meta_get(&m, "run", 0);
+        *found = m;
         return ss_fail(e, SS_EINVAL, "checkpoint.dir = %s holds an earlier run's checkpoints "
                        "(%s the newest complete one): continue that run with --resume, or give "
                        "another checkpoint.dir (a new run would number its own after them, and "

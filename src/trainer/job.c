@@ -16,7 +16,6 @@
 
 #include <cblas.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <glob.h>
 #include <math.h>
 #include <pthread.h>
@@ -24,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -133,6 +131,7 @@ struct job {
     int sched_on, sched_times;  /* a schedule is set; the job's examples per one of a
                                  * batch's place in its reader's data: 1 in process or through
                                  * reader services, the trainers where each reads its share */
+    int64_t sched_at0;          /* its own reader's place at this run's start */
     double sched_ratio;         /* where each reads its share: the job's examples per this
                                  * trainer's, from the progress reports (0: none yet, so
                                  * sched_times); atomic */
@@ -278,8 +277,10 @@ static void *worker_main(void *arg)
             double times, r;
             __atomic_load(&j->sched_ratio, &r, __ATOMIC_RELAXED);
             times = r > 0 ? r : j->sched_times;
-            int64_t at = b.at >= 0 ? (int64_t)((double)b.at * times)
-                                   : j->sched_base + stepped * j->n_wk * j->sched_times;
+            int64_t at = b.at < 0 ? j->sched_base + stepped * j->n_wk * j->sched_times
+                         : j->reader /* its own reader: the job's count at its start, on */
+                             ? j->sched_base + (int64_t)((double)(b.at - j->sched_at0) * times)
+                             : (int64_t)((double)b.at * times);
             b.lr_scale = (float)optim_lr_scale(c, at);
             rate = lr * b.lr_scale;
             wk->clock = at > wk->clock ? at : wk->clock;
@@ -621,13 +622,8 @@ static int open_run_dir(struct job *j, struct ss_err *e)
         return ss_fail(e, rc, "output.dir: %s", why);
     }
     char p[4096];
-    snprintf(p, sizeof p, "%s/.run.lock", dir); /* one run at a time: two mixed their files */
-    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* held until this process ends */
-    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-        close(fd);
-        return ss_fail(e, SS_EINVAL, "output.dir = %s is in use by another run (its lock, %s, "
-                       "is held): give this run another output.dir", dir, p);
-    }
+    if ((rc = ss_dir_lock("output.dir", dir, ".run.lock", e)) < 0) /* two mixed their files */
+        return rc;
     snprintf(p, sizeof p, "%s/config.ini", dir);
     if ((rc = ss_config_save(j->c, p, e)) < 0) {
         char why[sizeof e->msg];
@@ -1203,6 +1199,11 @@ static int start_trainers(struct job *j, struct ss_err *e)
     j->t0 = ss_now() - j->base.elapsed;
     j->start = ss_now();
     j->frac0 = j->reader ? reader_fraction(j->reader) : -1; /* a feed's: at its first line */
+    if (j->reader) {
+        struct reader_stats rs0;
+        reader_stats(j->reader, &rs0);
+        j->sched_at0 = rs0.examples;
+    }
     struct exchange **xg = NULL; /* DES: worker k of trainer t in group k, xg[k * n_tr + t] */
     if (j->des) {
         xg = ss_xcalloc((size_t)j->n_tr * j->n_wk, sizeof *xg);
@@ -2332,6 +2333,11 @@ static int load_checkpoint(struct job *j, struct ss_err *e)
         if (j->shards[t] && (rc = embps_load_dir(j->shards[t], j->resumed_from, e)) < 0)
             return rc;
     if (j->reader) {
+        snprintf(p, sizeof p, "%s/reader-0.pos", j->resumed_from);
+        if (access(p, F_OK) != 0) /* read through reader services (feed-*.pos): so again */
+            return ss_fail(e, SS_EINVAL, "%s was written by a job that read data.train through "
+                           "reader services: resume it with job.readers >= 1 (tools/submit "
+                           "CONFIG ... --resume)", j->resumed_from);
         snprintf(p, sizeof p, "%s/reader-1.pos", j->resumed_from);
         int one_reader = access(p, F_OK) != 0; /* the embedded default's, or one trainer's */
         if (env && one_reader && env->count > 1)
@@ -2734,9 +2740,11 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         if (j.final_ckpt[0]) { /* the way back to the model: the training is not lost */
             struct ss_err why = *e;
             rc = ss_fail(e, rc, "%s; the final checkpoint %s holds the model: once there is "
-                         "room, `%s CONFIG ... --resume %s` saves it (and scores it) without "
-                         "training again", why.msg, j.final_ckpt,
-                         env ? "tools/submit" : "shadowsync train", c->checkpoint.dir);
+                         "room, `%s CONFIG ... --resume %s` %s", why.msg, j.final_ckpt,
+                         env ? "tools/submit" : "shadowsync train", c->checkpoint.dir,
+                         ss_halt_signal() ? "trains on from it (stopped short of the data) and "
+                                            "saves the model at its end"
+                                          : "saves it (and scores it) without training again");
         }
         goto out;
     }
