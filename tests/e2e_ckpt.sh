@@ -328,6 +328,7 @@ mkdir -p $T/ck/ckpt-999999; echo junk > $T/ck/ckpt-999999/x   # no MANIFEST: hal
 EXTRA="--resume $T/ck" train run3 trainer.worker_threads=1 > $T/run3.log 2>&1
 rc=$?
 check "--resume DIR without checkpoint.dir goes on checkpointing into DIR" grep -q "^# checkpoint $T/ck/ckpt-" $T/run3.log
+grep -q "^# checkpoint $T/ck/ckpt-" $T/run3.log || { ls -la $T/ck; tail -n 15 $T/run3.log; } | sed 's/^/  (run3) /'
 check "a checkpoint without MANIFEST is skipped" grep -q "skipping checkpoint $T/ck/ckpt-999999: .*no MANIFEST" $T/run3.log
 check "a damaged checkpoint is skipped, naming the part" grep -q "skipping checkpoint $NEWEST: .*tables.bin" $T/run3.log
 check "...and the one before is resumed, every example once" sh -c "[ $rc = 0 ] && grep -q 'resuming from $OLDER' $T/run3.log && [ \"$(json examples $T/run3/metrics.json)\" = $N ]"
@@ -341,6 +342,7 @@ $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d
 rc=$?
 check "a MANIFEST whose meta line was changed is refused as damaged ($rc)" \
     sh -c "[ $rc != 0 ] && grep -q '^meta examples [0-9]*1$' $T/ckflip/*/MANIFEST && grep -q 'MANIFEST: its lines do not match their hash' $T/flip.log"
+grep -q 'MANIFEST: its lines do not match their hash' $T/flip.log || tail -n 5 $T/flip.log | sed 's/^/  (flip) /'
 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --resume $T/d > $T/none.log 2>&1
 rc=$?
 check "--resume with no checkpoint: a clear error" sh -c "[ $rc != 0 ] && grep -q 'no checkpoint to resume from' $T/none.log"
