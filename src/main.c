@@ -25,6 +25,7 @@
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -46,6 +47,9 @@ static const char usage[] =
     "  convert [CONFIG] --in PATH --out DIR [--shard-examples N] [--set ...]\n"
     "                                               text data to binary shards (of N\n"
     "                                               examples each; default: one shard)\n"
+    "  check CONFIG [--set ...]                     the config as train would resolve it:\n"
+    "                                               its errors, or the role counts (tools/\n"
+    "                                               submit asks before it launches)\n"
     "  plan CONFIG [--set ...]                      the embedding tables' placement on\n"
     "                                               job.embedding_ps PSs (the trainers with\n"
     "                                               embedding.placement = trainers), for every\n"
@@ -124,6 +128,12 @@ static int parse_args(int argc, char **argv, struct args *a, const char *const *
             exit(0);
         }
         if (!strcmp(s, "--help-config")) {
+            int ok = 0; /* train's alone: elsewhere it would be taken and ignored */
+            for (int k = 0; allowed[k]; k++)
+                ok |= !strcmp(allowed[k], "help-config");
+            if (!ok)
+                return bad_usage("--help-config goes with train (shadowsync train "
+                                 "--help-config)");
             a->help_config = 1;
         } else if (!strcmp(s, "--set")) {
             if (i + 1 >= argc)
@@ -144,7 +154,7 @@ static int parse_args(int argc, char **argv, struct args *a, const char *const *
             for (int k = 0; k < a->n_opts; k++)
                 if (!strcmp(a->names[k], s + 2))
                     snprintf(msg, sizeof msg, "%s is given twice", s);
-            if (!ok || i + 1 >= argc)
+            if (!ok || i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)) /* not the next option */
                 snprintf(msg, sizeof msg, "unknown option or missing value: %s", s);
             if (*msg)
                 return bad_usage(msg);
@@ -456,6 +466,11 @@ static int take_resume(int *argc, char **argv, const char **resume)
     for (int i = 0; i < *argc; i++) {
         if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9)) {
             struct stat st;
+            if (*resume) {
+                fprintf(stderr, "shadowsync: --resume is given twice: name one checkpoint "
+                        "directory\n");
+                return 2;
+            }
             if (argv[i][8] == '=')
                 *resume = argv[i] + 9;
             else if (i + 1 < *argc && stat(argv[i + 1], &st) == 0 && S_ISDIR(st.st_mode))
@@ -477,7 +492,7 @@ static int take_resume(int *argc, char **argv, const char **resume)
 
 static int cmd_train(int argc, char **argv)
 {
-    static const char *const allowed[] = {NULL};
+    static const char *const allowed[] = {"help-config", NULL};
     struct args a;
     const char *resume;
     int rc = take_resume(&argc, argv, &resume);
@@ -514,8 +529,12 @@ static int cmd_train(int argc, char **argv)
         return bad_usage("--resume needs a checkpoint DIR (or checkpoint.dir in the config)");
     }
     int dir_set = 0; /* "--set checkpoint.dir=" asks a resumed run to write none */
-    for (int i = 0; i < a.n_sets; i++)
-        dir_set |= g_str_has_prefix(a.sets[i], "checkpoint.dir=");
+    for (int i = 0; i < a.n_sets; i++) { /* "checkpoint.dir=", or " = " as in a file */
+        const char *eq = strchr(a.sets[i], '=');
+        char *key = eq ? g_strstrip(g_strndup(a.sets[i], (size_t)(eq - a.sets[i]))) : NULL;
+        dir_set |= key && !strcmp(key, "checkpoint.dir");
+        g_free(key);
+    }
     if (resume && !*c.checkpoint.dir && !dir_set) { /* the resumed run goes on checkpointing there */
         g_free(c.checkpoint.dir);
         c.checkpoint.dir = g_strdup(resume);
@@ -667,6 +686,8 @@ static int cmd_gen(int argc, char **argv)
         if ((rc = load_config(&c, &a)))
             return rc;
         have_cfg = 1;
+        if (!opt(&a, "seed")) /* the config's job.seed, as its doc says (both 1 by default) */
+            g.seed = (uint64_t)c.job.seed;
         if (model_layout_init(&l, &c, &e) < 0) {
             ss_config_free(&c);
             return die(&e);
@@ -691,8 +712,12 @@ static int cmd_gen(int argc, char **argv)
     double bayes = 0;
     if (rc == 0 && (rc = gen_write(&g, &bayes, &e)) == 0 && bags)
         printf("# %d multi-hot feature(s), bags of 1 to %d ids\n", bags, 2 * g.bag_size - 1);
-    if (rc == 0)
+    if (rc == 0) {
         printf("bayes_ne=%.6f\n", bayes);
+        printf("# bayes_ne: the best NE on the %s split (the generator's own probabilities)%s%s\n",
+               g.eval_examples ? "eval" : "train", g.eval_examples ? "" : ", as there is no eval split",
+               isnan(bayes) ? "; nan: its labels are all 0 or all 1 (too few examples)" : "");
+    }
     model_layout_free(&l);
     if (have_cfg)
         ss_config_free(&c);
@@ -727,6 +752,35 @@ static int cmd_convert(int argc, char **argv)
         rc = reader_convert(opt(&a, "in"), opt(&a, "out"), &s, per, c.data.report_bad_lines, &e);
     ss_config_free(&c);
     return rc < 0 ? die(&e) : 0;
+}
+
+/* `shadowsync check`: loads and checks the config as train would (every
+ * key's range, the keys together, the model's widths), reads no data, and
+ * prints the job's role counts: "trainers T embedding_ps E sync_ps S
+ * readers R". */
+static int cmd_check(int argc, char **argv)
+{
+    static const char *const allowed[] = {NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (!a.config)
+        return bad_usage("check needs a CONFIG");
+    struct ss_config c;
+    if ((rc = load_config(&c, &a)))
+        return rc;
+    struct model_layout l = {0};
+    struct ss_err e = {0};
+    if (model_layout_init(&l, &c, &e) < 0) {
+        ss_config_free(&c);
+        return die(&e);
+    }
+    printf("trainers %d embedding_ps %d sync_ps %d readers %d\n", c.job.trainers,
+           c.job.embedding_ps, c.job.sync_ps, c.job.readers);
+    model_layout_free(&l);
+    ss_config_free(&c);
+    return 0;
 }
 
 /* `shadowsync plan`: profiles data.train and prints the plan of the
@@ -816,6 +870,8 @@ int main(int argc, char **argv)
         return cmd_convert(argc - 2, argv + 2);
     if (!strcmp(verb, "plan"))
         return cmd_plan(argc - 2, argv + 2);
+    if (!strcmp(verb, "check"))
+        return cmd_check(argc - 2, argv + 2);
     char msg[256];
     snprintf(msg, sizeof msg, "unknown verb \"%s\"", verb);
     return bad_usage(msg);

@@ -345,6 +345,15 @@ check "mpiguard: a launcher stuck after one rank aborted, another stopped, is st
     sh -c "[ $rc = 3 ] && [ $(( $(date +%s) - t0 )) -le 10 ] && grep -q 'unreaped.*and its 1 rank(s) still running' $T/guard2.log && [ -n '$stopped' ] && ! grep -q '^State:.*[RSTD]' /proc/$stopped/status 2> /dev/null"
 check "tools/submit: the job trains" test "$(json examples $T/submit/metrics.json)" = 5000
 rm -f shadowsync-*.sbatch
+# a config that does not check stops submit before anything is launched or scripted, with
+# shadowsync's own message (python read "2_0" as 20 and launched 20 ranks; -3 workers
+# gave "--cpus-per-task=-2")
+tools/submit configs/tiny.ini --set job.trainers=2_0 > $T/sub-bad1.log 2>&1
+rc=$?
+tools/submit configs/tiny.ini --slurm --dry-run --set trainer.worker_threads=-3 > $T/sub-bad2.log 2>&1
+rc2=$?
+check "tools/submit: a config that does not check launches nothing, naming the key ($rc, $rc2)" \
+    sh -c "[ $rc = 2 ] && [ $rc2 = 2 ] && grep -q 'job.trainers = \"2_0\" is not an integer' $T/sub-bad1.log && grep -q 'nothing launched' $T/sub-bad1.log && ! grep -q 'mpirun -np' $T/sub-bad1.log && grep -q 'trainer.worker_threads = -3 is out of range' $T/sub-bad2.log && ! grep -q SBATCH $T/sub-bad2.log"
 tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=4 > $T/slurm.log 2>&1
 check "tools/submit --slurm --dry-run prints the sbatch script and writes no file" \
     sh -c "grep -q 'SBATCH --ntasks=4' $T/slurm.log && ! ls shadowsync-*.sbatch > /dev/null 2>&1"

@@ -308,6 +308,22 @@ rc=$?
 train nul --set data.train=$T/nul.tsv --set data.eval=
 check "UTF-16 data: refused before training, naming iconv ($rc); a NUL in a field is quoted as \\x00" \
     sh -c "[ $rc = 1 ] && grep -q 'u16.tsv: UTF-16 text (its byte-order mark), which is not read: convert it to UTF-8 (iconv' $T/u16.log && grep -q 'nul.tsv:301: column 15: bad hex token \"ab.x00cd\"' $T/nul.log"
+# the command line: --help-config only with train; --resume given twice; a value that is the
+# next option; "--set checkpoint.dir = " (as in a file) stops a resumed run's checkpoints as
+# "checkpoint.dir=" does; gen takes the config's job.seed; a dense model past the memory is
+# refused, naming its widths (it aborted on its allocation)
+$BIN eval $CFG --model $T/one/model --help-config > $T/cli1.log 2>&1; r1=$?
+$BIN train $CFG --resume $T --resume $T > $T/cli2.log 2>&1; r2=$?
+$BIN eval $CFG --model --predictions $T/p.txt > $T/cli3.log 2>&1; r3=$?
+train ckspace0 --set trainer.worker_threads=1 --set checkpoint.dir=$T/ckspace --set data.max_examples=5000
+train ckspace1 --set trainer.worker_threads=1 --set data.max_examples=10000 --resume $T/ckspace --set "checkpoint.dir = "
+$BIN gen --out $T/seedA --examples 200 --config $CFG > /dev/null 2>&1
+$BIN gen --out $T/seedB --examples 200 --config $CFG --set job.seed=5 > /dev/null 2>&1
+$BIN gen --out $T/seedC --examples 200 --config $CFG --seed 5 > /dev/null 2>&1
+train wide --set model.bottom=13-1000000000-8 --set data.eval= --set output.save_model=false
+r4=$?
+check "CLI: --help-config off train ($r1), --resume twice ($r2), an option for a value ($r3) refused; checkpoint.dir = (spaced) stops a resume's checkpoints; gen takes job.seed; a dense model past the memory refused ($r4)" \
+    sh -c "[ $r1 = 2 ] && grep -q 'help-config goes with train' $T/cli1.log && [ $r2 = 2 ] && grep -q 'resume is given twice' $T/cli2.log && [ $r3 = 2 ] && grep -q 'missing value: --model' $T/cli3.log && [ \$(ls $T/ckspace | grep -c ckpt) = 1 ] && [ '$(json examples $T/ckspace1/metrics.json)' = 10000 ] && ! cmp -s $T/seedA/train.tsv $T/seedB/train.tsv && cmp -s $T/seedB/train.tsv $T/seedC/train.tsv && [ $r4 = 1 ] && grep -q 'the dense model here needs about [0-9]* MB (.*model.bottom = 13-1000000000-8' $T/wide.log"
 # a dangling link in a data directory is an error (its data would be missed: an unmounted
 # volume); a subdirectory is said not to be read
 mkdir -p $T/dl/sub && head -n 1000 $T/d/train.tsv > $T/dl/a.tsv && ln -s $T/nothing $T/dl/b.tsv

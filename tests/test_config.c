@@ -251,6 +251,13 @@ static const struct bad_case bad_cases[] = {
     {"zero rows", NULL, "model.rows=0", {"model.rows", "\"0\""}},
     {"rows trailing comma", NULL, "model.rows=10,", {"model.rows", "10,"}},
     {"bad cat_cols", NULL, "data.cat_cols=14-", {"data.cat_cols", "14-"}},
+    {"a key of another section", NULL, "data.batch_size=3",
+     {"unknown key data.batch_size", "(did you mean trainer.batch_size?)"}},
+    {"a key of another section, misspelt", "[job]\nworker_thread = 2\n", NULL,
+     {"t.ini:2:", "unknown key job.worker_thread", "(did you mean trainer.worker_threads?)"}},
+    {"section header with a second ]", "[sync]]\nalgo = ma\n", NULL,
+     {"t.ini:1:", "\"[sync]]\" is not a [section] line"}},
+    {"empty section header", "[]\nx = 1\n", NULL, {"t.ini:1:", "\"[]\" is not a [section] line"}},
 };
 
 static void check_bad(const struct bad_case *b)
@@ -280,6 +287,24 @@ static void test_bad_inputs(void)
     int rc = ss_config_load(&c, "/nonexistent/dir/job.ini", NULL, 0, &e);
     CHECK(rc == SS_EIO && strstr(e.msg, "/nonexistent/dir/job.ini"), "unreadable file",
           "rc %d: %s", rc, e.msg);
+}
+
+/* Blanks after a name or widths in a file (unseen in an editor) are no
+ * part of them; a denormal is a number in range, not out of it. */
+static void test_blanks_and_denormals(void)
+{
+    struct ss_config c;
+    struct ss_err e = {0};
+    int rc = load_text(&c, "[sync]\nalgo = ma  \nalpha = 1e-320\n[placement]\nstrategy = hash \t\n"
+                           "[model]\nbottom = 13-512-256-64-16 \n[data]\nseparator = tab \n", NULL, 0,
+                       &e);
+    CHECK(rc == 0 && !strcmp(c.sync.algo, "ma") && !strcmp(c.placement.strategy, "hash") &&
+              !strcmp(c.model.bottom, "13-512-256-64-16") && !strcmp(c.data.separator, "\t") &&
+              c.sync.alpha > 0 && c.sync.alpha < 1e-300,
+          "trailing blanks after names, widths and a separator's name are dropped; a denormal alpha "
+          "is taken", "rc %d: %s", rc, e.msg);
+    if (rc == 0)
+        ss_config_free(&c);
 }
 
 static void test_round_trip(void)
@@ -420,6 +445,7 @@ int main(void)
     test_rows_blanks();
     test_bad_inputs();
     test_round_trip();
+    test_blanks_and_denormals();
     test_dims();
     test_cols();
     test_reference();

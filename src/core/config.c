@@ -265,6 +265,10 @@ static int unknown(struct ss_err *e, const char *where, const char *section, con
             best = d, bs = keys[i].section, bk = keys[i].key;
     }
     char hint[160] = "";
+    for (int close = 0; close < 2 && known && !bs && key; close++) /* another section's key: */
+        for (size_t i = 0; !bs && i < N_KEYS; i++)                  /* the same name first */
+            if (close ? distance(key, keys[i].key) < 2 : !strcmp(keys[i].key, key))
+                bs = keys[i].section, bk = keys[i].key;
     if (bs && (known || (key && find_key(bs, key))))
         snprintf(hint, sizeof hint, " (did you mean %s.%s?)", bs, known ? bk : key);
     else if (bs)
@@ -372,8 +376,8 @@ static int set_double(struct ss_config *c, const struct key_desc *d, const char 
     double x = g_ascii_strtod(v, &end);
     if (end == v || *end || g_ascii_isspace(v[0]) || isnan(x))
         return fail_value(e, where, d, v, "is not a number");
-    if (errno == ERANGE || below_min(d, x) || above_max(d, x))
-        return fail_range(e, where, d, v);
+    if ((errno == ERANGE && fabs(x) == HUGE_VAL) || below_min(d, x) || above_max(d, x))
+        return fail_range(e, where, d, v); /* (an underflow is a number that small, or 0) */
     *(double *)field(c, d) = x;
     return 0;
 }
@@ -421,11 +425,17 @@ static int set_enum(struct ss_config *c, const struct key_desc *d, const char *v
 static int set_string(struct ss_config *c, const struct key_desc *d, const char *v,
                       const char *where, struct ss_err *e)
 {
-    if (d->choices && !find_choice(d->choices, v))
-        return fail_choice(e, where, d, v);
+    char *t = g_strdup(v);
+    if (d->choices) /* a name: blanks after it (unseen in an editor) are no part of it */
+        g_strstrip(t);
+    if (d->choices && !find_choice(d->choices, t)) {
+        int rc = fail_choice(e, where, d, t);
+        g_free(t);
+        return rc;
+    }
     char **s = field(c, d);
     g_free(*s);
-    *s = g_strdup(v);
+    *s = t;
     return 0;
 }
 
@@ -529,7 +539,9 @@ static int check_lines(const char *text, const char *path, GHashTable *seen, str
         if (!*s || *s == '#')
             continue;
         if (*s == '[') {
-            if (s[strlen(s) - 1] != ']')
+            size_t len = strlen(s);
+            if (s[len - 1] != ']' || len < 3 || memchr(s + 1, ']', len - 2) ||
+                memchr(s + 1, '[', len - 2))
                 rc = ss_fail(e, SS_EFORMAT, "config %s:%d: \"%s\" is not a [section] line", path,
                              n + 1, s);
             else
@@ -637,6 +649,13 @@ static int apply_override(struct ss_config *c, const char *ov, struct ss_err *e)
  * value's spaces are stripped). */
 static int check_char(char **s, const char *key, struct ss_err *e)
 {
+    char *bare = g_strstrip(g_strdup(*s));
+    if (strlen(*s) > 1 && *bare) { /* "tab  ", ", ": blanks around a name or a character */
+        g_free(*s);
+        *s = bare;
+    } else {
+        g_free(bare);
+    }
     size_t n = strlen(*s);
     const char *to = !strcmp(*s, "\\t") || !strcmp(*s, "tab") ? "\t"
                      : !strcmp(*s, "space")                    ? " "
@@ -718,6 +737,8 @@ static int check_config(struct ss_config *c, struct ss_err *e)
         ss_parse_cols(c->data.cat_cols, cols, SS_MAX_COLS, e, "data.cat_cols") < 0 ||
         ss_parse_cols(c->data.multihot_cols, cols, SS_MAX_COLS, e, "data.multihot_cols") < 0)
         return SS_EINVAL;
+    g_strstrip(c->model.bottom); /* widths: blanks around them are none of theirs */
+    g_strstrip(c->model.top);
     if (ss_parse_dims(c->model.bottom, dims, SS_MAX_LAYERS + 1, e, "model.bottom") < 0)
         return SS_EINVAL;
     if ((c->optim.dense == OPT_ADAGRAD || c->optim.emb == OPT_ROWWISE_ADAGRAD) &&

@@ -789,6 +789,24 @@ static int setup_model(struct job *j, struct ss_err *e)
     int rc = model_layout_init(&j->l, c, e);
     if (rc < 0)
         return rc;
+    /* the dense part's room (a width past the memory aborted on its allocation): each
+     * trainer's vector, optimizer state and sync copies, each worker's gradient, and a
+     * batch's activations through the widths, forward and back */
+    double widths = 0, trainers = j->n_tr > 0 ? j->n_tr : 1, workers = trainers * (j->n_wk > 0 ? j->n_wk : 1);
+    for (int i = 0; i <= j->l.n_bot; i++)
+        widths += j->l.bot[i];
+    for (int i = 0; i <= j->l.n_top; i++)
+        widths += j->l.top[i];
+    double need = 4.0 * (double)j->l.n_params * (4 * trainers + 2 * workers) +
+                  4.0 * 4 * widths * c->trainer.batch_size * workers;
+    int64_t avail = ss_mem_available();
+    if (avail >= 0 && need > (double)avail)
+        return ss_fail(e, SS_ENOMEM, "the dense model here needs about %.0f MB (%zu parameters "
+                       "of model.bottom = %s and model.top = %s, for %g trainer(s) x %g "
+                       "worker(s), and their activations at trainer.batch_size = %d), more than "
+                       "the %lld MB of memory free here: narrower layers, or fewer workers",
+                       need / 1048576, j->l.n_params, c->model.bottom, c->model.top, trainers,
+                       workers / trainers, c->trainer.batch_size, (long long)(avail >> 20));
     if (c->embedding.placement == EMB_ON_TRAINERS && j->n_tr > 0) /* not `shadowsync eval` */
         return setup_des(j, e);
     if (j->env) /* the tables live on the embedding PSs */
