@@ -258,6 +258,8 @@ static const struct bad_case bad_cases[] = {
     {"section header with a second ]", "[sync]]\nalgo = ma\n", NULL,
      {"t.ini:1:", "\"[sync]]\" is not a [section] line"}},
     {"empty section header", "[]\nx = 1\n", NULL, {"t.ini:1:", "\"[]\" is not a [section] line"}},
+    {"bad pin", NULL, "placement.pin=garbage", {"placement.pin", "\"garbage\"", "TABLE:PS"}},
+    {"bad pin among good ones", NULL, "placement.pin=0:1, 3@0-:2", {"placement.pin", "3@0-:2"}},
 };
 
 static void check_bad(const struct bad_case *b)

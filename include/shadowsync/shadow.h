@@ -77,8 +77,10 @@ static inline void job_abort(void)
 static inline void peer_stalled(const struct peer_wait *pw, const char *what, const char *who)
 {
     fprintf(stderr, "shadowsync: %s: %s has waited %g s (sync.timeout_s) for %s, which has "
-            "stalled (stopped, hung or swapped out, it takes no part); ending the job\n", pw->me,
-            what, pw->timeout_s, who);
+            "stalled (stopped, hung or swapped out, it takes no part)%s; ending the job\n", pw->me,
+            what, pw->timeout_s, who,
+            pw->timeout_s < 1 ? ", or sync.timeout_s is shorter than a healthy round can take "
+                                "(its default is 600 s)" : "");
     job_abort();
 }
 /* Completes req by polling MPI_Test: spins tests first (a DES round is

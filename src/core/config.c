@@ -672,6 +672,35 @@ static int check_char(char **s, const char *key, struct ss_err *e)
     return 0;
 }
 
+/* placement.pin's syntax, as placement reads it: comma-separated items
+ * TABLE:PS or TABLE@LO-HI:PS, blanks anywhere in one. */
+static int check_pins(const char *pins, struct ss_err *e)
+{
+    char **items = g_strsplit(pins ? pins : "", ",", -1);
+    int rc = 0;
+    for (int i = 0; items[i] && rc == 0; i++) {
+        char *t = g_strdup(items[i]), *d = t;
+        for (const char *q = items[i]; *q; q++)
+            if (!g_ascii_isspace(*q))
+                *d++ = *q;
+        *d = 0;
+        long long a, b, lo, hi;
+        int used = 0, ok;
+        if (!*t)
+            ok = 1;
+        else if (strchr(t, '@'))
+            ok = sscanf(t, "%lld@%lld-%lld:%lld%n", &a, &lo, &hi, &b, &used) == 4 && !t[used];
+        else
+            ok = sscanf(t, "%lld:%lld%n", &a, &b, &used) == 2 && !t[used];
+        if (!ok)
+            rc = ss_fail(e, SS_EINVAL, "config: placement.pin: \"%s\" is not TABLE:PS or "
+                         "TABLE@LO-HI:PS (comma-separated)", items[i]);
+        g_free(t);
+    }
+    g_strfreev(items);
+    return rc;
+}
+
 /* Digits only, at most limit; len characters of s. */
 static int parse_uint(const char *s, size_t len, int64_t limit, int64_t *out)
 {
@@ -736,6 +765,8 @@ static int check_config(struct ss_config *c, struct ss_err *e)
     if (ss_parse_cols(c->data.dense_cols, cols, SS_MAX_COLS, e, "data.dense_cols") < 0 ||
         ss_parse_cols(c->data.cat_cols, cols, SS_MAX_COLS, e, "data.cat_cols") < 0 ||
         ss_parse_cols(c->data.multihot_cols, cols, SS_MAX_COLS, e, "data.multihot_cols") < 0)
+        return SS_EINVAL;
+    if (check_pins(c->placement.pin, e) < 0) /* its syntax now; its tables and PSs at placement */
         return SS_EINVAL;
     g_strstrip(c->model.bottom); /* widths: blanks around them are none of theirs */
     g_strstrip(c->model.top);
