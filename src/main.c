@@ -758,17 +758,28 @@ static int cmd_convert(int argc, char **argv)
  * key's range, the keys together, the model's widths), reads no data, and
  * prints the job's role counts: "trainers T embedding_ps E sync_ps S
  * readers R". */
-static int cmd_check(int argc, char **argv)
+/* A verb of CONFIG [--set ...] alone: its config loaded into c (0), or
+ * the exit status of its usage's or config's error. */
+static int verb_config(int argc, char **argv, const char *verb, struct ss_config *c)
 {
     static const char *const allowed[] = {NULL};
     struct args a;
     int rc = parse_args(argc, argv, &a, allowed);
     if (rc)
         return rc;
-    if (!a.config)
-        return bad_usage("check needs a CONFIG");
+    if (!a.config) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "%s needs a CONFIG file", verb);
+        return bad_usage(msg);
+    }
+    return load_config(c, &a);
+}
+
+static int cmd_check(int argc, char **argv)
+{
     struct ss_config c;
-    if ((rc = load_config(&c, &a)))
+    int rc = verb_config(argc, argv, "check", &c);
+    if (rc)
         return rc;
     struct model_layout l = {0};
     struct ss_err e = {0};
@@ -787,15 +798,9 @@ static int cmd_check(int argc, char **argv)
  * config's strategy and the figures of all three (DESIGN §4). */
 static int cmd_plan(int argc, char **argv)
 {
-    static const char *const allowed[] = {NULL};
-    struct args a;
-    int rc = parse_args(argc, argv, &a, allowed);
-    if (rc)
-        return rc;
-    if (!a.config)
-        return bad_usage("plan needs a CONFIG file");
     struct ss_config c;
-    if ((rc = load_config(&c, &a)))
+    int rc = verb_config(argc, argv, "plan", &c);
+    if (rc)
         return rc;
     struct ss_err e = {0};
     struct model_layout l = {0};
