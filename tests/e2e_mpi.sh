@@ -516,8 +516,8 @@ tools/submit configs/tiny.ini --slurm --dry-run --set job.trainers=3 > $T/gpu0.t
 check "tools/submit --slurm, trainer.device = cuda: asks for the GPUs (--gres=gpu:3 for 3 trainers, --gpus-per-node 8), none for a CPU job" \
     sh -c "grep -qx '#SBATCH --gres=gpu:3' $T/gpu.txt && grep -qx '#SBATCH --gres=gpu:8' $T/gpu8.txt && ! grep -q 'gres\|gpu' $T/gpu0.txt"
 # keys read as shadowsync (GKeyFile) reads them: an indented line is a key of its own (Python's
-# configparser took it for a continuation of the line above)
-printf '[job]\nembedding_ps = 1\n  trainers = 2\n[data]\nseed = 1\n    sync_ps = 7\n' > $T/indent.ini
+# configparser took it for a continuation of the line above); submit has shadowsync check it
+printf '[job]\nembedding_ps = 1\n  trainers = 2\n[data]\nheader = 0\n    max_examples = 7\n' > $T/indent.ini
 tools/submit $T/indent.ini --dry-run > $T/indent.txt 2>&1
 rc=$?
 check "tools/submit reads an indented key as GKeyFile does (3 ranks: 2 trainers + 1 embedding PS)" \
