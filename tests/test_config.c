@@ -258,6 +258,10 @@ static const struct bad_case bad_cases[] = {
     {"section header with a second ]", "[sync]]\nalgo = ma\n", NULL,
      {"t.ini:1:", "\"[sync]]\" is not a [section] line"}},
     {"empty section header", "[]\nx = 1\n", NULL, {"t.ini:1:", "\"[]\" is not a [section] line"}},
+    {"a check across keys names the key's line", "[data]\n\nseparator = ab\n", NULL,
+     {"t.ini:3: data.separator", "not one character"}},
+    {"a check across keys names the key's --set", NULL, "model.bottom=13-x-8",
+     {"config (--set model.bottom=13-x-8): model.bottom"}},
     {"bad pin", NULL, "placement.pin=garbage", {"placement.pin", "\"garbage\"", "TABLE:PS"}},
     {"bad pin among good ones", NULL, "placement.pin=0:1, 3@0-:2", {"placement.pin", "3@0-:2"}},
 };

@@ -590,14 +590,14 @@ static int check_lines(const char *text, const char *path, GHashTable *seen, str
     return rc;
 }
 
-static int apply_file(struct ss_config *c, const char *path, struct ss_err *e)
+/* lines: each "section.key" of the file to its line (the caller's). */
+static int apply_file(struct ss_config *c, const char *path, GHashTable *lines, struct ss_err *e)
 {
     char *where = g_strdup_printf("config %s", path);
     GKeyFile *kf = g_key_file_new();
     GError *err = NULL;
     int rc = 0;
     char *text = NULL;
-    GHashTable *lines = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     if (g_file_get_contents(path, &text, NULL, NULL)) /* unreadable: GKeyFile says why */
         rc = check_lines(text, path, lines, e);
     g_free(text);
@@ -611,7 +611,6 @@ static int apply_file(struct ss_config *c, const char *path, struct ss_err *e)
             rc = apply_group(c, kf, groups[i], path, lines, e);
         g_strfreev(groups);
     }
-    g_hash_table_destroy(lines);
     g_key_file_free(kf);
     g_free(where);
     return rc;
@@ -786,17 +785,50 @@ static int check_config(struct ss_config *c, struct ss_err *e)
 
 /* ---- public: load, free ---------------------------------------------- */
 
+/* A check across keys failed with "config: KEY ...": where KEY was set
+ * goes in front, its last --set or its file's line (a default: as is). */
+static void name_source(struct ss_err *e, const char *path, GHashTable *lines, char **overrides,
+                        int n_overrides)
+{
+    const char *m = e->msg + 8;
+    if (strncmp(e->msg, "config: ", 8) != 0)
+        return;
+    size_t n = strspn(m, "abcdefghijklmnopqrstuvwxyz_.");
+    char key[96];
+    if (n == 0 || n >= sizeof key || !memchr(m, '.', n))
+        return;
+    memcpy(key, m, n), key[n] = 0;
+    char src[512] = "";
+    for (int i = n_overrides - 1; i >= 0 && !*src; i--) {
+        const char *eq = strchr(overrides[i], '=');
+        char *k = eq ? g_strstrip(g_strndup(overrides[i], (size_t)(eq - overrides[i]))) : NULL;
+        if (k && !strcmp(k, key))
+            snprintf(src, sizeof src, "config (--set %.400s)", overrides[i]);
+        g_free(k);
+    }
+    int line = lines ? GPOINTER_TO_INT(g_hash_table_lookup(lines, key)) : 0;
+    if (!*src && line)
+        snprintf(src, sizeof src, "config %.400s:%d", path, line);
+    if (!*src)
+        return;
+    char rest[sizeof e->msg - 520];
+    snprintf(rest, sizeof rest, "%s", m);
+    snprintf(e->msg, sizeof e->msg, "%.500s: %s", src, rest);
+}
+
 int ss_config_load(struct ss_config *c, const char *path, char **overrides, int n_overrides,
                    struct ss_err *e)
 {
     memset(c, 0, sizeof *c);
+    GHashTable *lines = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     int rc = apply_defaults(c, e);
     if (!rc && path)
-        rc = apply_file(c, path, e);
+        rc = apply_file(c, path, lines, e);
     for (int i = 0; !rc && i < n_overrides; i++)
         rc = apply_override(c, overrides[i], e);
-    if (!rc)
-        rc = check_config(c, e);
+    if (!rc && (rc = check_config(c, e)) != 0)
+        name_source(e, path, lines, overrides, n_overrides);
+    g_hash_table_destroy(lines);
     if (rc)
         ss_config_free(c);
     return rc;
