@@ -71,47 +71,28 @@ static int dangling(const char *p)
     return stat(p, &st) != 0 && errno == ENOENT && lstat(p, &st) == 0 && S_ISLNK(st.st_mode);
 }
 
-/* Says (once, before training) what a data directory or glob holds that is
- * not read: subdirectories, pipes, sockets (a pipe named itself is read). */
-static void note_not_read(const char *key, const char *path)
+/* The entries of a directory or glob that are no regular file (not read):
+ * how many, and the first, named. */
+struct not_read {
+    int n;
+    char first[512];
+    const char *kind;
+};
+
+/* Lists the regular file p (shown as name), or counts it in nr (or NULL). */
+static void take(struct list *l, const char *p, const char *name, struct not_read *nr)
 {
     struct stat st;
-    int n = 0;
-    char first[512] = "";
-    const char *kind = "";
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *de;
-        while (d && (de = readdir(d))) {
-            char full[4608];
-            if (de->d_name[0] == '.' || !keep(de->d_name, PICK_ALL))
-                continue;
-            snprintf(full, sizeof full, "%s/%s", path, de->d_name);
-            if (stat(full, &st) == 0 && !S_ISREG(st.st_mode) && n++ == 0) {
-                snprintf(first, sizeof first, "%s", de->d_name);
-                kind = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
-            }
-        }
-        if (d)
-            closedir(d);
-    } else if (strpbrk(path, "*?[")) {
-        glob_t g;
-        if (glob(path, 0, NULL, &g) == 0) {
-            for (size_t i = 0; i < g.gl_pathc; i++)
-                if (stat(g.gl_pathv[i], &st) == 0 && !S_ISREG(st.st_mode) && n++ == 0) {
-                    snprintf(first, sizeof first, "%s", g.gl_pathv[i]);
-                    kind = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
-                }
-            globfree(&g);
-        }
+    if (is_regular(p))
+        list_add(l, p);
+    else if (nr && stat(p, &st) == 0 && nr->n++ == 0) {
+        snprintf(nr->first, sizeof nr->first, "%s", name);
+        nr->kind = S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
     }
-    if (n)
-        fprintf(stderr, "shadowsync: warning: %s = %s: %d of its entries %s no file and %s not "
-                "read (%s: %s; a subdirectory's files are read only where named, or by a glob)\n",
-                key, path, n, n == 1 ? "is" : "are", n == 1 ? "is" : "are", first, kind);
 }
 
-static int list_dir(const char *path, int pick, struct list *l, struct ss_err *e)
+static int list_dir(const char *path, int pick, struct list *l, struct not_read *nr,
+                    struct ss_err *e)
 {
     DIR *d = opendir(path);
     if (!d)
@@ -138,15 +119,15 @@ static int list_dir(const char *path, int pick, struct list *l, struct ss_err *e
             closedir(d);
             return rc;
         }
-        if (is_regular(full))
-            list_add(l, full);
+        take(l, full, de->d_name, nr);
     }
     free(full);
     closedir(d);
     return 0;
 }
 
-static int list_glob(const char *path, int pick, struct list *l, struct ss_err *e)
+static int list_glob(const char *path, int pick, struct list *l, struct not_read *nr,
+                     struct ss_err *e)
 {
     glob_t g;
     int rc = glob(path, 0, NULL, &g);
@@ -163,8 +144,8 @@ static int list_glob(const char *path, int pick, struct list *l, struct ss_err *
             globfree(&g);
             return rc;
         }
-        if (keep(base ? base + 1 : p, pick) && is_regular(p))
-            list_add(l, p);
+        if (keep(base ? base + 1 : p, pick))
+            take(l, p, p, nr);
     }
     globfree(&g);
     return 0;
@@ -181,11 +162,11 @@ int reader_list_files(const char *path, int pick, char ***files, int *n, struct 
         return ss_fail(e, SS_EINVAL, "no data path given");
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode))
-            rc = list_dir(path, pick, &l, e);
+            rc = list_dir(path, pick, &l, NULL, e);
         else
             list_add(&l, path);
     } else if (strpbrk(path, "*?[")) {
-        rc = list_glob(path, pick, &l, e);
+        rc = list_glob(path, pick, &l, NULL, e);
     } else {
         return ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno));
     }
@@ -203,6 +184,26 @@ int reader_list_files(const char *path, int pick, char ***files, int *n, struct 
     *files = l.v;
     *n = l.n;
     return 0;
+}
+
+/* Says (once, before training) what a data directory or glob holds that is
+ * not read: subdirectories, pipes, sockets (a pipe named itself is read). */
+static void note_not_read(const char *key, const char *path)
+{
+    struct stat st;
+    struct list l = {0};
+    struct not_read nr = {0};
+    struct ss_err ignored = {0};
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        list_dir(path, PICK_ALL, &l, &nr, &ignored);
+    else if (strpbrk(path, "*?["))
+        list_glob(path, PICK_ALL, &l, &nr, &ignored);
+    reader_free_files(l.v, l.n);
+    if (nr.n)
+        fprintf(stderr, "shadowsync: warning: %s = %s: %d of its entries %s no file and %s not "
+                "read (%s: %s; a subdirectory's files are read only where named, or by a glob)\n",
+                key, path, nr.n, nr.n == 1 ? "is" : "are", nr.n == 1 ? "is" : "are", nr.first,
+                nr.kind);
 }
 
 /* Lists a data key's files, a failure naming the key. */

@@ -610,6 +610,9 @@ static int check_room(const struct ss_config *c, struct ss_err *e)
 }
 
 /* The run directory exists and is writable before any training starts. */
+/* An eval_result of no eval: its figures not known (NaN). */
+#define NO_EVAL {0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0, 0, 0}
+
 static int open_run_dir(struct job *j, struct ss_err *e)
 {
     const char *dir = j->c->output.dir;
@@ -2500,7 +2503,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     pthread_cond_init(&j.resume_cv, NULL);
-    struct eval_result ev = {0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0, 0, 0};
+    struct eval_result ev = NO_EVAL;
     struct figures f = {0};
     struct reader_stats rs = {0};
     float *w = NULL;
@@ -2772,7 +2775,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
         if ((rc = eval_with(&j, c, w, c->data.eval, NULL, NULL, threads, &ev, e)) < 0) {
             /* the training's figures are kept, and where its model is said */
             struct ss_err why = *e, ignored;
-            ev = (struct eval_result){0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0, 0, 0};
+            ev = (struct eval_result)NO_EVAL;
             int kept = write_metrics(&j, &f, &ev, &rs, &ignored) == 0;
             char model[4400] = "";
             if (c->output.save_model)
