@@ -29,6 +29,14 @@ NCCL_H  := $(firstword $(wildcard $(CUDA)/include/nccl.h /usr/include/nccl.h))
 GPU     ?= $(if $(and $(NVCC),$(NCCL_H)),1,0)
 GENCODE := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
 
+# oneDNN (libdnnl-dev) runs the MLP matmuls where it is found (src/core/dense_onednn.c);
+# without it they run on OpenBLAS. DNNL=0 leaves it out.
+DNNL    ?= $(if $(wildcard /usr/include/dnnl.h),1,0)
+ifeq ($(DNNL),1)
+CFLAGS  += -DSS_DNNL=1
+LDLIBS  += -ldnnl -lgomp
+endif
+
 GPU_LIB := $(if $(filter 1,$(GPU)),$(BUILD)/libshadowsync_gpu.so)
 ifeq ($(GPU),1)
 CFLAGS  += -DSS_GPU=1

@@ -224,8 +224,15 @@ int main(void)
     /* Batches whose ReLUs sit clear of their kinks, so the loss is smooth
      * around the point: a wrong gradient fails on any of them. */
     static const uint64_t seeds[] = {4, 5, 9, 10};
-    for (int k = 0; k < 4; k++)
-        check_batch(seeds[k]);
+    int have_onednn = L.backend == DENSE_ONEDNN; /* auto: oneDNN where built in */
+    for (int be = DENSE_ONEDNN; be <= DENSE_OPENBLAS; be++) { /* both sides of the dense seam */
+        int built = be == DENSE_OPENBLAS || have_onednn;
+        L.backend = built ? be : DENSE_OPENBLAS;
+        printf("  the matmuls through %s%s\n", be == DENSE_ONEDNN ? "oneDNN" : "OpenBLAS",
+               built ? "" : " (not built: its fallback, OpenBLAS)");
+        for (int k = 0; k < 4; k++)
+            check_batch(seeds[k]);
+    }
     check_mean_pooling();
 
     /* a bad top is refused with the expected width named */

@@ -122,6 +122,8 @@ enum opt_kind { OPT_SGD, OPT_ADAGRAD, OPT_ROWWISE_ADAGRAD };
 enum sync_mode { SYNC_SHADOW, SYNC_FOREGROUND };
 enum sync_output { OUT_TRAINER0, OUT_AVERAGE };
 enum device_kind { DEV_CPU, DEV_CUDA, DEV_AUTO };
+enum dense_backend { DENSE_AUTO, DENSE_ONEDNN, DENSE_OPENBLAS }; /* trainer.dense_backend */
+enum precision { PREC_FP32, PREC_BF16 };                /* trainer.precision */
 enum emb_placement { EMB_ON_PS, EMB_ON_TRAINERS }; /* embedding.placement */
 enum pooling { POOL_SUM, POOL_MEAN };                /* model.pooling */
 enum data_split { SPLIT_AUTO, SPLIT_LINES, SPLIT_FILES }; /* data.split */
@@ -154,7 +156,7 @@ struct ss_config {
         int64_t warmup_examples, decay_start, decay_examples; /* the rates' schedule */
         double decay_to;
     } optim;
-    struct { int worker_threads, batch_size, device; } trainer;
+    struct { int worker_threads, batch_size, device, dense_backend, precision; } trainer;
     struct {
         char *algo;
         int mode;                    /* enum sync_mode */
@@ -228,6 +230,7 @@ struct model_layout {
     size_t n_params;
     int64_t *rows;                           /* [n_tables] */
     int pooling;                             /* enum pooling */
+    int backend, precision;                  /* resolved: DENSE_ONEDNN or DENSE_OPENBLAS; enum precision */
 };
 
 /* From the config; checks bottom ends at dim, top starts at dim + (T+1)T/2. */
@@ -246,6 +249,33 @@ static inline int model_widest(const struct model_layout *l)
 /* Xavier-normal weights like the peer; deterministic from seed. */
 void model_init_params(const struct model_layout *l, float *params, uint64_t seed);
 
+/* The dense compute seam (src/core/dense.c): every MLP matmul of a worker,
+ * through oneDNN (fp32 or bf16 with fp32 accumulation) or OpenBLAS. Layer k
+ * counts the bottom layers first, then the top ones. A struct dense belongs
+ * to the thread that made it (its oneDNN primitives run on that thread
+ * alone); weights are row-major [out x in] fp32, the master copy. */
+struct dense;
+struct dense *dense_create(const struct model_layout *l, int cap);
+void dense_free(struct dense *d);
+/* y[n x out] = x[n x in] W^T + b, then ReLU when relu. */
+void dense_fwd(struct dense *d, int k, const float *x, const float *w, const float *b, float *y,
+               int n, int relu);
+/* Given dy [n x out]: dx = dy W (W as the forward saw it) when dx != NULL,
+ * then tw <- beta*tw + alpha*dy^T x and tb <- beta*tb + alpha*colsum(dy);
+ * beta is 0 or 1. */
+void dense_bwd(struct dense *d, int k, const float *x, const float *w, const float *dy,
+               float *tw, float *tb, float *dx, int n, float alpha, float beta);
+/* "oneDNN brg:avx512_core, fp32" or "OpenBLAS SkylakeX, fp32": what the
+ * layers ran on (after a first batch: oneDNN names its kernels then). */
+const char *dense_describe(const struct dense *d, char *buf, size_t len);
+/* The backend and precision the config asks for, resolved against this
+ * build and CPU (auto: oneDNN where built in); fails naming the key and
+ * what is missing (bf16 on a CPU without AVX512_BF16, say). */
+int dense_resolve(const struct ss_config *c, int *backend, int *precision, struct ss_err *e);
+/* Round-to-nearest-even fp32 -> bf16, and back. */
+void ss_to_bf16(uint16_t *dst, const float *src, size_t n);
+void ss_from_bf16(float *dst, const uint16_t *src, size_t n);
+
 /* Per-worker activations and gradients for batches of up to cap examples. */
 struct model_scratch {
     int cap;
@@ -261,6 +291,7 @@ struct model_scratch {
     float *d_bot_out;
     float *vt;                        /* one example's vectors transposed [dim x V rounded to 16] */
     float *grad;                      /* dense gradient, flat [n_params] */
+    struct dense *mm;                 /* this worker's matmuls (src/core/dense.c) */
 };
 
 void model_scratch_init(struct model_scratch *s, const struct model_layout *l, int cap);

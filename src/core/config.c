@@ -61,6 +61,9 @@ static const struct choice emb_opts[] = {
     {"sgd", OPT_SGD}, {"rowwise_adagrad", OPT_ROWWISE_ADAGRAD}, {NULL, 0}};
 static const struct choice devices[] = {
     {"cpu", DEV_CPU}, {"cuda", DEV_CUDA}, {"auto", DEV_AUTO}, {NULL, 0}};
+static const struct choice dense_backends[] = {
+    {"auto", DENSE_AUTO}, {"onednn", DENSE_ONEDNN}, {"openblas", DENSE_OPENBLAS}, {NULL, 0}};
+static const struct choice precisions[] = {{"fp32", PREC_FP32}, {"bf16", PREC_BF16}, {NULL, 0}};
 static const struct choice sync_algos[] = {
     {"none", 0}, {"easgd", 0}, {"ma", 0}, {"bmuf", 0}, {"allreduce", 0}, {NULL, 0}};
 static const struct choice sync_modes[] = {
@@ -142,6 +145,11 @@ static const struct key_desc keys[] = {
     INT(trainer, worker_threads, "1", 1, 256, "Hogwild worker threads per trainer"),
     INT(trainer, batch_size, "128", 1, 1048576, "examples per batch of each worker"),
     ENUM(trainer, device, "cpu", devices, "where the MLPs run (auto = CUDA when available)"),
+    ENUM(trainer, dense_backend, "auto", dense_backends,
+         "what runs the MLP matmuls on a CPU: oneDNN or OpenBLAS (auto = oneDNN where this build has it)"),
+    ENUM(trainer, precision, "fp32", precisions,
+         "the MLP matmuls' inputs on a CPU: fp32, or bf16 with fp32 accumulation and fp32 master "
+         "weights (oneDNN, on a CPU with AVX512_BF16 or AMX)"),
 
     ONE_OF(sync, algo, "none", sync_algos, "how trainers synchronize their dense parameters"),
     ENUM(sync, mode, "shadow", sync_modes,
@@ -775,6 +783,9 @@ static int check_config(struct ss_config *c, struct ss_err *e)
         c->optim.eps == 0 && c->optim.init_acc == 0)
         return ss_fail(e, SS_EINVAL, "config: optim.eps = 0 with optim.init_acc = 0: Adagrad's "
                        "first step of a zero gradient is 0 / 0 (NaN); set either above 0");
+    int backend, precision; /* oneDNN or bf16 asked for where this build or CPU has none */
+    if (dense_resolve(c, &backend, &precision, e) < 0)
+        return SS_EINVAL;
     char *d = c->model.rows; /* "1000, 2000": blanks after the commas, as column lists take */
     for (const char *p = c->model.rows; *p; p++)
         if (!g_ascii_isspace(*p))

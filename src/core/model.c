@@ -6,12 +6,12 @@
  * row-major lower-triangle order ((1,0),(2,0),(2,1),...), like the peer's
  * torch.tril_indices(n, n, -1). Top MLP -> logit -> sigmoid; loss is the mean
  * binary cross entropy, so gradients are those of the mean.
- * Weights are row-major [out x in] like torch.nn.Linear, GEMMs via OpenBLAS
- * sgemm; the caller keeps BLAS single-threaded (one BLAS thread per worker).
- * Nothing here allocates: all buffers are in struct model_scratch. */
+ * Weights are row-major [out x in] like torch.nn.Linear; the matmuls go
+ * through the dense seam (dense.c: oneDNN or OpenBLAS, fp32 or bf16), one
+ * thread per worker. Nothing here allocates after model_scratch_init: all
+ * buffers are in struct model_scratch. */
 #include "shadowsync/core.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +99,9 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
         l->top_b[i] = off, off += l->top[i + 1];
     }
     l->n_params = off;
+    int rc = dense_resolve(c, &l->backend, &l->precision, e);
+    if (rc < 0)
+        return rc;
     l->rows = ss_xmalloc(ncat * sizeof(int64_t)); /* last: nothing to free on failure */
     memcpy(l->rows, rows, ncat * sizeof(int64_t));
     return 0;
@@ -160,6 +163,7 @@ void model_scratch_init(struct model_scratch *s, const struct model_layout *l, i
     s->d_bot_out = ss_aligned(n * l->dim * sizeof(float));
     s->vt = ss_aligned((size_t)l->dim * vt_width(l) * sizeof(float));
     s->grad = ss_aligned(l->n_params * sizeof(float));
+    s->mm = dense_create(l, cap);
 }
 
 void model_scratch_free(struct model_scratch *s)
@@ -179,42 +183,8 @@ void model_scratch_free(struct model_scratch *s)
     free(s->d_bot_out);
     free(s->vt);
     free(s->grad);
+    dense_free(s->mm);
     memset(s, 0, sizeof *s);
-}
-
-/* y[n x out] = x[n x in] W^T + b, then ReLU unless last. */
-SS_HOGWILD static void linear_fwd(const float *x, const float *w, const float *b, float *y, int n, int in,
-                       int out, int relu)
-{
-    for (int i = 0; i < n; i++)
-        ss_copy(y + (size_t)i * out, b, out);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 1.0f, y,
-                out);
-    if (relu) /* a NaN passes (max would make it 0): a diverged model shows in its predictions */
-        for (size_t i = 0; i < (size_t)n * out; i++)
-            y[i] = y[i] < 0.0f ? 0.0f : y[i];
-}
-
-/* Given dy [n x out] (already through the activation's derivative):
- * dx [n x in] = dy W when dx != NULL (with W as it is before this step),
- * then dW = dy^T x and db = column sums of dy, written as
- * target <- beta*target + alpha*grad: the gradient itself (alpha 1, beta 0)
- * or an SGD step in place (alpha -lr, beta 1). */
-SS_HOGWILD static void linear_bwd(const float *x, const float *w, const float *dy, float *tw, float *tb,
-                       float *dx, int n, int in, int out, float alpha, float beta)
-{
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
-                    0.0f, dx, in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, alpha, dy, out, x, in, beta,
-                tw, in);
-    if (beta == 0.0f)
-        memset(tb, 0, out * sizeof(float));
-    for (int i = 0; i < n; i++) {
-        const float *r = dy + (size_t)i * out;
-        for (int j = 0; j < out; j++)
-            tb[j] += alpha * r[j];
-    }
 }
 
 static void relu_bwd(float *restrict dy, const float *restrict y, size_t n)
@@ -344,15 +314,15 @@ double model_forward(const struct model_layout *l, const float *p, const struct 
     }
     const float *in = s->x0;
     for (int i = 0; i < l->n_bot; i++) {
-        linear_fwd(in, p + l->bot_w[i], p + l->bot_b[i], s->bot_act[i], n, l->bot[i],
-                   l->bot[i + 1], i < l->n_bot - 1);
+        dense_fwd(s->mm, i, in, p + l->bot_w[i], p + l->bot_b[i], s->bot_act[i], n,
+                  i < l->n_bot - 1);
         in = s->bot_act[i];
     }
     interact_fwd(l, s, n);
     in = s->top_in;
     for (int i = 0; i < l->n_top; i++) {
-        linear_fwd(in, p + l->top_w[i], p + l->top_b[i], s->top_act[i], n, l->top[i],
-                   l->top[i + 1], i < l->n_top - 1);
+        dense_fwd(s->mm, l->n_bot + i, in, p + l->top_w[i], p + l->top_b[i], s->top_act[i], n,
+                  i < l->n_top - 1);
         in = s->top_act[i];
     }
     double loss = 0.0;
@@ -364,7 +334,7 @@ double model_forward(const struct model_layout *l, const float *p, const struct 
     return n ? loss / n : 0.0;
 }
 
-/* The backward pass; the dense gradient goes to target as linear_bwd says. */
+/* The backward pass; the dense gradient goes to target as dense_bwd says. */
 static void backward(const struct model_layout *l, const float *p, const struct batch *b,
                      struct model_scratch *s, float *target, float alpha, float beta)
 {
@@ -376,8 +346,8 @@ static void backward(const struct model_layout *l, const float *p, const struct 
     for (int i = l->n_top - 1; i >= 0; i--) {
         const float *x = i ? s->top_act[i - 1] : s->top_in;
         float *dxi = i ? dx : s->d_top_in;
-        linear_bwd(x, p + l->top_w[i], dy, target + l->top_w[i], target + l->top_b[i], dxi, n,
-                   l->top[i], l->top[i + 1], alpha, beta);
+        dense_bwd(s->mm, l->n_bot + i, x, p + l->top_w[i], dy, target + l->top_w[i],
+                  target + l->top_b[i], dxi, n, alpha, beta);
         if (i) {
             relu_bwd(dx, s->top_act[i - 1], (size_t)n * l->top[i]);
             float *t = dy; dy = dx; dx = t;
@@ -387,8 +357,8 @@ static void backward(const struct model_layout *l, const float *p, const struct 
     memcpy(dy, s->d_bot_out, (size_t)n * l->dim * sizeof(float));
     for (int i = l->n_bot - 1; i >= 0; i--) {
         const float *x = i ? s->bot_act[i - 1] : s->x0;
-        linear_bwd(x, p + l->bot_w[i], dy, target + l->bot_w[i], target + l->bot_b[i],
-                   i ? dx : NULL, n, l->bot[i], l->bot[i + 1], alpha, beta);
+        dense_bwd(s->mm, i, x, p + l->bot_w[i], dy, target + l->bot_w[i], target + l->bot_b[i],
+                  i ? dx : NULL, n, alpha, beta);
         if (i) {
             relu_bwd(dx, s->bot_act[i - 1], (size_t)n * l->bot[i]);
             float *t = dy; dy = dx; dx = t;

@@ -150,6 +150,7 @@ struct job {
     struct mid_eval mid; /* the master's evals while the job trains */
     double eval_s;       /* the end-of-run eval's seconds, and its threads */
     int eval_threads;
+    char dense_desc[200];       /* what ran the MLPs' matmuls (a CPU worker's, under mu) */
     FILE *csv, *eval_csv;
     int64_t eval_last_at;       /* eval.csv's last row: its examples, and where it starts */
     off_t eval_last_off;
@@ -339,6 +340,11 @@ static void *worker_main(void *arg)
     wk->rc = rc;
     if (rc < 0)
         __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+    if (s.mm && wk->iterations > 0) {
+        pthread_mutex_lock(&j->mu);
+        dense_describe(s.mm, j->dense_desc, sizeof j->dense_desc);
+        pthread_mutex_unlock(&j->mu);
+    }
     model_scratch_free(&s);
     batch_free(&b);
     pthread_mutex_lock(&j->mu);
@@ -934,11 +940,16 @@ static int blas_kernel_below_cpu(const char *core)
     return ss_cpu_has_avx512();
 }
 
-static void blas_note(const struct ss_config *c)
+static void blas_note(const struct ss_config *c, const struct model_layout *l)
 {
     openblas_set_num_threads(1);
     if (c->output.quiet)
         return;
+    if (c->trainer.device == DEV_CPU)
+        printf("# dense: %s, %s, 1 thread per worker\n",
+               l->backend == DENSE_ONEDNN ? "oneDNN" : "OpenBLAS",
+               l->precision == PREC_BF16 ? "bf16 matmuls (fp32 accumulation and master weights)"
+                                         : "fp32");
     const char *core = openblas_get_corename(), *env = getenv("OPENBLAS_CORETYPE");
     printf("# blas: OpenBLAS %s kernel, 1 thread per worker\n", core);
     if (env && *env && blas_kernel_below_cpu(core))
@@ -1736,6 +1747,9 @@ static int write_metrics(struct job *j, const struct figures *f, const struct ev
     fprintf(out, "  \"sync_mode\": \"%s\",\n",
             j->c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow");
     fprintf(out, "  \"blas_kernel\": \"%s\",\n", openblas_get_corename());
+    fprintf(out, "  \"dense_backend\": \"%s\",\n", j->l.backend == DENSE_ONEDNN ? "onednn" : "openblas");
+    fprintf(out, "  \"precision\": \"%s\",\n", j->l.precision == PREC_BF16 ? "bf16" : "fp32");
+    fprintf(out, "  \"dense_kernels\": \"%s\",\n", j->dense_desc);
     json_num(out, "trainers", j->env ? j->env->count : j->n_tr, 0);
     json_num(out, "worker_threads", j->n_wk, 1);
     fprintf(out, "}\n");
@@ -2641,7 +2655,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
                 "caches: copies that far behind train apart, and their deltas add up at the "
                 "PS (in a sweep 1000000 scored an eval NE of 1.85 against 0.96); a few updates "
                 "(the default 2) keep them close\n", c->embedding_cache.staleness, copies);
-    blas_note(c);
+    blas_note(c, &j.l);
     if (!c->output.quiet && j.is_master)
         printf("# training: %d trainer(s) x %d worker(s), sync %s/%s, %zu dense params, "
                "%d tables\n", env ? env->count : j.n_tr, j.n_wk, c->sync.algo,
