@@ -52,7 +52,7 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests
 FUZZ    := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: all test demo deps clean asan tsan bench fuzz fuzz-targets
-all: $(BUILD)/shadowsync $(GPU_LIB) $(BUILD)/libshadowsync_gpusim.so $(TESTS) $(BUILD)/rpc_bench $(BUILD)/reader_bench
+all: $(BUILD)/shadowsync $(GPU_LIB) $(BUILD)/libshadowsync_gpusim.so $(TESTS) $(BUILD)/rpc_bench $(BUILD)/reader_bench $(BUILD)/dense_bench
 
 # Thrift code is generated at build time, never committed (DESIGN layout).
 $(GEN_SRC) &: src/rpc/shadowsync.thrift tools/thrift-fixup
@@ -96,7 +96,7 @@ $(BUILD)/tests/%: tests/%.c tests/check.h tests/rpc_check.h $(BUILD)/libshadowsy
 	@echo "  TEST    $@"
 	@$(CC) $(CFLAGS) $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
 
-$(BUILD)/rpc_bench $(BUILD)/reader_bench: $(BUILD)/%: tools/%.c $(BUILD)/libshadowsync.a
+$(BUILD)/rpc_bench $(BUILD)/reader_bench $(BUILD)/dense_bench: $(BUILD)/%: tools/%.c $(BUILD)/libshadowsync.a
 	@echo "  LINK    $@"
 	@$(CC) $(CFLAGS) $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
 

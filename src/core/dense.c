@@ -64,6 +64,7 @@ struct dense *dense_create(const struct model_layout *l, int cap)
     memset(d, 0, sizeof *d);
     d->l = l;
     d->cap = cap;
+    d->colsum = ss_aligned(model_widest(l) * sizeof(float));
     if (l->backend == DENSE_ONEDNN)
         d->dnn = onednn_create(l, cap, l->precision == PREC_BF16);
     return d;
@@ -74,6 +75,7 @@ void dense_free(struct dense *d)
     if (!d)
         return;
     onednn_free(d->dnn);
+    free(d->colsum);
     free(d);
 }
 
@@ -112,6 +114,19 @@ static void layer_dims(const struct model_layout *l, int k, int *in, int *out)
     *out = w[1];
 }
 
+/* sum[j] = the sum over the n rows of dy's column j; in a buffer of its own,
+ * so the adds vectorize (into tb, which may alias nothing but the compiler
+ * cannot know, they went one at a time) */
+static void col_sums(float *restrict sum, const float *restrict dy, int n, int out)
+{
+    memset(sum, 0, out * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        const float *r = dy + (size_t)i * out;
+        for (int j = 0; j < out; j++)
+            sum[j] += r[j];
+    }
+}
+
 void dense_fwd(struct dense *d, int k, const float *x, const float *w, const float *b, float *y,
                int n, int relu)
 {
@@ -131,13 +146,9 @@ SS_HOGWILD void dense_bwd(struct dense *d, int k, const float *x, const float *w
             blas_bwd_data(w, dy, dx, n, in, out);
         blas_bwd_weights(x, dy, tw, n, in, out, alpha, beta);
     }
-    if (beta == 0.0f)
-        memset(tb, 0, out * sizeof(float));
-    for (int i = 0; i < n; i++) {
-        const float *r = dy + (size_t)i * out;
-        for (int j = 0; j < out; j++)
-            tb[j] += alpha * r[j];
-    }
+    col_sums(d->colsum, dy, n, out);
+    for (int j = 0; j < out; j++)
+        tb[j] = (beta == 0.0f ? 0.0f : tb[j]) + alpha * d->colsum[j];
 }
 
 const char *dense_describe(const struct dense *d, char *buf, size_t len)

@@ -12,6 +12,7 @@ struct dense {
     const struct model_layout *l;
     int cap;
     struct onednn *dnn; /* NULL: OpenBLAS */
+    float *colsum;      /* [widest]: a bias's gradient before its step */
 };
 
 int onednn_built(void);
