@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define N 3000
 static const char *token = "aaaabbbbccccddddaaaabbbbccccdddd";
@@ -52,7 +53,7 @@ static int pause_returned;
 
 static void *pause_feed(void *arg)
 {
-    feed_pause(arg, 1); /* returns once no pull is in flight */
+    feed_pause(arg, 1, 30, NULL); /* returns once no pull is in flight */
     __atomic_store_n(&pause_returned, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -93,6 +94,52 @@ static int raw_call(int port, const char *tok, int max, const char *save_to, cha
 static int raw_next(int port, const char *tok, int max, char *why)
 {
     return raw_call(port, tok, max, NULL, why);
+}
+
+/* Issue 30's D1: the workers are gone (one failed), the queue is full and
+ * the feed holds a pulled batch waiting for room. A checkpoint's pause used
+ * to wait on that pull for ever: now it fails past its deadline naming the
+ * reader, and once the failed worker stops the feed it returns at once. */
+static void stuck_feed(const char *path, struct schema *s, struct reader_endpoint *ep)
+{
+    struct reader *r[2];
+    struct reader_service *svc[2];
+    struct rpc_server *srv[2];
+    struct ss_err e = {0};
+    int rc = 0;
+    for (int k = 0; k < 2; k++) {
+        rc |= reader_open(&r[k], path, s, 0, 0, &e);
+        reader_set_share(r[k], k, 2, SPLIT_LINES, NULL);
+        svc[k] = reader_service_create(r[k], s->n_dense, s->n_cat, token);
+        rc |= rpc_server_start(&srv[k], "127.0.0.1", 0, reader_service_processor(svc[k]), &e);
+        ep[k].port = rpc_server_port(srv[k]);
+    }
+    struct batch_feed *f = NULL;
+    rc |= feed_start(&f, ep, 2, token, 50, 2, 2000, NULL, &e);
+    CHECK(rc == 0, "a prefetch queue of depth 2 that nobody drains", "%s", e.msg);
+    if (rc != 0)
+        return;
+    usleep(300000); /* 2 batches queued, a third pulled and waiting for room */
+    double t0 = ss_now();
+    rc = feed_pause(f, 1, 1.0, &e);
+    double waited = ss_now() - t0;
+    CHECK(rc < 0 && waited > 0.9 && waited < 3 && strstr(e.msg, "reader ") &&
+              strstr(e.msg, "did not come"),
+          "a pause whose pull never ends fails past its deadline, naming the reader",
+          "rc %d after %.2f s: %s", rc, waited, e.msg);
+    feed_pause(f, 0, 0, NULL);
+    feed_stop(f); /* as a failed worker does */
+    t0 = ss_now();
+    rc = feed_pause(f, 1, 10.0, &e);
+    waited = ss_now() - t0;
+    CHECK(rc == 0 && waited < 1, "once a failed worker stops the feed, a pause returns at once",
+          "rc %d after %.2f s: %s", rc, waited, e.msg);
+    feed_free(f);
+    for (int k = 0; k < 2; k++) {
+        rpc_server_stop(srv[k]);
+        reader_service_free(svc[k]);
+        reader_close(r[k]);
+    }
 }
 
 int main(void)
@@ -217,7 +264,7 @@ int main(void)
             for (int k = 0; k < 2; k++)
                 reader_tell(r[k], &at_pause[k]);
             saved = feed_save(pf, state, &e);
-            feed_pause(pf, 0);
+            feed_pause(pf, 0, 0, NULL);
             continue;
         }
         if (rc < 0 || b.n == 0)
@@ -276,6 +323,7 @@ int main(void)
         reader_service_free(svc[k]);
         reader_close(r[k]);
     }
+    stuck_feed(path, &s, ep);
     ss_config_free(&c);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

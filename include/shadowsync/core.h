@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #define SS_VERSION "0.1.0"
 
@@ -38,6 +39,9 @@ static inline int ss_vfail(struct ss_err *e, int code, const char *fmt, va_list 
 void *ss_xmalloc(size_t n);            /* aborts on OOM: memory for sizes we chose */
 void *ss_xcalloc(size_t n, size_t sz);
 void *ss_xrealloc(void *p, size_t n);
+/* The CLOCK_REALTIME time `seconds` from now, for pthread_cond_timedwait
+ * on a condition variable of default attributes. */
+struct timespec ss_deadline(double seconds);
 void *ss_aligned(size_t n);            /* 64-byte aligned, zeroed; free() it */
 void *ss_pages(size_t n);              /* whole pages of their own, zeroed (to page-lock) */
 void *ss_alloc_big(size_t n);          /* NULL on failure; not zeroed; huge pages; free() it */

@@ -180,10 +180,14 @@ int feed_save(struct batch_feed *f, const char *path, struct ss_err *e);
  * the checkpoint's end (pause = 0 comes first). */
 #define FEED_PAUSED 1
 int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e);
-/* Checkpoints: pause = 1 stops pulling (returns once no pull is under way,
- * its batch queued); the workers drain the queue, then get FEED_PAUSED.
- * pause = 0 goes on. */
-void feed_pause(struct batch_feed *f, int pause);
+/* Checkpoints: pause = 1 stops pulling (returns 0 once no pull is under
+ * way, its batch queued); the workers drain the queue, then get
+ * FEED_PAUSED. A pull still under way after wait_s fails it, naming the
+ * reader (the pause stays on: pause = 0 ends it). pause = 0 goes on. */
+int feed_pause(struct batch_feed *f, int pause, double wait_s, struct ss_err *e);
+/* A worker failed: no more pulls, and a pulled batch waiting for room in the
+ * queue is dropped (nobody may drain it), so no pause waits on it. */
+void feed_stop(struct batch_feed *f);
 /* A graceful stop: no more pulls; once the queue (and a pull in flight) is
  * drained, feed_next returns an end (b->n = 0) as if the readers had ended. */
 void feed_halt(struct batch_feed *f);

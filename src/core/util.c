@@ -160,6 +160,20 @@ int ss_cpu_has_avx512(void)
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 }
 
+struct timespec ss_deadline(double seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (!(seconds < 1e9)) /* a NaN or a wait past any run's length: a far one */
+        seconds = 1e9;
+    seconds = seconds > 0 ? seconds : 0;
+    ts.tv_sec += (time_t)seconds;
+    ts.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+    if (ts.tv_nsec >= 1000000000L)
+        ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return ts;
+}
+
 double ss_now(void)
 {
     struct timespec ts;

@@ -32,6 +32,7 @@ struct batch_feed {
     ssBatchReply **q;
     int depth, head, count, done, stop, rc;
     int pause, pulling;         /* checkpoints: no pull while paused; one in progress */
+    int pulling_rd;             /* the reader of that pull (mu) */
     int halt;                   /* feed_halt: no pull again; the queue drains, then it ends */
     pthread_cond_t idle;
     struct ss_err err;
@@ -67,6 +68,7 @@ static void *feed_main(void *arg)
         while ((f->pause || f->halt) && !f->stop)
             pthread_cond_wait(&f->not_full, &f->mu);
         f->pulling = !f->stop;
+        f->pulling_rd = i;
         pthread_mutex_unlock(&f->mu);
         if (!f->pulling)
             break;
@@ -193,14 +195,30 @@ int feed_next(struct batch_feed *f, struct batch *b, struct ss_err *e)
     return rc;
 }
 
-void feed_pause(struct batch_feed *f, int pause)
+int feed_pause(struct batch_feed *f, int pause, double wait_s, struct ss_err *e)
 {
+    struct timespec until = ss_deadline(wait_s);
+    int rc = 0;
     pthread_mutex_lock(&f->mu);
     f->pause = pause;
     pthread_cond_broadcast(&f->not_full);
     pthread_cond_broadcast(&f->not_empty);
-    while (pause && f->pulling)
-        pthread_cond_wait(&f->idle, &f->mu);
+    while (pause && f->pulling && rc == 0)
+        if (pthread_cond_timedwait(&f->idle, &f->mu, &until) == ETIMEDOUT && f->pulling) {
+            const struct rd *r = &f->rd[f->pulling_rd];
+            rc = ss_fail(e, SS_ESTATE, "the checkpoint waited %.0f s for the batch being pulled "
+                         "from %s (%s:%d), which did not come", wait_s, r->name, r->host, r->port);
+        }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+void feed_stop(struct batch_feed *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->stop = 1;
+    pthread_cond_broadcast(&f->not_full);
+    pthread_cond_broadcast(&f->not_empty);
     pthread_mutex_unlock(&f->mu);
 }
 

@@ -338,8 +338,11 @@ static void *worker_main(void *arg)
     else if (rc == 0)
         rc = flush_emb(wk);
     wk->rc = rc;
-    if (rc < 0)
+    if (rc < 0) {
         __atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+        if (j->env && j->env->feed) /* nobody drains its queue now: a checkpoint's pause */
+            feed_stop(j->env->feed); /* must not wait on the pull that waits for room */
+    }
     if (s.mm && wk->iterations > 0) {
         pthread_mutex_lock(&j->mu);
         dense_describe(s.mm, j->dense_desc, sizeof j->dense_desc);
@@ -2107,24 +2110,52 @@ static int save_model(struct job *j, const float *w, struct ss_err *e)
  * a replica or the sync state may be caught mid-round (as Hogwild reads
  * are). */
 
-static void pause_workers(struct job *j)
+/* How long a checkpoint waits for the workers to reach the edge of a batch:
+ * a step's calls to services (lookup, push) each end within
+ * job.rpc_timeout_s, a foreground round within sync.timeout_s; 10 s more for
+ * the step's own work. The feed's pull in flight: one call. */
+static double pause_wait_s(const struct ss_config *c)
+{
+    double sync = c->sync.mode == SYNC_FOREGROUND ? c->sync.timeout_s : 0;
+    return 2 * c->job.rpc_timeout_s + (sync > 0 ? sync : 0) + 10;
+}
+
+static void resume_workers(struct job *j);
+
+/* 0 once every worker waits at the edge of a batch; past pause_wait_s, the
+ * pause is undone and the checkpoint fails naming what it waited on. */
+static int pause_workers(struct job *j, struct ss_err *e)
 {
     for (int t = 0; !j->des && t < j->n_tr; t++) /* DES: no round waits on a paused trainer */
         if (j->tr[t].shadow)
             shadow_hold(j->tr[t].shadow, 1);
+    double wait = pause_wait_s(j->c);
+    int rc = 0;
     if (j->env && j->env->feed) /* no new batch; the workers drain the queue, then wait */
-        feed_pause(j->env->feed, 1);
+        rc = feed_pause(j->env->feed, 1, j->c->job.rpc_timeout_s + 10, e);
+    struct timespec until = ss_deadline(wait);
     pthread_mutex_lock(&j->mu);
     __atomic_store_n(&j->pause, 1, __ATOMIC_RELEASE);
-    while (j->paused < j->workers_left)
-        pthread_cond_wait(&j->cv, &j->mu);
+    while (rc == 0 && j->paused < j->workers_left)
+        if (pthread_cond_timedwait(&j->cv, &j->mu, &until) == ETIMEDOUT &&
+            j->paused < j->workers_left)
+            rc = ss_fail(e, SS_ESTATE, "%d of %d worker(s) did not reach the edge of a batch "
+                         "within %.0f s (2 x job.rpc_timeout_s%s + 10 s): a step's call to a "
+                         "service hangs", j->workers_left - j->paused, j->workers_left, wait,
+                         j->c->sync.mode == SYNC_FOREGROUND ? " + sync.timeout_s" : "");
     pthread_mutex_unlock(&j->mu);
+    if (rc == 0 && __atomic_load_n(&j->stop, __ATOMIC_RELAXED))
+        rc = ss_fail(e, SS_ESTATE, "a worker failed (below): this state, short of its batch, "
+                     "is not saved");
+    if (rc < 0)
+        resume_workers(j);
+    return rc;
 }
 
 static void resume_workers(struct job *j)
 {
     if (j->env && j->env->feed) /* before the workers go: none gets FEED_PAUSED again */
-        feed_pause(j->env->feed, 0);
+        feed_pause(j->env->feed, 0, 0, NULL);
     pthread_mutex_lock(&j->mu);
     __atomic_store_n(&j->pause, 0, __ATOMIC_RELEASE);
     j->resumes++;
@@ -2241,7 +2272,7 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
                                              "infinite (below)")
                                    : ckpt_begin(&k, j->c->checkpoint.dir, e);
     char tmp[4400] = "";
-    int paused = !final && rc == 0; /* the final one: the workers are done */
+    int paused = 0; /* the final one: the workers are done */
     if (rc == 0)
         snprintf(tmp, sizeof tmp, "%s", ckpt_tmp_dir(k));
     if (env && final) {         /* collective: every trainer is here */
@@ -2255,18 +2286,23 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
             rc = ss_fail(e, worst, "another trainer could not write its part");
     } else if (env && rc == 0) {
         env->ckpt_ask(env->arg, tmp); /* first: DES groups pause once every trainer has */
-        pause_workers(j);
+        rc = pause_workers(j, e);
+        paused = rc == 0;
         snapshot_figures(j, fig);
-        rc = write_own_parts(j, tmp, e);
+        if (rc == 0)
+            rc = write_own_parts(j, tmp, e);
         int worst = env->ckpt_wait(env->arg, others);
         if (rc == 0 && worst < 0)
             rc = ss_fail(e, worst, "another trainer could not write its part");
         for (int i = 0; i < 6; i++)
             fig[i] += others[i];
     } else if (rc == 0) {
-        pause_workers(j);
-        snapshot_figures(j, fig);
-        rc = write_own_parts(j, tmp, e);
+        rc = pause_workers(j, e);
+        paused = rc == 0;
+        if (rc == 0) {
+            snapshot_figures(j, fig);
+            rc = write_own_parts(j, tmp, e);
+        }
     }
     if (rc == 0 && env)
         rc = env->ckpt_services(env->arg, tmp, e);
@@ -2309,15 +2345,17 @@ static int serve_checkpoints(struct job *j)
     int r = env->ckpt_poll(env->arg, tmp, sizeof tmp);
     if (r == 1) {
         struct ss_err e = {0};
-        double fig[8];
-        pause_workers(j);
+        double fig[8] = {0};
+        int rc = pause_workers(j, &e), paused = rc == 0;
         snapshot_figures(j, fig);
-        int rc = write_own_parts(j, tmp, &e);
+        if (rc == 0)
+            rc = write_own_parts(j, tmp, &e);
         if (rc < 0)
             fprintf(stderr, "shadowsync: trainer %d: checkpoint part failed: %s\n", env->index,
                     e.msg);
         env->ckpt_done(env->arg, rc, fig); /* waits for the master's commit */
-        resume_workers(j);
+        if (paused) /* a pause that failed has resumed them */
+            resume_workers(j);
     }
     return r;
 }

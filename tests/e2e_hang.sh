@@ -1,0 +1,57 @@
+#!/bin/sh
+# Never hang (issue 30): waits that used to have no way out.
+# - D1: a cluster job with reader services and periodic checkpoints whose
+#   embedding PS 0 stalls (SIGSTOP) for 2 x job.rpc_timeout_s: a worker's
+#   lookup fails, the worker ends, and the next checkpoint's pause used to
+#   wait for ever on the prefetch that waited for room in a queue nobody
+#   drained. Now the job ends within 3 x job.rpc_timeout_s + 10 s of the
+#   SIGCONT, naming the PS, no process is left, and --resume trains every
+#   example once.
+BUILD=${BUILD:-build}
+BIN=$BUILD/shadowsync
+. tests/lib.sh
+T=$(mktemp -d)
+trap '[ -n "$KEEP" ] && echo "kept $T" || rm -rf "$T"' EXIT
+N=40000
+$BIN gen --out $T/d --examples $N --eval-examples 2000 --seed 5 --config configs/tiny.ini > /dev/null 2>&1
+T0=$(date +%s)
+step() { echo "# $(( $(date +%s) - T0 )) s: $*"; }
+RPC=3
+JOB="job.trainers=2 job.embedding_ps=2 job.sync_ps=1 job.readers=1 sync.algo=easgd
+     trainer.batch_size=2 job.rpc_timeout_s=$RPC sync.timeout_s=60 checkpoint.interval_s=2"
+sjob() { # NAME [section.key=value ...]; EXTRA: more arguments (--resume)
+    _n=$1; shift
+    _sets=""; for _s in $JOB "$@"; do _sets="$_sets --set $_s"; done
+    timeout -k 10 300 tools/submit configs/tiny.ini --set job.bind=127.0.0.1 \
+        --set trainer.worker_threads=1 --set data.train=$T/d/train.tsv \
+        --set data.eval=$T/d/eval.tsv --set output.dir=$T/$_n $_sets $EXTRA > $T/$_n.log 2>&1
+}
+pid_of() { for p in $(pgrep -f "output.dir=$T/$1 "); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo $p; return; }; done; }
+
+step "D1: embedding PS 0 stalled for $((2 * RPC)) s after the second checkpoint"
+(sjob d1 checkpoint.dir=$T/ck &)
+for i in $(seq 1 1200); do [ -f $T/ck/ckpt-000002/MANIFEST ] && break; sleep 0.1; done
+victim=$(pid_of d1 2)   # ranks: 2 trainers, then the embedding PSs
+[ -n "$victim" ] && kill -STOP $victim
+sleep $((2 * RPC))
+[ -n "$victim" ] && kill -CONT $victim 2>/dev/null
+t0=$(date +%s)
+bound=$((3 * RPC + 10))
+for i in $(seq 1 $((10 * bound + 100))); do pgrep -f "output.dir=$T/d1 " > /dev/null || break; sleep 0.1; done
+took=$(( $(date +%s) - t0 ))
+alive=$(pgrep -f "output.dir=$T/d1 " | wc -l)
+if [ $alive != 0 ]; then
+    ps -o pid,stat,wchan:28,args -p "$(pgrep -d, -f "output.dir=$T/d1 ")" | cut -c1-150
+    pkill -9 -f "output.dir=$T/d1 "
+fi
+check "D1: the job ends ${took} s after the SIGCONT (bound 3 x job.rpc_timeout_s + 10 s = $bound s), no process left" \
+    sh -c "[ -n '$victim' ] && [ $took -le $bound ] && [ $alive = 0 ]"
+check "D1: the stalled embedding PS is named" grep -qE "embedding_ps 0 \(rank 2 on [^)]+\)" $T/d1.log
+check "D1: the job did not end well (no metrics.json)" test ! -f $T/d1/metrics.json
+step "D1: --resume"
+EXTRA="--resume $T/ck" sjob d1-resumed checkpoint.dir=$T/ck
+rc=$?
+M=$T/d1-resumed/metrics.json
+check "D1: --resume trains every example once ($(json examples $M 2>/dev/null) of $N)" \
+    sh -c "[ $rc = 0 ] && [ \"$(json examples $M 2>/dev/null)\" = $N ]"
+echo "# the stalled job's last lines:"; tail -5 $T/d1.log | sed 's/^/#   /'
