@@ -294,6 +294,7 @@ struct model_scratch {
     float *d_emb;                     /* gradient of the pooled embeddings [cap*T*dim] */
     float *d_bot_out;
     float *vt;                        /* one example's vectors transposed [dim x V rounded to 16] */
+    float *sym;                       /* one example's pair gradients as a matrix [V x V] */
     float *grad;                      /* dense gradient, flat [n_params] */
     struct dense *mm;                 /* this worker's matmuls (src/core/dense.c) */
 };
