@@ -7,6 +7,10 @@
 #   drained. Now the job ends within 3 x job.rpc_timeout_s + 10 s of the
 #   SIGCONT, naming the PS, no process is left, and --resume trains every
 #   example once.
+# - D4: a pipe (FIFO) as data.train whose writer goes silent, and one as
+#   data.eval with no writer: the wait is named after a few seconds, and
+#   one SIGTERM ends it within 2 s: the training as at a stop (status 75,
+#   its examples trained and saved), the eval failed, naming the pipe.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 . tests/lib.sh
@@ -27,6 +31,35 @@ sjob() { # NAME [section.key=value ...]; EXTRA: more arguments (--resume)
         --set data.eval=$T/d/eval.tsv --set output.dir=$T/$_n $_sets $EXTRA > $T/$_n.log 2>&1
 }
 pid_of() { for p in $(pgrep -f "output.dir=$T/$1 "); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo $p; return; }; done; }
+
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+# d4 NAME KEY WRITER: a run whose KEY is the FIFO $T/NAME.fifo, fed by
+# WRITER (none: no writer), stopped by one SIGTERM once it says it waits:
+# sets took (ms from the SIGTERM to its end) and rc
+d4() {
+    _f=$T/$1.fifo; mkfifo $_f; _w=
+    [ "$3" != none ] && { sh -c "$3; exec sleep 60" > $_f & _w=$!; }
+    _sets="--set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set $2=$_f"
+    $BIN train configs/tiny.ini $_sets --set output.dir=$T/$1 > $T/$1.log 2>&1 &
+    _p=$!
+    for _i in $(seq 1 200); do grep -q "$_f: a pipe with nothing to read" $T/$1.log && break; sleep 0.1; done
+    _t0=$(ms); kill -TERM $_p
+    for _i in $(seq 1 100); do kill -0 $_p 2> /dev/null || break; sleep 0.05; done
+    took=$(( $(ms) - _t0 )); kill -9 $_p 2> /dev/null; wait $_p; rc=$?
+    [ -n "$_w" ] && kill $_w 2> /dev/null
+}
+step "D4: a FIFO as data.train whose writer goes silent after 3000 lines"
+d4 d4t data.train "head -3000 $T/d/train.tsv"
+check "D4: data.train's silent pipe is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 75 ($rc)" \
+    sh -c "grep -q 'a pipe with nothing to read for 3 s: waiting for its writer to go on' $T/d4t.log && [ $took -le 2000 ] && [ $rc = 75 ]"
+check "D4: its 3000 examples trained, the model saved, stopped_by SIGTERM" \
+    sh -c "[ '$(json examples $T/d4t/metrics.json)' = 3000 ] && grep -q '\"stopped_by\": \"SIGTERM\"' $T/d4t/metrics.json && [ -s $T/d4t/model/dense.bin ]"
+step "D4: a FIFO with no writer as data.eval"
+d4 d4e data.eval none
+check "D4: data.eval's pipe with no writer is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 1 ($rc)" \
+    sh -c "grep -q 'a pipe with nothing to read for 3 s: waiting for a writer' $T/d4e.log && [ $took -le 2000 ] && [ $rc = 1 ]"
+check "D4: the eval is named as stopped, the model kept" \
+    sh -c "grep -q 'data.eval: $T/d4e.fifo: stopped (SIGTERM) while waiting on it, a pipe, after 0 examples: not scored; the training.s model and figures' $T/d4e.log && [ -s $T/d4e/model/dense.bin ]"
 
 step "D1: embedding PS 0 stalled for $((2 * RPC)) s after the second checkpoint"
 (sjob d1 checkpoint.dir=$T/ck &)

@@ -68,6 +68,10 @@ void ss_halt_freeze(void);
 int ss_halt_signal(void);
 void ss_halt_request(void);
 const char *ss_halt_name(void);  /* "SIGTERM", ...; NULL when not halted */
+/* The first signal taken, also after ss_halt_freeze (-1: a peer's stop, 0:
+ * none): a wait with no end of its own (a pipe with no writer) ends on it. */
+int ss_halt_raised(void);
+const char *ss_halt_sig_name(int sig); /* ss_halt_raised's value in words */
 void ss_halt_quiet(void);        /* a job's other processes: the late signal's note is the
                                   * master's alone */
 uint64_t ss_splitmix(uint64_t *state); /* deterministic PRNG */

@@ -294,10 +294,11 @@ static void late_note(int sig)
     static int said;
     static const char *const note[3] = {
         "# SIGINT after the training had ended: the run goes on to its end "
-        "(a second one: at once)\n",
+        "(a second one: at once), but for a wait on a pipe\n",
         "# SIGTERM after the training had ended: the run goes on to its end "
-        "(a second one: at once)\n",
-        "# SIGUSR1 after the training had ended: the run goes on to its end\n"};
+        "(a second one: at once), but for a wait on a pipe\n",
+        "# SIGUSR1 after the training had ended: the run goes on to its end, but for a "
+        "wait on a pipe\n"};
     int zero = 0;
     if (__atomic_load_n(&halt_frozen, __ATOMIC_SEQ_CST) != 0 ||
         __atomic_load_n(&halt_quiet, __ATOMIC_SEQ_CST) ||
@@ -412,8 +413,17 @@ void ss_halt_request(void)
     __atomic_compare_exchange_n(&halt_sig, &none, -1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
+const char *ss_halt_sig_name(int sig)
+{
+    return sig == 0 ? NULL : sig < 0 ? "another trainer's stop" : sig_name(sig);
+}
+
 const char *ss_halt_name(void)
 {
-    int sig = ss_halt_signal();
-    return sig == 0 ? NULL : sig < 0 ? "another trainer's stop" : sig_name(sig);
+    return ss_halt_sig_name(ss_halt_signal());
+}
+
+int ss_halt_raised(void)
+{
+    return __atomic_load_n(&halt_sig, __ATOMIC_RELAXED);
 }

@@ -14,7 +14,10 @@
  * count as good until parsed, and a caller that would stop only because of
  * them waits for their outcome (bad ones give their room back).
  * Binary shards are all checked at open, then mmap'ed and copied record by
- * record with no parsing. example_id = (file index << 40) | (0-based line or
+ * record with no parsing. A pipe (a FIFO, a socket) is opened without
+ * blocking and polled, so a wait for its writer says what it waits on and
+ * ends on a signal (ss_halt_raised): the reader then hands out nothing
+ * more, as at its end, and reader_stats says why. example_id = (file index << 40) | (0-based line or
  * record index). With data.epochs (reader_set_epochs) the files are read
  * that many times in the same order, the pass kept in positions. An error
  * (I/O, corrupt shard) is sticky: every later call returns it too. */
@@ -23,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,9 @@
  * inflated (gz_fill) */
 #define GZ_STEP (256u << 10)
 #define TEXT_BUF_MIN (64u << 10)
+#define PIPE_NOTE_S 3.0   /* a pipe silent this long is named, once per open */
+#define PIPE_POLL_MS 200  /* how soon a wait on a pipe sees a signal */
+enum { READ_STOPPED = 3 }; /* text_fill, text_line: a signal ended a wait on a pipe */
 
 struct reader {
     pthread_mutex_t lock;
@@ -72,6 +79,9 @@ struct reader {
     int eof, skipping;
     int64_t line_no; /* lines of the current file taken so far */
     uint64_t file_read; /* bytes of the current file read into buf */
+    int is_pipe;        /* the current file: polled (O_NONBLOCK) */
+    int pipe_said;      /* its wait was named */
+    int stopped;        /* a signal ended a wait on a pipe: nothing more is handed out */
 
     /* binary */
     const unsigned char *map;
@@ -192,9 +202,14 @@ static int text_files_check(const struct reader *r, struct ss_err *e)
 static int text_open(struct reader *r, struct ss_err *e)
 {
     const char *f = r->files[r->cur];
-    r->fd = open(f, O_RDONLY | O_CLOEXEC);
+    r->fd = open(f, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO's open waits for no writer */
     if (r->fd < 0)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
+    struct stat st;
+    r->is_pipe = fstat(r->fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+    r->pipe_said = 0;
+    if (!r->is_pipe)
+        fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) & ~O_NONBLOCK);
     posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     int kind_rc = text_kind_check(r->fd, f, e);
     if (kind_rc < 0) {
@@ -300,14 +315,37 @@ static int gz_fill(struct reader *r, struct ss_err *e)
     return 0;
 }
 
-/* Reads more into buf[end..). */
+/* Waits until the current file, a pipe, has bytes or its writer has
+ * gone; says once, after PIPE_NOTE_S, what it waits on. 0, or READ_STOPPED
+ * when a signal came (under the lock: every caller sees it soon). */
+static int pipe_wait(struct reader *r)
+{
+    double t0 = ss_now();
+    for (;;) {
+        struct pollfd p = {r->fd, POLLIN, 0};
+        if (poll(&p, 1, PIPE_POLL_MS) > 0)
+            return 0;
+        if ((r->stopped = ss_halt_raised()) != 0)
+            return READ_STOPPED;
+        if (!r->pipe_said && ss_now() - t0 >= PIPE_NOTE_S) {
+            r->pipe_said = 1;
+            fprintf(stderr, "shadowsync: %s: a pipe with nothing to read for %.0f s: waiting for "
+                    "%s (SIGINT or SIGTERM stops the wait)\n", r->files[r->cur], PIPE_NOTE_S,
+                    r->file_read ? "its writer to go on" : "a writer");
+        }
+    }
+}
+
+/* Reads more into buf[end..): 0, READ_STOPPED, or a negative code. */
 static int text_fill(struct reader *r, struct ss_err *e)
 {
     if (r->gz)
         return gz_fill(r, e);
     for (;;) {
+        if (r->is_pipe && pipe_wait(r))
+            return READ_STOPPED;
         ssize_t k = read(r->fd, r->buf + r->end, r->buf_cap - r->end);
-        if (k < 0 && errno == EINTR)
+        if (k < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (k < 0)
             return ss_fail(e, SS_EIO, "%s: %s", r->files[r->cur], strerror(errno));
@@ -322,7 +360,7 @@ static int text_fill(struct reader *r, struct ss_err *e)
 
 /* The next line of the current file (without its '\n'): 1, 0 at its end,
  * 2 for a line longer than the buffer (line line_no + 1; its bytes are
- * skipped on the next calls), or a negative code. */
+ * skipped on the next calls), READ_STOPPED, or a negative code. */
 static int text_line(struct reader *r, char **line, size_t *len, struct ss_err *e)
 {
     for (;;) {
@@ -452,7 +490,7 @@ static int text_take(struct reader *r, struct scratch *w, int want, int may_wait
 {
     w->n = w->to_parse = 0;
     w->used = 0;
-    while (w->to_parse < want && w->n < want + SKIPS_TAKEN && !r->err_code) {
+    while (w->to_parse < want && w->n < want + SKIPS_TAKEN && !r->err_code && !r->stopped) {
         if (!more(r)) {
             if (!may_wait || w->to_parse || !r->parsing || r->share_count > 1)
                 return 0;
@@ -470,8 +508,8 @@ static int text_take(struct reader *r, struct scratch *w, int want, int may_wait
         char *line = NULL;
         size_t len = 0;
         int rc = text_line(r, &line, &len, e);
-        if (rc < 0)
-            return rc;
+        if (rc < 0 || rc == READ_STOPPED)
+            return rc < 0 ? rc : 0;
         if (rc == 0) {
             text_close(r);
             r->is_open = 0;
@@ -1157,6 +1195,7 @@ void reader_stats(struct reader *r, struct reader_stats *st)
     st->examples = r->handed;
     st->bad_lines = r->bad_lines;
     st->files_done = r->files_done;
+    st->stopped = r->stopped;
     pthread_mutex_unlock(&r->lock);
 }
 
