@@ -631,6 +631,15 @@ int main(void)
     rc = embps_load_files(whole2, one, 1, &e);
     CHECK(rc < 0 && strstr(e.msg, "rows") && strstr(e.msg, "found"),
           "shards that do not cover a table are refused, naming it", "%s", e.msg);
+    FILE *ff = fopen(f0, "r+b"); /* its header's table count (after magic and version) */
+    uint32_t huge = UINT32_MAX;
+    int patched = ff && fseek(ff, 12, SEEK_SET) == 0 && fwrite(&huge, 4, 1, ff) == 1;
+    if (ff)
+        fclose(ff);
+    rc = embps_load_files(whole2, one, 1, &e);
+    CHECK(patched && rc < 0 && strstr(e.msg, "counts 4294967295 tables") && !strstr(e.msg, "dim"),
+          "a tables file counting 2^32-1 tables is refused for its count, not its dim", "%s",
+          e.msg);
     embps_free(whole);
     embps_free(whole2);
     unlink(f0);

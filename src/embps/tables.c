@@ -442,8 +442,11 @@ static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct
     else if (h.version != EMB_VERSION)
         rc = ss_fail(e, SS_EFORMAT, "%s: version %u, this build reads version %d", path,
                      h.version, EMB_VERSION);
-    else if (h.dim != (uint32_t)t->o.dim || h.stride != (uint32_t)t->stride ||
-             h.n_tables > SS_MAX_TABLES * 64)
+    else if (h.n_tables > SS_MAX_TABLES * 64)
+        rc = ss_fail(e, SS_EFORMAT, "%s: its header counts %u tables, more than any file holds "
+                     "(at most %d): a damaged or forged file", path, h.n_tables,
+                     SS_MAX_TABLES * 64);
+    else if (h.dim != (uint32_t)t->o.dim || h.stride != (uint32_t)t->stride)
         rc = ss_fail(e, SS_EFORMAT, "%s: rows of dim %u (stride %u) do not match the config's "
                      "dim %d (stride %d): check model.dim, and optim.emb (rowwise_adagrad keeps "
                      "one state float a row beside the dim, sgd none)", path, h.dim, h.stride,
