@@ -159,8 +159,35 @@ static void test_tables_init_threads(void)
     embps_free(whole);
 }
 
+/* An error naming a ~2000-char path keeps the path's head and its reason
+ * (cut in the middle, within the message's room). */
+static void test_long_error(void)
+{
+    char path[2001];
+    memset(path, 'd', sizeof path - 1);
+    path[sizeof path - 1] = '\0';
+    for (int i = 0; i < 2000; i += 100)
+        path[i] = '/';
+    path[243] = path[1264] = (char)0xC3; /* a UTF-8 char (two bytes) at each side of the cut */
+    path[244] = path[1265] = (char)0xA9;
+    struct ss_err e;
+    int rc = ss_fail(&e, SS_EIO, "data.train: %s: No such file or directory", path);
+    size_t n = strlen(e.msg);
+    CHECK(rc == SS_EIO && e.code == SS_EIO && n < sizeof e.msg && n > sizeof e.msg - 8 &&
+              !strncmp(e.msg, "data.train: /ddd", 16) && strstr(e.msg, "d ... d") &&
+              !strcmp(e.msg + n - 28, "d: No such file or directory"),
+          "an error naming a 2000-char path keeps its head and its reason", "%zu: %s", n, e.msg);
+    for (size_t i = 0; i < n; i++) /* no UTF-8 char cut in two */
+        if (((unsigned char)e.msg[i] == 0xC3) != (i + 1 < n && (unsigned char)e.msg[i + 1] == 0xA9))
+            n = 0;
+    rc = ss_fail(&e, SS_EINVAL, "short: %d", 7);
+    CHECK(n && rc == SS_EINVAL && !strcmp(e.msg, "short: 7"), "a short error is kept whole",
+          "%s", e.msg);
+}
+
 int main(void)
 {
+    test_long_error();
     test_optim();
     test_lr_schedule();
     test_metrics();

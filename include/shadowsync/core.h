@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #define SS_VERSION "0.1.0"
@@ -25,15 +26,32 @@ struct ss_err {
     char msg[1024];
 };
 
-/* Fills e (when non-NULL) and returns code. */
+/* Fills e (when non-NULL) and returns code. A message longer than e->msg
+ * keeps its head and its tail, cut in the middle (" ... "): the reason
+ * after a long path survives. */
 int ss_fail(struct ss_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Its body, inline for code that links nothing of ours (the GPU library). */
 static inline int ss_vfail(struct ss_err *e, int code, const char *fmt, va_list ap)
 {
-    if (e) {
-        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-        e->code = code;
+    if (!e)
+        return code;
+    char all[16384];
+    int n = vsnprintf(all, sizeof all, fmt, ap);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof all ? (size_t)n : sizeof all - 1;
+    size_t cap = sizeof e->msg, head = cap / 4, from = len - (cap - head - 6);
+    all[len] = '\0';
+    if (len < cap) {
+        memcpy(e->msg, all, len + 1);
+    } else {
+        while (head > 0 && ((unsigned char)all[head] & 0xC0) == 0x80) /* whole UTF-8 chars */
+            head--;
+        while (((unsigned char)all[from] & 0xC0) == 0x80)
+            from++;
+        memcpy(e->msg, all, head);
+        memcpy(e->msg + head, " ... ", 5);
+        memcpy(e->msg + head + 5, all + from, len - from + 1);
     }
+    e->code = code;
     return code;
 }
 void *ss_xmalloc(size_t n);            /* aborts on OOM: memory for sizes we chose */
