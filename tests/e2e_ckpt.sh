@@ -416,6 +416,8 @@ if unshare -rm true 2>/dev/null; then
     check "full disk: reported ('No space left'), training goes on to its end" sh -c "[ \"\$(cat $T/full1.rc)\" = 0 ] && grep -q 'checkpoint failed, training goes on.*No space left' $T/full1.log && [ \"$(json examples $T/fulldisk/metrics.json)\" = 150000 ] && [ \"$(json checkpoint_failures $T/fulldisk/metrics.json)\" -ge 1 ]"
     check "full disk: the good checkpoint is kept and no half-written one is left ($(cat $T/full.ls | tr '\n' ' '))" sh -c "grep -q '^ckpt-[0-9]*$' $T/full.ls && ! grep -q tmp $T/full.ls"
     check "full disk: the kept checkpoint resumes, every example once" sh -c "[ \"\$(cat $T/full2.rc)\" = 0 ] && grep -q 'resuming from $T/small/ck/ckpt-' $T/full2.log && [ \"$(json examples $T/fulldisk2/metrics.json)\" = 150000 ]"
+    check "full disk: the resumed run's final checkpoint fails, saying the one it resumed from is kept" \
+        grep -q "the final checkpoint failed, the run ends without it (the one it resumed from, $T/small/ck/ckpt-[0-9]*, is kept): .*No space left" $T/full2.log
     # room for the 2 kept but not a third: the older ones go before each snapshot, said once
     # (every snapshot after the first 2 failed for room, and a resume lost all since)
     unshare -rm sh -c "mount -t tmpfs -o size=2600k tmpfs $T/small || exit 9

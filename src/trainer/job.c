@@ -2325,12 +2325,18 @@ static void checkpoint_now(struct job *j, int final)
     struct ss_err e = {0};
     int rc = write_checkpoint(j, final, &e);
     if (rc < 0) {
+        char kept[4400];
+        if (j->checkpoints)
+            snprintf(kept, sizeof kept, "the last good one is kept");
+        else if (j->resumed_from[0]) /* the newest complete one is never removed */
+            snprintf(kept, sizeof kept, "the one it resumed from, %s, is kept", j->resumed_from);
+        else
+            snprintf(kept, sizeof kept, "none has been written yet");
         j->checkpoint_failures++;
         j->final_ckpt_failed |= final;
         fprintf(stderr, "shadowsync: %s checkpoint failed, %s (%s): %s\n",
                 final ? "the final" : "a", final ? "the run ends without it" : "training goes on",
-                j->checkpoints ? "the last good one is kept" : "none has been written yet",
-                e.msg);
+                kept, e.msg);
     } else {
         j->checkpoints++;
     }
