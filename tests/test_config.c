@@ -283,6 +283,34 @@ static void check_bad(const struct bad_case *b)
         CHECK(c.job.bind == NULL && c.data.train == NULL, b->name, "strings left after failure");
 }
 
+/* A file too big for a config (1 GiB, sparse), one of NUL bytes and an
+ * endless device are refused, naming the file, before they are read whole. */
+static void test_not_config_files(void)
+{
+    struct ss_config c;
+    struct ss_err e = {0};
+    char *big = write_file("big.ini", "[job]\n");
+    int rc = truncate(big, 1 << 30) == 0 ? ss_config_load(&c, big, NULL, 0, &e) : 0;
+    CHECK(rc == SS_EINVAL && strstr(e.msg, big) && strstr(e.msg, "1073741824 bytes") &&
+              strstr(e.msg, "at most 16 MiB"),
+          "a 1 GiB config file is refused by its size, named", "rc %d: %s", rc, e.msg);
+    unlink(big);
+    g_free(big);
+    char *nuls = g_build_filename(tmpdir, "nul.ini", NULL);
+    char zeros[4096] = {0};
+    rc = g_file_set_contents(nuls, zeros, sizeof zeros, NULL) ? ss_config_load(&c, nuls, NULL, 0, &e)
+                                                               : 0;
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, nuls) && strstr(e.msg, "a NUL byte at byte 0"),
+          "a config file of NUL bytes is refused (not text), not taken as all defaults",
+          "rc %d: %s", rc, e.msg);
+    unlink(nuls);
+    g_free(nuls);
+    rc = ss_config_load(&c, "/dev/zero", NULL, 0, &e);
+    CHECK(rc == SS_EINVAL && strstr(e.msg, "/dev/zero: more than 16 MiB"),
+          "an endless device as the config is read no further than the limit", "rc %d: %s", rc,
+          e.msg);
+}
+
 static void test_bad_inputs(void)
 {
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++)
@@ -293,6 +321,7 @@ static void test_bad_inputs(void)
     int rc = ss_config_load(&c, "/nonexistent/dir/job.ini", NULL, 0, &e);
     CHECK(rc == SS_EIO && strstr(e.msg, "/nonexistent/dir/job.ini"), "unreadable file",
           "rc %d: %s", rc, e.msg);
+    test_not_config_files();
 }
 
 /* Blanks after a name or widths in a file (unseen in an editor) are no

@@ -17,6 +17,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 enum key_type { T_INT, T_INT64, T_DOUBLE, T_BOOL, T_STRING, T_ENUM };
 enum { OPEN_MIN = 1, OPEN_MAX = 2 }; /* exclusive bounds: (min, max) */
@@ -598,6 +601,49 @@ static int check_lines(const char *text, const char *path, GHashTable *seen, str
     return rc;
 }
 
+#define CONFIG_MAX_BYTES (16u << 20) /* a config is a page of text: more is not one */
+
+/* The text of config file path (g_free it) in *text, its length in *len:
+ * 1, 0 where it cannot be opened (GKeyFile says why), or an error for a
+ * file over CONFIG_MAX_BYTES (told by its size, or read up to one byte
+ * past it: a pipe or a device) or one holding a NUL byte (no text). */
+static int read_config_text(const char *path, char **text, size_t *len, struct ss_err *e)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > CONFIG_MAX_BYTES) {
+        close(fd);
+        return ss_fail(e, SS_EINVAL, "config %s: %lld bytes, more than a config holds (at most "
+                       "%u MiB): not a config file?", path, (long long)st.st_size,
+                       CONFIG_MAX_BYTES >> 20);
+    }
+    char *buf = g_malloc(CONFIG_MAX_BYTES + 2);
+    size_t got = 0;
+    ssize_t k = 0;
+    while (got <= CONFIG_MAX_BYTES &&
+           ((k = read(fd, buf + got, CONFIG_MAX_BYTES + 1 - got)) > 0 || (k < 0 && errno == EINTR)))
+        got += k > 0 ? (size_t)k : 0;
+    int rc = k < 0 ? ss_fail(e, SS_EIO, "config %s: %s", path, strerror(errno)) : 1;
+    close(fd);
+    const char *nul = rc > 0 ? memchr(buf, '\0', got) : NULL;
+    if (rc > 0 && got > CONFIG_MAX_BYTES)
+        rc = ss_fail(e, SS_EINVAL, "config %s: more than %u MiB, more than a config holds: not "
+                     "a config file?", path, CONFIG_MAX_BYTES >> 20);
+    else if (nul)
+        rc = ss_fail(e, SS_EFORMAT, "config %s: a NUL byte at byte %zu (of %zu): not text, so "
+                     "not a config file", path, (size_t)(nul - buf), got);
+    if (rc <= 0) {
+        g_free(buf);
+        return rc;
+    }
+    buf[got] = '\0';
+    *text = g_realloc(buf, got + 1);
+    *len = got;
+    return 1;
+}
+
 /* lines: each "section.key" of the file to its line (the caller's). */
 static int apply_file(struct ss_config *c, const char *path, GHashTable *lines, struct ss_err *e)
 {
@@ -606,10 +652,14 @@ static int apply_file(struct ss_config *c, const char *path, GHashTable *lines, 
     GError *err = NULL;
     int rc = 0;
     char *text = NULL;
-    if (g_file_get_contents(path, &text, NULL, NULL)) /* unreadable: GKeyFile says why */
+    size_t len = 0;
+    int got = read_config_text(path, &text, &len, e); /* 0, unreadable: GKeyFile says why */
+    if (got < 0)
+        rc = got;
+    else if (got)
         rc = check_lines(text, path, lines, e);
-    g_free(text);
-    if (!rc && !g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &err)) {
+    if (!rc && !(got ? g_key_file_load_from_data(kf, text, len, G_KEY_FILE_NONE, &err)
+                     : g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &err))) {
         rc = ss_fail(e, err->domain == G_FILE_ERROR ? SS_EIO : SS_EFORMAT, "%s: %s", where,
                      err->message);
         g_error_free(err);
@@ -619,6 +669,7 @@ static int apply_file(struct ss_config *c, const char *path, GHashTable *lines, 
             rc = apply_group(c, kf, groups[i], path, lines, e);
         g_strfreev(groups);
     }
+    g_free(text);
     g_key_file_free(kf);
     g_free(where);
     return rc;
