@@ -783,7 +783,8 @@ static int cmd_check(int argc, char **argv)
         return rc;
     struct model_layout l = {0};
     struct ss_err e = {0};
-    if (model_layout_init(&l, &c, &e) < 0) {
+    if (model_layout_init(&l, &c, &e) < 0 || trainer_check_memory(&c, &l, &e) < 0) {
+        model_layout_free(&l);
         ss_config_free(&c);
         return die(&e);
     }

@@ -564,6 +564,23 @@ check "cluster role counts without mpirun: the embedded default runs and says so
     sh -c "[ $? = 0 ] && grep -q 'job.embedding_ps = 2, .* are the ranks of a cluster job' $T/note.log"
 
 # the BLAS kernel: one pinned by the environment is kept, and named as slower
+# `shadowsync check` makes the ranks' memory checks: what every rank would refuse
+# (tables past the memory here, a width past it: as train refuses them; tables past
+# embedding_ps.memory_mb, as a cluster job's ranks do) is refused by check
+for bad in "model.rows=2000000000:the embedding tables here need" \
+           "model.bottom=13-100000000-8:the dense model here needs about" \
+           "job.embedding_ps=2 --set embedding_ps.memory_mb=100 --set model.rows=3000000:placement: the tables need"; do
+    $BIN check $CFG --set ${bad%%:*} > $T/memcheck.log 2>&1
+    rc=$?
+    case "$bad" in job.*) echo "${bad#*:}" > $T/memtrain.log ;; # (a cluster job's)
+    *) $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/memtrain \
+        --set output.save_model=false --set ${bad%%:*} > $T/memtrain.log 2>&1 ;; esac
+    check "check --set ${bad%%:*}: refused ($rc) as the job refuses it: ${bad#*:}" \
+        sh -c "[ $rc = 1 ] && grep -q '${bad#*:}' $T/memcheck.log && grep -q '${bad#*:}' $T/memtrain.log"
+done
+$BIN check $CFG > $T/memcheck.log 2>&1
+check "check of tiny.ini passes ($?)" grep -q '^trainers 1 embedding_ps 0' $T/memcheck.log
+
 # when it holds an AVX-512 CPU to AVX2 (never when the kernel has AVX-512)
 blas_run() { OPENBLAS_CORETYPE=$1 $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
     --set data.max_examples=2000 --set output.dir=$T/blas > $T/blas-$1.log 2>&1; }

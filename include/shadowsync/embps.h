@@ -32,6 +32,9 @@ struct emb_opts {
 struct emb_opts emb_opts_from_config(const struct ss_config *c, int n, int dim,
                                      const int64_t *rows);
 int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_err *e);
+/* Tables of need bytes (rows of dim floats and their state) fit in the
+ * memory free here (embps_create's check; `shadowsync check` too). */
+int embps_check_room(double need, int dim, struct ss_err *e);
 void embps_free(struct emb_tables *t);
 size_t embps_bytes(const struct emb_tables *t);
 

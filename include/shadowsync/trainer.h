@@ -227,6 +227,12 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
  * resume (a checkpoint directory, or NULL) continues from its newest
  * complete checkpoint. */
 int trainer_run(const struct ss_config *c, const char *resume, struct ss_err *e);
+/* The memory checks a job makes before training, for `shadowsync check`:
+ * the embedded default's dense part and tables in the memory free here;
+ * a cluster job's tables within embedding_ps.memory_mb (a plan of no data:
+ * its hosts' memory is theirs to check). */
+int trainer_check_memory(const struct ss_config *c, const struct model_layout *l,
+                         struct ss_err *e);
 
 /* One trainer rank of a cluster job: how it reaches the rest of the job. */
 enum { BEAT_FIGS = 12 }; /* the figures of trainer_env.beat */

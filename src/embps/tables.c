@@ -121,6 +121,18 @@ static void init_rows(struct emb_tables *t)
     pthread_mutex_destroy(&w.mu);
 }
 
+int embps_check_room(double need, int dim, struct ss_err *e)
+{
+    int64_t avail = ss_mem_available();
+    if (avail >= 0 && need > (double)avail)
+        return ss_fail(e, SS_ENOMEM, "the embedding tables here need %.0f MB (model.rows x "
+                       "(model.dim %d + its optimizer's state, and a clock with a cache)), more "
+                       "than the %lld MB of memory free here: smaller tables, or spread them over "
+                       "more embedding PSs (job.embedding_ps)", need / 1048576, dim,
+                       (long long)(avail >> 20));
+    return 0;
+}
+
 int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_err *e)
 {
     if (o->n_tables <= 0 || o->dim <= 0)
@@ -145,14 +157,10 @@ int embps_create(struct emb_tables **out, const struct emb_opts *o, struct ss_er
     double need = 0;
     for (int k = 0; k < n; k++) /* (and a clock a row, with o->clocks) */
         need += (double)t->rows[k] * (t->stride + (o->clocks != 0)) * sizeof(float);
-    int64_t avail = ss_mem_available();
-    if (avail >= 0 && need > (double)avail) {
+    int rc = embps_check_room(need, o->dim, e);
+    if (rc < 0) {
         embps_free(t);
-        return ss_fail(e, SS_ENOMEM, "the embedding tables here need %.0f MB (model.rows x "
-                       "(model.dim %d + its optimizer's state, and a clock with a cache)), more "
-                       "than the %lld MB of memory free here: smaller tables, or spread them over "
-                       "more embedding PSs (job.embedding_ps)", need / 1048576, o->dim,
-                       (long long)(avail >> 20));
+        return rc;
     }
     for (int k = 0; k < n; k++) {
         if (t->rows[k] < 1 || t->lo[k] < 0 || t->lo[k] + t->rows[k] > t->table_rows[k]) {

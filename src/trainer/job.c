@@ -795,21 +795,19 @@ static int setup_des(struct job *j, struct ss_err *e)
     return rc;
 }
 
-static int setup_model(struct job *j, struct ss_err *e)
+/* The dense part's room here (a width past the memory aborted on its
+ * allocation): each trainer's vector, optimizer state and sync copies,
+ * each worker's gradient, and a batch's activations through the widths,
+ * forward and back. */
+static int dense_room(const struct ss_config *c, const struct model_layout *l, int n_tr,
+                      int n_wk, struct ss_err *e)
 {
-    const struct ss_config *c = j->c;
-    int rc = model_layout_init(&j->l, c, e);
-    if (rc < 0)
-        return rc;
-    /* the dense part's room (a width past the memory aborted on its allocation): each
-     * trainer's vector, optimizer state and sync copies, each worker's gradient, and a
-     * batch's activations through the widths, forward and back */
-    double widths = 0, trainers = j->n_tr > 0 ? j->n_tr : 1, workers = trainers * (j->n_wk > 0 ? j->n_wk : 1);
-    for (int i = 0; i <= j->l.n_bot; i++)
-        widths += j->l.bot[i];
-    for (int i = 0; i <= j->l.n_top; i++)
-        widths += j->l.top[i];
-    double need = 4.0 * (double)j->l.n_params * (4 * trainers + 2 * workers) +
+    double widths = 0, trainers = n_tr > 0 ? n_tr : 1, workers = trainers * (n_wk > 0 ? n_wk : 1);
+    for (int i = 0; i <= l->n_bot; i++)
+        widths += l->bot[i];
+    for (int i = 0; i <= l->n_top; i++)
+        widths += l->top[i];
+    double need = 4.0 * (double)l->n_params * (4 * trainers + 2 * workers) +
                   4.0 * 4 * widths * c->trainer.batch_size * workers;
     int64_t avail = ss_mem_available();
     if (avail >= 0 && need > (double)avail)
@@ -817,8 +815,41 @@ static int setup_model(struct job *j, struct ss_err *e)
                        "of model.bottom = %s and model.top = %s, for %g trainer(s) x %g "
                        "worker(s), and their activations at trainer.batch_size = %d), more than "
                        "the %lld MB of memory free here: narrower layers, or fewer workers",
-                       need / 1048576, j->l.n_params, c->model.bottom, c->model.top, trainers,
+                       need / 1048576, l->n_params, c->model.bottom, c->model.top, trainers,
                        workers / trainers, c->trainer.batch_size, (long long)(avail >> 20));
+    return 0;
+}
+
+int trainer_check_memory(const struct ss_config *c, const struct model_layout *l,
+                         struct ss_err *e)
+{
+    int cluster = c->job.embedding_ps > 0 || c->job.sync_ps > 0 || c->job.readers > 0;
+    int bins = placement_bins(c, c->job.embedding_ps, c->job.trainers), rc = 0;
+    if (!cluster) /* the embedded default: all here (a cluster's hosts are not this one) */
+        rc = dense_room(c, l, c->job.trainers, c->trainer.worker_threads, e);
+    if (rc == 0 && !cluster && bins < 1)
+        rc = embps_check_room(tables_bytes(l, c), l->dim, e);
+    if (rc < 0 || bins < 1)
+        return rc;
+    struct table_profile *tp = ss_xcalloc((size_t)l->n_tables, sizeof *tp);
+    struct placement pl = {0};
+    placement_assume(l, c, tp);
+    rc = placement_make_on(&pl, c->embedding.placement == EMB_ON_TRAINERS,
+                           placement_strategy(c->placement.strategy), tp, l->n_tables, bins,
+                           (double)c->embedding_ps.memory_mb, c->placement.pin, e);
+    if (rc == 0)
+        rc = placement_check_memory(&pl, e);
+    placement_free(&pl);
+    free(tp);
+    return rc;
+}
+
+static int setup_model(struct job *j, struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    int rc = model_layout_init(&j->l, c, e);
+    if (rc < 0 || (rc = dense_room(c, &j->l, j->n_tr, j->n_wk, e)) < 0)
+        return rc;
     if (c->embedding.placement == EMB_ON_TRAINERS && j->n_tr > 0) /* not `shadowsync eval` */
         return setup_des(j, e);
     if (j->env) /* the tables live on the embedding PSs */
