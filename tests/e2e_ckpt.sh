@@ -276,6 +276,13 @@ cp -r $T/ckcap $T/ckstray && cp $(ls -d $T/ckstray/ckpt-* | tail -1)/reader-0.po
 EXTRA="--resume $T/ckstray" train stray trainer.worker_threads=1 checkpoint.dir= > $T/stray.log 2>&1
 check "a checkpoint holding a file its MANIFEST does not list: skipped, naming it ($?)" \
     sh -c "grep -q 'skipping checkpoint .*: holds reader-1.pos, which its MANIFEST does not list' $T/stray.log"
+# a MANIFEST ending in a bare "end" (no hash of its lines) whose count was edited: refused,
+# named, not read as complete
+cp -r $T/ckcap $T/ckbare && BARE=$(ls -d $T/ckbare/ckpt-* | tail -1)
+sed -i 's/^meta examples .*/meta examples 1000/; s/^end .*/end/' $BARE/MANIFEST
+$BIN eval configs/tiny.ini --set data.eval=$T/d/eval.tsv --model $BARE > $T/bare.log 2>&1
+check "a MANIFEST ending in a bare end, its count edited: refused ($?), naming it" \
+    sh -c "grep -q '$BARE/MANIFEST: ends in a bare \"end\", with no hash of its lines' $T/bare.log && ! grep -q '^eval:' $T/bare.log"
 # a resume into another run's output.dir: that run's rows are not spliced before its own
 train splice trainer.worker_threads=1 data.max_examples=20000 optim.dense_lr=0.5 output.log_interval_s=0.02 > /dev/null 2>&1
 train spliceck trainer.worker_threads=1 checkpoint.dir=$T/cksplice data.max_examples=3000 > /dev/null 2>&1

@@ -3,7 +3,8 @@
  * fsynced and hashed; the MANIFEST, which names every part with its size
  * and hash plus the snapshot's figures and ends with "end" and the hash of
  * the lines before it (so a flipped count in a meta line is caught too;
- * an older MANIFEST's bare "end" is still read), is written last,
+ * an older MANIFEST's bare "end" is refused: its counts cannot be
+ * checked), is written last,
  * fsynced, and the directory renamed to its final name (then the parent
  * fsynced). A reader trusts only a directory whose MANIFEST is
  * complete and whose parts all match it, so a half-written checkpoint is
@@ -343,8 +344,10 @@ static int verify(const char *ckdir, struct ckpt_meta_set *m, int check_parts, s
             first = 0;
             if (strcmp(line, "shadowsync checkpoint 1\n") != 0)
                 rc = ss_fail(e, SS_EFORMAT, "%s: not a shadowsync checkpoint MANIFEST", p);
-        } else if (!strcmp(line, "end\n")) { /* written before the MANIFEST was hashed */
-            ended = 1;
+        } else if (!strcmp(line, "end\n")) { /* its counts could be edited unseen */
+            rc = ss_fail(e, SS_EFORMAT, "%s: ends in a bare \"end\", with no hash of its lines "
+                         "(a MANIFEST of an older version, or an edited one): its counts cannot "
+                         "be checked", p);
         } else if (sscanf(line, "end %llx", &hash) == 1 && strlen(line) == 21) {
             ended = 1;
             if (hash != h)
