@@ -142,6 +142,33 @@ static void stuck_feed(const char *path, struct schema *s, struct reader_endpoin
     }
 }
 
+/* A feed state (feed-K.pos) whose count is past its reader's (the
+ * reader-svc-K.pos beside it), or that is no state, is refused, named;
+ * the good one is put back. */
+static void refused_states(const char *state, const struct reader_endpoint *ep,
+                           const struct reader_pos *at)
+{
+    char *good = NULL;
+    g_file_get_contents(state, &good, NULL, NULL);
+    char past[200];
+    snprintf(past, sizeof past, "shadowsync feed 1\nreaders 2\nnext_reader 0\nhanded 0 %lld\n",
+             (long long)(at[1].handed + at[1].bad_lines) + 1);
+    const char *bad[2] = {past, "shadowsync feed 1\nreaders 2\nnext_reader 0\nhanded 5 x\n"};
+    const char *want[2] = {"reader 1's count", "not a feed state"};
+    for (int i = 0; i < 2; i++) {
+        struct batch_feed *f = NULL;
+        struct ss_err e = {0};
+        g_file_set_contents(state, bad[i], -1, NULL);
+        int rc = feed_start(&f, ep, 2, token, 50, 3, 2000, state, &e);
+        CHECK(rc == SS_EFORMAT && !f && strstr(e.msg, state) && strstr(e.msg, want[i]),
+              i ? "a feed state that is none is refused, named"
+                : "a feed state counting past its reader's examples is refused, named",
+              "rc %d: %s", rc, e.msg);
+    }
+    g_file_set_contents(state, good ? good : "", -1, NULL);
+    g_free(good);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -261,9 +288,13 @@ int main(void)
             batch_clear(&b);
             again = feed_next(pf, &b, &e) == FEED_PAUSED && b.n == 0;
             /* a checkpoint's parts: the readers' places and the feed's order */
-            for (int k = 0; k < 2; k++)
+            char svc_pos[320];
+            for (int k = 0; k < 2; k++) {
                 reader_tell(r[k], &at_pause[k]);
-            saved = feed_save(pf, state, &e);
+                snprintf(svc_pos, sizeof svc_pos, "%s/reader-svc-%d.pos", dir, k);
+                saved = reader_save_pos(r[k], svc_pos, &e);
+            }
+            saved |= feed_save(pf, state, &e);
             feed_pause(pf, 0, 0, NULL);
             continue;
         }
@@ -302,6 +333,7 @@ int main(void)
         rc |= rpc_server_start(&srv[k], "127.0.0.1", 0, reader_service_processor(svc[k]), &e);
         ep[k].port = rpc_server_port(srv[k]);
     }
+    refused_states(state, ep, at_pause);
     rc |= feed_start(&pf, ep, 2, token, 50, 3, 2000, state, &e);
     batch_init(&b, 100, 13, 26);
     int same = rc == 0 && saved == 0, n_again = 0;

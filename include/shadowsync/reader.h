@@ -145,6 +145,7 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e);
 /* The same through a file (checkpoint parts). */
 int reader_save_pos(struct reader *r, const char *path, struct ss_err *e);
 int reader_load_pos(struct reader *r, const char *path, struct ss_err *e);
+int reader_pos_read(const char *path, struct reader_pos *pos, struct ss_err *e); /* no seek */
 
 /* Parses one text line (no newline) into example slot i of b.
  * Returns 0, or SS_EFORMAT with a reason in e. Exposed for tests. */

@@ -1166,7 +1166,7 @@ int reader_save_pos(struct reader *r, const char *path, struct ss_err *e)
     return ok ? 0 : ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
 }
 
-int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
+int reader_pos_read(const char *path, struct reader_pos *out, struct ss_err *e)
 {
     struct reader_pos pos;
     memset(&pos, 0, sizeof pos);
@@ -1186,7 +1186,15 @@ int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
              got == offsetof(struct reader_pos, cur_bytes);
     if (!ok)
         return ss_fail(e, SS_EFORMAT, "%s: cannot read a reader's position", path);
-    return reader_seek(r, &pos, e);
+    *out = pos;
+    return 0;
+}
+
+int reader_load_pos(struct reader *r, const char *path, struct ss_err *e)
+{
+    struct reader_pos pos;
+    int rc = reader_pos_read(path, &pos, e);
+    return rc < 0 ? rc : reader_seek(r, &pos, e);
 }
 
 void reader_stats(struct reader *r, struct reader_stats *st)

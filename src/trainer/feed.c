@@ -6,6 +6,7 @@
  * the job's data (its `at`, which the rates' schedule counts by) is its
  * place in its reader's plus what the others had handed out by their last
  * answers here. */
+#include "shadowsync/reader.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
 
@@ -299,30 +300,77 @@ int feed_save(struct batch_feed *f, const char *path, struct ss_err *e)
     return 0;
 }
 
+/* Reader i's count in a feed state is at most what that reader had handed
+ * out at the snapshot, its reader-svc-i.pos beside it (the data's record),
+ * with its bad lines (a batch's place counts lines still out for parsing,
+ * which may yet turn out bad). */
+static int feed_count_check(const char *path, int i, int64_t v, struct ss_err *e)
+{
+    char *dir = g_path_get_dirname(path), svc[4400];
+    snprintf(svc, sizeof svc, "%s/reader-svc-%d.pos", dir, i);
+    g_free(dir);
+    struct reader_pos pos;
+    int rc = reader_pos_read(svc, &pos, e);
+    if (rc == 0 && v > pos.handed + pos.bad_lines)
+        rc = ss_fail(e, SS_EFORMAT, "%s: reader %d's count %lld is past the %lld examples (and "
+                     "%lld bad lines) it had handed out (%s): a damaged checkpoint", path, i,
+                     (long long)v, (long long)pos.handed, (long long)pos.bad_lines, svc);
+    return rc;
+}
+
 /* A saved state for as many readers as this feed's (else it starts afresh:
- * the shares were made anew); 1 when taken. */
-static int feed_load(struct batch_feed *f, const char *path)
+ * the shares were made anew): 1 when taken, 0 when none, or an error
+ * naming a damaged one (a count that is no count, or past its reader's). */
+static int feed_load(struct batch_feed *f, const char *path, struct ss_err *e)
 {
     FILE *in = path ? fopen(path, "r") : NULL;
     if (!in)
         return 0;
     char tag[32] = "";
-    int n = -1, next = -1, ok = fscanf(in, "%31[^\n] readers %d next_reader %d handed", tag, &n,
-                                       &next) == 3 && !strcmp(tag, FEED_STATE) &&
-                                n == f->n_rd && next >= 0 && next < n;
-    int64_t *handed = ss_xcalloc(n > 0 ? n : 1, sizeof *handed);
+    int n = -1, next = -1, rc = 0;
+    int ok = fscanf(in, "%31[^\n] readers %d next_reader %d handed", tag, &n, &next) == 3 &&
+             !strcmp(tag, FEED_STATE) && n > 0 && next >= 0 && next < n;
+    if (ok && n != f->n_rd) {
+        fclose(in);
+        return 0;
+    }
+    int64_t *handed = ss_xcalloc(f->n_rd, sizeof *handed);
     for (int i = 0; ok && i < n; i++) {
         long long v;
         ok = fscanf(in, "%lld", &v) == 1 && v >= 0;
         handed[i] = v;
     }
+    ok = ok && fscanf(in, " %c", tag) == EOF; /* nothing after the counts */
     fclose(in);
-    for (int i = 0; ok && i < n; i++)
+    if (!ok)
+        rc = ss_fail(e, SS_EFORMAT, "%s: not a feed state (\"%s\", then readers, next_reader "
+                     "and one count a reader, none negative): a damaged checkpoint", path,
+                     FEED_STATE);
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = feed_count_check(path, i, handed[i], e);
+    for (int i = 0; rc == 0 && i < n; i++)
         f->rd[i].next = handed[i];
-    if (ok)
+    if (rc == 0)
         f->next_rd = next;
     free(handed);
-    return ok;
+    return rc < 0 ? rc : 1;
+}
+
+/* A feed of no thread yet, its first n_clients readers connected: undone. */
+static void feed_unmake(struct batch_feed *f, int n_clients)
+{
+    for (int k = 0; k < f->n_rd; k++)
+        rpc_conn_close(f->rd[k].conn); /* (NULL where none was made) */
+    for (int k = 0; k < n_clients; k++)
+        g_object_unref(f->rd[k].client);
+    g_byte_array_unref(f->token);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->not_empty);
+    pthread_cond_destroy(&f->not_full);
+    pthread_cond_destroy(&f->idle);
+    free(f->q);
+    free(f->rd);
+    free(f);
 }
 
 int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, int n_readers,
@@ -349,26 +397,17 @@ int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, i
         r->active = 1;
         int rc = rpc_connect_named(r->name, r->host, r->port, timeout_ms, &r->conn, e);
         if (rc < 0) {
-            f->done = 1; /* no thread yet: feed_free must not join */
-            for (int k = 0; k <= i; k++)
-                rpc_conn_close(f->rd[k].conn), f->rd[k].conn = NULL;
-            for (int k = 0; k < i; k++)
-                g_object_unref(f->rd[k].client), f->rd[k].client = NULL;
-            f->n_rd = 0;
-            g_byte_array_unref(f->token);
-            free(f->q);
-            free(f->rd);
-            free(f);
+            feed_unmake(f, i);
             return rc;
         }
         ThriftProtocol *p = rpc_conn_protocol(r->conn);
         r->client = g_object_new(SS_TYPE_READER_CLIENT, "input_protocol", p, "output_protocol", p,
                                  NULL);
     }
-    feed_load(f, state);
-    if (pthread_create(&f->th, NULL, feed_main, f) != 0) {
-        f->stop = 1;
-        return ss_fail(e, SS_ESTATE, "cannot start the prefetch thread");
+    int rc = feed_load(f, state, e);
+    if (rc < 0 || pthread_create(&f->th, NULL, feed_main, f) != 0) {
+        feed_unmake(f, f->n_rd);
+        return rc < 0 ? rc : ss_fail(e, SS_ESTATE, "cannot start the prefetch thread");
     }
     *out = f;
     return 0;
