@@ -252,6 +252,25 @@ int64_t feed_bad_lines(struct batch_feed *f)
     return sum;
 }
 
+/* A feed whose thread has ended (or never started), its first n_clients
+ * readers connected: freed. */
+static void feed_unmake(struct batch_feed *f, int n_clients)
+{
+    for (int k = 0; k < f->n_rd; k++)
+        rpc_conn_close(f->rd[k].conn); /* (NULL where none was made) */
+    for (int k = 0; k < n_clients; k++)
+        if (f->rd[k].client)
+            g_object_unref(f->rd[k].client);
+    g_byte_array_unref(f->token);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->not_empty);
+    pthread_cond_destroy(&f->not_full);
+    pthread_cond_destroy(&f->idle);
+    free(f->q);
+    free(f->rd);
+    free(f);
+}
+
 void feed_free(struct batch_feed *f)
 {
     if (!f)
@@ -263,19 +282,7 @@ void feed_free(struct batch_feed *f)
     pthread_join(f->th, NULL);
     for (int i = 0; i < f->count; i++)
         g_object_unref(f->q[(f->head + i) % f->depth]);
-    for (int i = 0; i < f->n_rd; i++) {
-        if (f->rd[i].client)
-            g_object_unref(f->rd[i].client);
-        rpc_conn_close(f->rd[i].conn);
-    }
-    g_byte_array_unref(f->token);
-    pthread_mutex_destroy(&f->mu);
-    pthread_cond_destroy(&f->not_empty);
-    pthread_cond_destroy(&f->not_full);
-    pthread_cond_destroy(&f->idle);
-    free(f->q);
-    free(f->rd);
-    free(f);
+    feed_unmake(f, f->n_rd);
 }
 
 /* The order of the pulls and each reader's count, as a checkpoint keeps
@@ -354,23 +361,6 @@ static int feed_load(struct batch_feed *f, const char *path, struct ss_err *e)
         f->next_rd = next;
     free(handed);
     return rc < 0 ? rc : 1;
-}
-
-/* A feed of no thread yet, its first n_clients readers connected: undone. */
-static void feed_unmake(struct batch_feed *f, int n_clients)
-{
-    for (int k = 0; k < f->n_rd; k++)
-        rpc_conn_close(f->rd[k].conn); /* (NULL where none was made) */
-    for (int k = 0; k < n_clients; k++)
-        g_object_unref(f->rd[k].client);
-    g_byte_array_unref(f->token);
-    pthread_mutex_destroy(&f->mu);
-    pthread_cond_destroy(&f->not_empty);
-    pthread_cond_destroy(&f->not_full);
-    pthread_cond_destroy(&f->idle);
-    free(f->q);
-    free(f->rd);
-    free(f);
 }
 
 int feed_start(struct batch_feed **out, const struct reader_endpoint *readers, int n_readers,
