@@ -7,7 +7,7 @@
  * embedding cache over two clocked PSs trains as tables alone (staleness
  * 0) and its bad rows calls are refused. A guarded server closes
  * half-sent connections at their deadline, makes room when its slots are
- * full by closing the newest idle tokenless one, cuts off a
+ * full by closing the newest tokenless one (at once: one past a second), cuts off a
  * tokenless message past 1 MiB, and accepts on after running out of file
  * descriptors, saying so once. */
 #include "check.h"
@@ -484,6 +484,47 @@ static void test_guard(struct embps_service *s0, const int32_t *ids0)
     rpc_server_stop(v);
 }
 
+/* A guarded server whose deadline (3 s) is longer than a new connection's
+ * moment to show the token (1 s), its 4 slots full of strangers' that are
+ * past that moment, 3 idle and 1 in a request begun without the token (issue
+ * 30, D3): the job's next client is served at once, the newest stranger
+ * closed for it, the one in a request counted as a stranger too. */
+static void test_room_at_once(struct embps_service *s0, const int32_t *ids0)
+{
+    struct rpc_guard g = {"embedding_ps 8", token, 3, 0, 4};
+    struct rpc_server *v;
+    struct ss_err e = {0};
+    int rc = rpc_server_start_guarded(&v, "127.0.0.1", 0, embps_service_processor(s0), &g, &e);
+    CHECK(rc == 0, "a guarded server listens", "%s", e.msg);
+    int port = rpc_server_port(v), silent[4];
+    uint8_t m[256];
+    size_t len = lookup_head(m, "not-the-token", 0);
+    for (int i = 0; i < 4; i++) {
+        silent[i] = raw_socket(port);
+        usleep(50 * 1000);
+    }
+    send(silent[3], m, len / 2, 0); /* the newest: a request begun, no token in it */
+    usleep(1100 * 1000);
+    char got[4096] = "", why[256] = "", one;
+    int32_t off_one[4] = {0, 0, 1, 1};
+    uint64_t row_in[1] = {44};
+    struct rpc_conn *conn;
+    double t0 = ss_now();
+    rc = rpc_connect("127.0.0.1", port, 2000, &conn, &e);
+    rc |= bags_on(conn, token, ids0, 3, 1, off_one, 4, row_in, 0, 0, why);
+    rpc_conn_close(conn);
+    double served = ss_now() - t0, took = closed_after(silent[3], got, sizeof got);
+    int kept = recv(silent[0], &one, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN;
+    for (int i = 0; i < 4; i++)
+        close(silent[i]);
+    CHECK(rc == 0 && served < 0.5 && took >= 0 && took < 0.5 && kept,
+          "slots full of strangers' connections 1 s old, within the 3 s deadline: the job's "
+          "client is served at once, the newest stranger closed for it",
+          "rc %d (%s %s) served in %.2f s, newest closed after %.2f s, oldest kept %d", rc, e.msg,
+          why, served, took, kept);
+    rpc_server_stop(v);
+}
+
 /* EmbeddingPS.save over the wire. */
 static int raw_save(int port, const char *tok, const char *path, char *why)
 {
@@ -648,6 +689,7 @@ int main(void)
 
     test_cache_over_thrift(&pl, ep[0].port);
     test_guard(s0, ids0);
+    test_room_at_once(s0, ids0);
 
     rpc_server_stop(v1);
     double start = ss_now();

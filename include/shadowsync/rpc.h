@@ -119,9 +119,9 @@ int rpc_server_start(struct rpc_server **out, const char *addr, int port, Thrift
  * request begun must arrive whole within timeout_s (the job's
  * rpc_timeout_s); an idle connection is never closed for it (the job's
  * own may idle for long: a trainer's eval client until the end), but when
- * all max_conn slots (0: 1024) are taken, the newest idle connection that
- * never sent a request with the job's token and is older than timeout_s
- * is closed to make room. A message may hold max_message bytes of fields
+ * all max_conn slots (0: 1024) are taken, the newest connection that never
+ * sent the job's token and is older than a second (or timeout_s, where
+ * shorter) is closed to make room, at once. A message may hold max_message bytes of fields
  * (0: as many as its fields may), and before one of them is token (NULL:
  * none looked for) SS_TOKENLESS_BYTES. name names the service in its
  * warnings ("embedding_ps 1 (rank 3 on node7)"). rpc_server_start: no
@@ -175,6 +175,12 @@ int rpc_connect_named(const char *name, const char *host, int port, int timeout_
  * are freed) and returns SS_EIO. */
 int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int port,
                     const char *what, ssRpcError *rerr, GError *gerr);
+/* The transport's error says the service closed the connection (end of
+ * file, a reset, a broken pipe), not that it was silent. */
+int rpc_conn_closed(const GError *gerr);
+/* Waits at most timeout_ms for the answer to a request sent to begin to
+ * arrive (or the connection to end): 1 it has, 0 not yet, -1 an error. */
+int rpc_conn_wait(const struct rpc_conn *c, int timeout_ms);
 /* The request's token is the job's (same bytes, same length). Called by
  * every handler first: on a server's thread it also marks the request
  * read (its deadline lifted) and, when the token is right, the connection

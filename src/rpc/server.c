@@ -7,8 +7,9 @@
  * guards itself (struct rpc_guard, DESIGN §8): its accept thread also
  * closes connections past their deadline (a request begun and not
  * finished), makes room when its slots are full by closing the newest
- * idle connection that never showed the job's token, and a message holds
- * at most so many bytes, few before it shows the token. */
+ * connection that never showed the job's token (a stranger's: the job's
+ * show it at once), and a message holds at most so many bytes, few before
+ * it shows the token. */
 #include "shadowsync/rpc.h"
 
 #include <thrift/c_glib/processor/thrift_dispatch_processor.h>
@@ -32,6 +33,7 @@
 #include <thrift/c_glib/transport/thrift_socket.h>
 
 #define MAX_CONN 1024
+#define GRACE_MS 1000 /* a new connection's time to show the token before it may be closed */
 
 struct rpc_server {
     int listen_fd, port;
@@ -424,28 +426,31 @@ static int take_slot(struct rpc_server *s)
     return slot;
 }
 
-/* The slots are full: closes the newest connection that is idle (no
- * request under way), has never sent the job's token and is older than a
- * request's deadline (a client sends its first request at once; the job's
- * own idle ones are its oldest); returns whether it closed one. */
+/* The slots are full: closes the newest connection that has not shown the
+ * job's token and is older than a moment (GRACE_MS, or the request
+ * deadline where that is shorter), idle or in a request: the job's own
+ * connections show the token in their first request's first field, at
+ * once, so a tokenless one past that moment is a stranger's; one younger
+ * may be the job's, just accepted. Called at accept, so a service full of
+ * strangers serves the job's next connection at once (a checkpoint's save,
+ * a trainer's reconnect). Returns whether it closed one. */
 static int make_room(struct rpc_server *s)
 {
     if (!s->frame_ms || !s->token[0])
         return 0;
-    int64_t now = now_ms();
+    int64_t now = now_ms(), grace = s->frame_ms < GRACE_MS ? s->frame_ms : GRACE_MS;
     int victim = -1;
     pthread_mutex_lock(&s->mu);
     for (int i = 0; i < s->max_conn && !s->stopping; i++)
         if (s->conn_fd[i] >= 0 && !__atomic_load_n(&s->authed[i], __ATOMIC_RELAXED) &&
-            !__atomic_load_n(&s->deadline[i], __ATOMIC_RELAXED) &&
-            now - s->opened[i] >= s->frame_ms && (victim < 0 || s->opened[i] > s->opened[victim]))
+            now - s->opened[i] >= grace && (victim < 0 || s->opened[i] > s->opened[victim]))
             victim = i;
     if (victim >= 0)
         shutdown(s->conn_fd[victim], SHUT_RDWR);
     pthread_mutex_unlock(&s->mu);
     if (victim >= 0)
-        warn(s, 2, "its connections are full: closed the newest idle one that never sent the "
-             "job's token, to make room");
+        warn(s, 2, "its connections are full: closed the newest one that never sent the job's "
+             "token, to make room");
     return victim >= 0;
 }
 
@@ -655,18 +660,32 @@ int rpc_connect_named(const char *name, const char *host, int port, int timeout_
     return rc;
 }
 
+int rpc_conn_closed(const GError *gerr)
+{
+    /* a reset or broken pipe (a process killed with requests in flight),
+     * or end of file, which Thrift words with whatever errno was left
+     * (ENOENT from an earlier call): any failed read but a timeout */
+    const char *m = gerr && gerr->message ? gerr->message : "";
+    return (strstr(m, "failed to read") && !strstr(m, "Resource temporarily unavailable")) ||
+           strstr(m, "Connection reset by peer") || strstr(m, "Broken pipe");
+}
+
+int rpc_conn_wait(const struct rpc_conn *c, int timeout_ms)
+{
+    struct pollfd pf = {c->sock->sd, POLLIN, 0};
+    int n = poll(&pf, 1, timeout_ms);
+    return n < 0 && errno == EINTR ? 0 : n < 0 ? -1 : n > 0;
+}
+
 int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int port,
                     const char *what, ssRpcError *rerr, GError *gerr)
 {
     const char *why = rerr && rerr->message ? rerr->message : gerr ? gerr->message : "no answer";
-    /* Thrift's words for a peer that closed the connection: EOF, or a reset
-     * or broken pipe (a process killed with requests in flight) */
-    if (!rerr && gerr && ((strstr(why, "failed to read") && strstr(why, "Success")) ||
-                          strstr(why, "Connection reset by peer") || strstr(why, "Broken pipe")))
-        why = "the connection was closed (the service is gone)";
-    /* ...and for a socket timeout (SO_RCVTIMEO, SO_SNDTIMEO: EAGAIN) */
-    else if (!rerr && gerr && strstr(why, "Resource temporarily unavailable"))
+    /* Thrift's words for a socket timeout (SO_RCVTIMEO, SO_SNDTIMEO: EAGAIN) */
+    if (!rerr && gerr && strstr(why, "Resource temporarily unavailable"))
         why = "no answer within job.rpc_timeout_s (the service has stalled, or is overloaded)";
+    else if (!rerr && rpc_conn_closed(gerr))
+        why = "the connection was closed (the service is gone, or full)";
     int rc = ss_fail(e, SS_EIO, "%s at %s:%d: %s failed: %s", name, host, port, what, why);
     if (rerr)
         g_object_unref(rerr);
