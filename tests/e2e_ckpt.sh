@@ -404,8 +404,9 @@ done
 # a full disk: checkpoint.dir on a tmpfs with room for one checkpoint of
 # this model (~1 MB) but not two, mounted in a private mount namespace (as
 # root, or in a user namespace); the first checkpoint is written, the later
-# ones fail for want of space, training goes on to its end, no half-written
-# part is left, and the good one resumes
+# ones fail for want of space, training goes on to its end (non-zero: its
+# final checkpoint failed too), no half-written part is left, and the good
+# one resumes
 if unshare -rm true 2>/dev/null; then
     mkdir -p $T/small
     unshare -rm sh -c "mount -t tmpfs -o size=1600k tmpfs $T/small || exit 9
@@ -420,7 +421,8 @@ if unshare -rm true 2>/dev/null; then
         echo \$? > $T/full2.rc"
     rc=$?
     check "full disk: the tmpfs was mounted" test $rc != 9
-    check "full disk: reported ('No space left'), training goes on to its end" sh -c "[ \"\$(cat $T/full1.rc)\" = 0 ] && grep -q 'checkpoint failed, training goes on.*No space left' $T/full1.log && [ \"$(json examples $T/fulldisk/metrics.json)\" = 150000 ] && [ \"$(json checkpoint_failures $T/fulldisk/metrics.json)\" -ge 1 ]"
+    check "full disk: reported ('No space left'), training goes on to its end" sh -c "grep -q 'checkpoint failed, training goes on.*No space left' $T/full1.log && [ \"$(json examples $T/fulldisk/metrics.json)\" = 150000 ] && [ \"$(json checkpoint_failures $T/fulldisk/metrics.json)\" -ge 1 ]"
+    check "full disk: the final checkpoint failed too, so the run ends non-zero, saying so" sh -c "[ \"\$(cat $T/full1.rc)\" = 1 ] && grep -q \"the run's final checkpoint could not be written (above): its model is saved in $T/fulldisk/model, but checkpoint.dir = $T/small/ck holds an earlier one only\" $T/full1.log"
     check "full disk: the good checkpoint is kept and no half-written one is left ($(cat $T/full.ls | tr '\n' ' '))" sh -c "grep -q '^ckpt-[0-9]*$' $T/full.ls && ! grep -q tmp $T/full.ls"
     check "full disk: the kept checkpoint resumes, every example once" sh -c "[ \"\$(cat $T/full2.rc)\" = 0 ] && grep -q 'resuming from $T/small/ck/ckpt-' $T/full2.log && [ \"$(json examples $T/fulldisk2/metrics.json)\" = 150000 ]"
     check "full disk: the resumed run's final checkpoint fails, saying the one it resumed from is kept" \

@@ -17,7 +17,10 @@
 #   a service stalled once the trainers no longer call it the same way;
 #   a stalled service within
 #   job.rpc_timeout_s (an embedding PS, the sync PS, a reader), named by a
-#   trainer.
+#   trainer;
+# - a flood of 1,100 idle tokenless connections to an embedding PS starves
+#   none of the job's checkpoints (tests/flood_conns.py); a service that
+#   stalls in a checkpoint's save is named within twice job.rpc_timeout_s.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -235,4 +238,46 @@ for vr in 2:embedding_ps 4:sync_ps 5:reader; do
     check "a stalled $role: a trainer names it and the timeout" \
         grep -qE "^shadowsync: trainer [01] \(rank [01] on [^)]*\): $role 0 \(rank $rank on [^)]*\) at [^ ]*: [a-z_ ]* failed: no answer within job.rpc_timeout_s" $T/stall-$role.log
 done
+
+# a flood (issue 30, D3): 1,100 idle connections that never send the job's
+# token, opened to embedding PS 0 and reopened as it closes them (any local
+# process may), while the job checkpoints every 0.5 s: the service holds its
+# most, closes strangers' connections to serve the job's, and every
+# checkpoint is written, the final one included; exit 0
+(job flood 3 job.embedding_ps=2 job.rpc_timeout_s=10 trainer.batch_size=32 \
+    checkpoint.dir=$T/ck-flood checkpoint.interval_s=0.5 data.epochs=3; echo $? > $T/flood.rc) &
+for i in $(seq 1 300); do grep -q 'embedding_ps 0 .* listens on' $T/flood.log 2>/dev/null && break; sleep 0.05; done
+EP=$(sed -n 's/^# embedding_ps 0 .* listens on \(.*\)$/\1/p' $T/flood.log)
+python3 tests/flood_conns.py "${EP%:*}" "${EP#*:}" 1100 > $T/flood.out 2>&1 &
+fpid=$!
+wait %1
+kill $fpid; wait $fpid 2>/dev/null
+M=$T/flood/metrics.json
+check "a flood of 1,100 tokenless connections to an embedding PS: it filled the service ($(cat $T/flood.out))" \
+    sh -c "grep -q 'open 1100' $T/flood.out && grep -q 'embedding_ps 0 (rank 1 on [^)]*): its connections are full: closed the newest one that never sent the job.s token' $T/flood.log"
+check "a flood: the job exits 0, every checkpoint written ($(json checkpoints $M 2>/dev/null) of them), the final one with every example" \
+    sh -c "[ \"\$(cat $T/flood.rc)\" = 0 ] && ! grep -q 'checkpoint failed' $T/flood.log && [ \"$(json checkpoint_failures $M)\" = 0 ] && grep -q 'meta examples $((3 * N))\$' \$(ls -d $T/ck-flood/ckpt-* | tail -1)/MANIFEST"
+
+# a service that stalls (SIGSTOP) when a checkpoint next saves it (issue 30,
+# D2): the sync PS of an EASGD job that syncs in the foreground only at its
+# start and end (sync.gap beyond the data), so the save is the first call
+# to meet the stall. It is named within the next checkpoint (0.5 s) and
+# twice job.rpc_timeout_s (the save took 10 times that); continued, the job
+# goes on, writes its final checkpoint and exits 0
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+(job stall-save 3 job.embedding_ps=1 job.sync_ps=1 sync.algo=easgd sync.mode=foreground \
+    sync.gap=1000000 job.rpc_timeout_s=2 trainer.batch_size=32 data.epochs=2 \
+    checkpoint.dir=$T/ck-ss checkpoint.interval_s=0.5; echo $? > $T/stall-save.rc) &
+wait_ckpt $T/ck-ss
+for i in $(seq 1 50); do victim=$(pid_of stall-save 2); [ -n "$victim" ] && break; sleep 0.1; done
+t0=$(ms)
+[ -n "$victim" ] && kill -STOP $victim
+for i in $(seq 1 400); do grep -q 'checkpoint failed' $T/stall-save.log && break; sleep 0.05; done
+took=$(( $(ms) - t0 ))
+[ -n "$victim" ] && kill -CONT $victim
+wait %1
+check "a sync PS stalled in a checkpoint's save: named within 0.5 s + 2 x job.rpc_timeout_s ($took ms)" \
+    sh -c "[ -n '$victim' ] && [ $took -le 4500 ] && grep -q '^shadowsync: a checkpoint failed, training goes on (the last good one is kept): sync_ps 0 (rank 2 on [^)]*) at [^ ]*: save failed: no answer within job.rpc_timeout_s = 2 s, and [^ ]*center-0.bin did not grow meanwhile (the service has stalled)' $T/stall-save.log"
+check "a sync PS stalled in a save, then continued: the job ends well, its final checkpoint written" \
+    sh -c "[ \"\$(cat $T/stall-save.rc)\" = 0 ] && grep -q 'meta examples $((2 * N))\$' \$(ls -d $T/ck-ss/ckpt-* | tail -1)/MANIFEST"
 [ $failed = 0 ] || dump

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct wiring {
@@ -234,43 +235,105 @@ static struct collective *trainers_collective(struct job_plan *p, int gpu, int d
     return c;
 }
 
-/* One service's save(token, path) over a fresh connection. */
-static int save_one(struct wiring *w, int rank, const char *path, struct ss_err *e)
+/* A service's save client over proto, for its role. */
+static GObject *save_client(int role, ThriftProtocol *proto)
+{
+    GType t = role == ROLE_EMBEDDING_PS ? SS_TYPE_EMBEDDING_P_S_CLIENT
+            : role == ROLE_SYNC_PS      ? SS_TYPE_SYNC_P_S_CLIENT
+                                        : SS_TYPE_READER_CLIENT;
+    return g_object_new(t, "input_protocol", proto, "output_protocol", proto, NULL);
+}
+
+static gboolean send_save(GObject *cl, int role, GByteArray *tok, const char *path, GError **gerr)
+{
+    return role == ROLE_EMBEDDING_PS
+               ? ss_embedding_p_s_client_send_save((ssEmbeddingPSIf *)cl, tok, path, gerr)
+           : role == ROLE_SYNC_PS ? ss_sync_p_s_client_send_save((ssSyncPSIf *)cl, tok, path, gerr)
+                                  : ss_reader_client_send_save((ssReaderIf *)cl, tok, path, gerr);
+}
+
+static gboolean recv_save(GObject *cl, int role, gint64 *bytes, ssRpcError **rerr, GError **gerr)
+{
+    return role == ROLE_EMBEDDING_PS
+               ? ss_embedding_p_s_client_recv_save((ssEmbeddingPSIf *)cl, bytes, rerr, gerr)
+           : role == ROLE_SYNC_PS ? ss_sync_p_s_client_recv_save((ssSyncPSIf *)cl, bytes, rerr, gerr)
+                                  : ss_reader_client_recv_save((ssReaderIf *)cl, bytes, rerr, gerr);
+}
+
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* Waits for a save's answer to begin: as long as its file grows (a large
+ * part being written), but never timeout_ms without its growing, the
+ * deadline of every other call (job.rpc_timeout_s): a service silent that
+ * long has stalled. Returns 1: answered, 0: stalled, -1: an error. */
+static int wait_saved(const struct rpc_conn *conn, const char *path, int timeout_ms)
+{
+    int slice = timeout_ms / 4 > 0 ? timeout_ms / 4 : 1;
+    long long size = -1;
+    double since = ss_now();
+    for (;;) {
+        int r = rpc_conn_wait(conn, slice);
+        if (r != 0)
+            return r;
+        long long now = file_size(path);
+        if (now != size)
+            size = now, since = ss_now();
+        else if ((ss_now() - since) * 1000 >= timeout_ms)
+            return 0;
+    }
+}
+
+/* One try of a service's save(token, path) over a fresh connection;
+ * *closed: the service closed it unanswered (full, or gone). */
+static int save_once(struct wiring *w, int rank, const char *path, int *closed, struct ss_err *e)
 {
     struct rpc_conn *conn;
     const struct endpoint *ep = &w->all[rank];
-    int rc = rpc_connect_named(w->names[rank], ep->host, ep->port, w->timeout_ms * 10, &conn, e);
+    int rc = rpc_connect_named(w->names[rank], ep->host, ep->port, w->timeout_ms, &conn, e);
     if (rc < 0)
         return rc;
-    ThriftProtocol *proto = rpc_conn_protocol(conn);
+    int role, idx;
+    rpc_assign_role(w->p->count, rank, &role, &idx);
+    GObject *cl = save_client(role, rpc_conn_protocol(conn));
     GByteArray *tok = g_byte_array_new();
     g_byte_array_append(tok, (const guint8 *)w->p->token, (guint)strlen(w->p->token));
     gint64 bytes = 0;
     ssRpcError *rerr = NULL;
     GError *gerr = NULL;
-    gboolean ok;
-    int role, idx;
-    rpc_assign_role(w->p->count, rank, &role, &idx);
-    GObject *cl;
-    if (role == ROLE_EMBEDDING_PS) {
-        cl = g_object_new(SS_TYPE_EMBEDDING_P_S_CLIENT, "input_protocol", proto,
-                          "output_protocol", proto, NULL);
-        ok = ss_embedding_p_s_client_save((ssEmbeddingPSIf *)cl, &bytes, tok, path, &rerr, &gerr);
-    } else if (role == ROLE_SYNC_PS) {
-        cl = g_object_new(SS_TYPE_SYNC_P_S_CLIENT, "input_protocol", proto, "output_protocol",
-                          proto, NULL);
-        ok = ss_sync_p_s_client_save((ssSyncPSIf *)cl, &bytes, tok, path, &rerr, &gerr);
-    } else {
-        cl = g_object_new(SS_TYPE_READER_CLIENT, "input_protocol", proto, "output_protocol",
-                          proto, NULL);
-        ok = ss_reader_client_save((ssReaderIf *)cl, &bytes, tok, path, &rerr, &gerr);
+    int got = send_save(cl, role, tok, path, &gerr) ? wait_saved(conn, path, w->timeout_ms) : -1;
+    if (got == 0) {
+        rc = ss_fail(e, SS_EIO, "%s at %s:%d: save failed: no answer within job.rpc_timeout_s = "
+                     "%g s, and %s did not grow meanwhile (the service has stalled)",
+                     w->names[rank], ep->host, ep->port, w->timeout_ms / 1e3, path);
+    } else if (got < 0 || !recv_save(cl, role, &bytes, &rerr, &gerr) || rerr) {
+        *closed = !rerr && rpc_conn_closed(gerr);
+        rc = rpc_call_failed(e, w->names[rank], ep->host, ep->port, "save", rerr, gerr);
+        gerr = NULL;
     }
-    rc = ok && !rerr ? 0
-                     : rpc_call_failed(e, w->names[rank], ep->host, ep->port, "save", rerr, gerr);
+    if (gerr)
+        g_error_free(gerr);
     g_object_unref(cl);
     g_byte_array_unref(tok);
     rpc_conn_close(conn);
     return rc;
+}
+
+/* One service's save(token, path), tried again while the service closes
+ * the connection unanswered, for up to job.rpc_timeout_s: one full of
+ * strangers' connections makes room for the job's within a second. */
+static int save_one(struct wiring *w, int rank, const char *path, struct ss_err *e)
+{
+    double t0 = ss_now();
+    for (;;) {
+        int closed = 0, rc = save_once(w, rank, path, &closed, e);
+        if (rc == 0 || !closed || (ss_now() - t0) * 1000 >= w->timeout_ms)
+            return rc;
+        usleep(100 * 1000);
+    }
 }
 
 /* Every service writes its part: tables-psK.bin, center-K.bin, reader-svc-K.pos. */

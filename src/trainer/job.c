@@ -2922,6 +2922,12 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
             fprintf(stderr, "shadowsync: stopped (%s) after %lld examples; no checkpoint.dir "
                     "was set, so no resume can continue this run (its model so far: %s/model)"
                     "\n", ss_halt_name(), (long long)f.examples, c->output.dir);
+    } else if (rc == 0 && j.final_ckpt_failed) { /* never a success with its last one missing */
+        rc = ss_fail(e, SS_EIO, "the run's final checkpoint could not be written (above): its "
+                     "model is saved in %s/model, but checkpoint.dir = %s %s", c->output.dir,
+                     c->checkpoint.dir, j.checkpoints || j.resumed_from[0]
+                         ? "holds an earlier one only (a --resume trains again from there)"
+                         : "holds none");
     }
     if (rc == 0 && c->data.eval && *c->data.eval && ev.examples == 0) /* the model is kept */
         rc = noeval(e, c->data.eval, "the model is saved, but not scored");
