@@ -277,8 +277,10 @@ int main(void)
     n_seen = 0;
     for (int step = 0; rc >= 0; step++) {
         batch_clear(&b);
-        if (step == 2) /* as pause_workers does, while the workers take batches */
+        if (step == 2) { /* as pause_workers does, while the workers take batches */
             pthread_create(&pauser, NULL, pause_feed, pf);
+            usleep(20000); /* a loaded machine ran it only after all 60 batches (CI, once) */
+        }
         /* (counted from feed_pause's return: a loaded machine may run the pauser late) */
         int since_pause = __atomic_load_n(&pause_returned, __ATOMIC_ACQUIRE);
         rc = feed_next(pf, &b, &e);
