@@ -41,11 +41,7 @@ static int barrier(struct local_group *g, struct ss_err *e)
             pthread_mutex_unlock(&g->mu);
             return ss_fail(e, SS_ESTATE, "DES exchange: the job stopped (another worker failed)");
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20000000;
-        if (ts.tv_nsec >= 1000000000L)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = ss_deadline(0.02);
         pthread_cond_timedwait(&g->cv, &g->mu, &ts);
     }
     pthread_mutex_unlock(&g->mu);

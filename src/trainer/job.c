@@ -1428,8 +1428,6 @@ static void wait_workers(struct job *j)
             pthread_mutex_lock(&j->mu);
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
         /* a serving trainer polls every 20 ms and keeps no schedule of its own
          * (a due time in the past once made it sleep up to 1 s: the negative
          * wait's fraction went into tv_nsec) */
@@ -1440,12 +1438,7 @@ static void wait_workers(struct job *j)
             wait = 0.25;
         if (j->mid.every && wait > 0.02) /* an eval starts near its count */
             wait = 0.02;
-        if (wait < 0)
-            wait = 0;
-        ts.tv_sec += (time_t)wait;
-        ts.tv_nsec += (long)((wait - floor(wait)) * 1e9);
-        if (ts.tv_nsec >= 1000000000L)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = ss_deadline(wait); /* (a negative wait: now) */
         pthread_cond_timedwait(&j->cv, &j->mu, &ts);
     }
     pthread_mutex_unlock(&j->mu);
