@@ -1,0 +1,433 @@
+/* The evals of a run: the mid-run thread (output.eval_every), the
+ * end-of-run eval over the run's clients, DES's collective eval, and the
+ * `eval` command on a saved model or checkpoint. The scoring itself is
+ * trainer_eval (eval.c). */
+#include "job.h"
+
+static void *des_serve_main(void *arg)
+{
+    struct ss_err e;
+    emb_des_finish(arg, &e);
+    return NULL;
+}
+
+/* DES: the master scores path as member 0 of a group of its own while the
+ * other trainers serve their shards to it (collective over the trainers:
+ * in the embedded default, threads here serve for them). */
+int job_des_eval(struct job *j, const float *w, const char *path, FILE *pred,
+                 struct eval_result *ev, struct ss_err *e)
+{
+    int n = j->n_tr, rc = 0;
+    struct exchange **x = ss_xcalloc(n, sizeof *x);
+    struct emb_client **cs = ss_xcalloc(n, sizeof *cs);
+    pthread_t *th = ss_xcalloc(n, sizeof *th);
+    if (j->env)
+        rc = j->env->make_exchange(j->env->arg, &x[0], e);
+    else
+        exchange_local_group(x, n, NULL);
+    for (int t = 0; rc == 0 && t < n; t++)
+        cs[t] = emb_client_des(x[t], j->des, j->l.dim, j->shards[t], NULL, NULL);
+    for (int t = 1; rc == 0 && t < n; t++)
+        if (pthread_create(&th[t], NULL, des_serve_main, cs[t]) != 0)
+            abort();
+    if (rc == 0 && j->is_master) {
+        rc = trainer_eval(&j->l, w, cs, 1, j->c, path, pred, NULL, ev, e);
+        struct ss_err fe;
+        int frc = emb_des_finish(cs[0], &fe); /* the others end with it */
+        if (rc == 0 && frc < 0)
+            rc = frc, *e = fe;
+    } else if (rc == 0) {
+        rc = emb_des_finish(cs[0], e);
+    }
+    for (int t = 1; cs[0] && t < n; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < n; t++)
+        if (cs[t])
+            cs[t]->ops->free(cs[t]);
+    free(th);
+    free(cs);
+    free(x);
+    return rc;
+}
+
+/* An eval that read no example of path. */
+int job_noeval(struct ss_err *e, const char *path, const char *so)
+{
+    return ss_fail(e, SS_EINVAL, "no eval example was read from data.eval = %s: %s; check its "
+                   "format and columns", path, so);
+}
+
+/* An eval whose predictions were NaN: the model diverged in when (after
+ * the advice: what became of its checkpoint, or ""). */
+int job_nan_model(struct ss_err *e, const struct ss_config *c, const struct eval_result *ev,
+                  const char *when, const char *ckpt)
+{
+    return ss_fail(e, SS_EINVAL, "the model diverged: %lld of its %lld predictions on %s are "
+                   "NaN (its parameters overflow a forward pass) in %s; %s%s",
+                   (long long)ev->nan_preds, (long long)ev->examples, c->data.eval, when,
+                   job_diverged_advice(c), ckpt);
+}
+
+/* Threads for an eval with the workers done: the cores this process may
+ * run on (at most 32). */
+int job_eval_threads(void)
+{
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n < 1 ? 1 : n > 32 ? 32 : n;
+}
+
+/* Scores path with the model w (its hot rows, if any, from w too) under
+ * the config c (j->c, or the mid-run evals' copy) on threads threads (one
+ * with DES); cancel as trainer_eval's. Each thread looks up
+ * through j->emb (in process, it takes concurrent calls) or, in a cluster
+ * job, a client of its own to the embedding PSs. */
+int job_eval_with(struct job *j, const struct ss_config *c, const float *w, const char *path,
+                  FILE *pred, const int *cancel, int threads, struct eval_result *ev,
+                  struct ss_err *e)
+{
+    if (j->des)
+        return job_des_eval(j, w, path, pred, ev, e);
+    int n = threads < 1 ? 1 : threads;
+    struct emb_client **own = ss_xcalloc((size_t)n, sizeof *own);
+    struct emb_client **emb = ss_xcalloc((size_t)n, sizeof *emb);
+    for (int t = 0; t < n; t++) {
+        emb[t] = j->emb;
+        struct ss_err me;
+        if (t > 0 && j->env && j->env->make_emb(j->env->arg, &own[t], &me) < 0) {
+            fprintf(stderr, "shadowsync: the eval runs on %d thread(s), not %d: another client "
+                    "to the embedding PSs could not be made: %s\n", t, n, me.msg);
+            n = t; /* (a limit on open files, say) */
+            break;
+        }
+        if (own[t])
+            emb[t] = own[t];
+        if (j->hot) { /* only looks up: the replica is not written */
+            struct hot_replica r = {j->hot, (float *)w + j->l.n_params, NULL, OPT_SGD, 0, 0};
+            emb[t] = emb_client_hot(emb[t], own[t] != NULL, &r, c->trainer.batch_size, NULL);
+            own[t] = emb[t];
+        }
+    }
+    int rc = trainer_eval(&j->l, w, emb, n, c, path, pred, cancel, ev, e);
+    for (int t = 0; t < n; t++)
+        if (own[t])
+            own[t]->ops->free(own[t]);
+    free(emb);
+    free(own);
+    return rc;
+}
+
+/* output.eval_every: while the job trains, the master scores data.eval
+ * with a copy of the model (eval_model) each time the job has trained that
+ * many more examples, on a thread of its own, so no worker waits: the
+ * copy is taken as the shadow thread takes its own (a Hogwild read; a GPU
+ * trainer's through its staging transfer), and the eval's lookups read the
+ * tables as the workers write them (the job's own client j->emb, which no
+ * worker of a cluster job uses). One eval at a time: one due while another
+ * runs starts once it has ended. Each is a line and a row of eval.csv,
+ * the end-of-run eval the last. */
+static void *mid_eval_main(void *arg)
+{
+    struct job *j = arg;
+    struct mid_eval *m = &j->mid;
+    m->rc = job_eval_with(j, &m->c, m->w, j->c->data.eval, NULL, &m->cancel, 1, &m->ev, &m->err);
+    __atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&j->mu);
+    pthread_cond_broadcast(&j->cv); /* the main thread reports it */
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* Reports an ended mid-run eval (joined here). */
+static void mid_eval_report(struct job *j)
+{
+    struct mid_eval *m = &j->mid;
+    pthread_join(m->th, NULL);
+    m->running = 0;
+    if (m->rc < 0) {
+        fprintf(stderr, "shadowsync: warning: the eval at %lld examples failed, training goes "
+                "on: %s\n", (long long)m->at, m->err.msg);
+    } else if (m->rc == 0) {
+        char what[64];
+        snprintf(what, sizeof what, "eval (trained %lld)", (long long)m->at);
+        if (!j->c->output.quiet)
+            job_print_eval(what, &m->ev);
+        fflush(stdout);
+        job_eval_row(j, m->at, m->elapsed, &m->ev);
+    }
+}
+
+/* What a mid-run eval scores, into w: the model the run would output now.
+ * That is trainer 0's replica, or with sync.output = average the replicas'
+ * mean where they are all in this process (the embedded default); a
+ * cluster job's master has only its own, as averaging would hold up the
+ * other trainers. */
+static int eval_model(struct job *j, float *w, struct ss_err *e)
+{
+    if (j->c->sync.output != OUT_AVERAGE || j->env || j->n_tr < 2)
+        return job_model_of(j, &j->tr[0], w, NULL, e);
+    size_t n = j->n_sync;
+    float *one = ss_aligned(n * sizeof(float));
+    memset(w, 0, n * sizeof(float));
+    int rc = 0;
+    for (int t = 0; rc == 0 && t < j->n_tr; t++)
+        if ((rc = job_model_of(j, &j->tr[t], one, NULL, e)) == 0)
+            job_mean_add(w, one, n, j->n_tr);
+    free(one);
+    return rc;
+}
+
+/* Every worker of this process sends on the updates its embedding cache
+ * holds back, at the edge of its batch (it goes on at once); returns once
+ * each has, or has ended (then it sent them all). */
+static void flush_workers(struct job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int64_t gen = __atomic_add_fetch(&j->flush_gen, 1, __ATOMIC_ACQ_REL);
+    for (;;) {
+        int all = 1;
+        for (int t = 0; all && t < j->n_tr; t++)
+            for (int k = 0; all && k < j->n_wk; k++)
+                all = j->tr[t].workers[k].ended || j->tr[t].workers[k].flushed_gen == gen;
+        if (all || __atomic_load_n(&j->stop, __ATOMIC_RELAXED))
+            break;
+        pthread_cond_wait(&j->cv, &j->mu);
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* The master, from its waits: reports an eval that has ended, and starts
+ * one that is due at `examples` (the job's count), also once its own
+ * data has ended while other workers or trainers train on (uneven
+ * shares); one that turns out to be near the end is dropped there. */
+void job_mid_eval_poll(struct job *j, int64_t examples)
+{
+    struct mid_eval *m = &j->mid;
+    if (m->running && __atomic_load_n(&m->done, __ATOMIC_ACQUIRE))
+        mid_eval_report(j);
+    if (!m->every || m->running || examples < m->next || ss_halt_signal())
+        return;
+    if (!m->w)
+        m->w = ss_aligned(j->n_sync * sizeof(float));
+    if (j->c->embedding_cache.rows > 0) /* (a cluster job's other trainers hold theirs) */
+        flush_workers(j);
+    if (eval_model(j, m->w, &m->err) < 0) {
+        fprintf(stderr, "shadowsync: warning: no eval at %lld examples: a trainer's model "
+                "could not be read from its GPU: %s\n", (long long)examples, m->err.msg);
+        m->next += m->every;
+        return;
+    }
+    m->at = examples;
+    m->elapsed = ss_now() - j->t0;
+    m->next = (examples / m->every + 1) * m->every;
+    m->done = 0;
+    m->running = 1;
+    if (pthread_create(&m->th, NULL, mid_eval_main, j) != 0) {
+        fprintf(stderr, "shadowsync: cannot start the eval thread\n");
+        abort();
+    }
+}
+
+/* The end of training, at `examples`: the eval under way is waited for and
+ * reported, or with cancel ended at once, its figures dropped; also one
+ * of a copy taken within half an interval of the end, whose row the
+ * end-of-run eval's all but repeats (the end need not wait for it). */
+void job_mid_eval_end(struct job *j, int cancel, int64_t examples)
+{
+    struct mid_eval *m = &j->mid;
+    if (!m->running)
+        return;
+    if (cancel || examples - m->at < m->every / 2)
+        __atomic_store_n(&m->cancel, 1, __ATOMIC_RELAXED);
+    mid_eval_report(j);
+}
+
+/* `eval --predictions PATH`: PATH.part, renamed to PATH once whole (or
+ * standard output for "-"); opened before the model loads, so a path that
+ * cannot take it fails at once. */
+static FILE *open_predictions(const char *path, char *part, size_t cap, struct ss_err *e)
+{
+    if (!strcmp(path, "-"))
+        return stdout;
+    snprintf(part, cap, "%s.part", path);
+    FILE *f = fopen(part, "w");
+    if (!f)
+        ss_fail(e, SS_EIO, "--predictions %s: cannot write %s: %s", path, part, strerror(errno));
+    return f;
+}
+
+static int close_predictions(FILE *f, const char *path, const char *part, int rc, struct ss_err *e)
+{
+    if (!f || f == stdout)
+        return f && fflush(f) != 0 && rc == 0
+                   ? ss_fail(e, SS_EIO, "--predictions -: writing them failed: %s", strerror(errno))
+                   : rc;
+    int bad = ferror(f);
+    errno = 0;
+    bad |= fclose(f) != 0; /* the buffer's last write: its errno is the cause */
+    if (rc == 0 && bad)
+        rc = ss_fail(e, SS_EIO, "--predictions %s: writing %s failed%s%s", path, part,
+                     errno ? ": " : "", errno ? strerror(errno) : "");
+    if (rc == 0 && rename(part, path) != 0)
+        rc = ss_fail(e, SS_EIO, "--predictions %s: %s", path, strerror(errno));
+    if (rc < 0)
+        unlink(part);
+    return rc;
+}
+
+int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *predictions,
+                       struct ss_err *e)
+{
+    struct job j = {0};
+    j.c = c;
+    float *w = NULL;
+    FILE *pred = NULL, *say = predictions && !strcmp(predictions, "-") ? stderr : stdout;
+    j.say = say;
+    struct eval_result ev;
+    int rc;
+    struct stat st;
+    int found = stat(dir, &st) == 0, why = errno;
+    if (!found || !S_ISDIR(st.st_mode)) {
+        rc = ss_fail(e, SS_EINVAL, "--model %s: %s: name a run's directory (or its model/, a "
+                     "checkpoint, a checkpoint.dir)", dir,
+                     found ? "not a directory" : why == ENOENT ? "no such directory"
+                                                           : strerror(why));
+        goto out;
+    }
+    if (!c->data.eval || !*c->data.eval) {
+        rc = ss_fail(e, SS_EINVAL, "config: data.eval is empty: nothing to score");
+        goto out;
+    }
+    char part[4200];
+    if (predictions && !*predictions) {
+        rc = ss_fail(e, SS_EINVAL, "--predictions needs a file name (or - for standard output)");
+        goto out;
+    }
+    if (predictions && strcmp(predictions, "-") &&
+        (rc = reader_check_output("--predictions", predictions, "data.eval", c->data.eval, e)) < 0)
+        goto out;
+    if (predictions && !(pred = open_predictions(predictions, part, sizeof part, e))) {
+        rc = SS_EIO;
+        goto out;
+    }
+    /* DIR/dense.bin + DIR/tables*.bin; or a checkpoint (DIR/MANIFEST) or a
+     * checkpoint.dir (its newest complete checkpoint): trainer 0's dense
+     * vector (with its replica of the hot rows, when hot-rows.bin is there;
+     * a model directory has their values in hot.bin) and the tables */
+    char src[4400], dense[4500];
+    struct ckpt_meta_set m;
+    int skipped, is_ckpt;
+    struct ss_err ignore;
+    snprintf(dense, sizeof dense, "%s/MANIFEST", dir);
+    is_ckpt = access(dense, F_OK) == 0;
+    if (is_ckpt && (rc = ckpt_verify(dir, &m, e)) < 0) /* checked as a resume checks it */
+        goto out;
+    if (is_ckpt || ckpt_latest(dir, src, sizeof src, &m, &skipped, &ignore) != 0) {
+        if (!is_ckpt && skipped > 0) { /* a checkpoint.dir whose checkpoints are all refused */
+            rc = ss_fail(e, SS_EFORMAT, "--model %s: %s", dir, ignore.msg);
+            goto out;
+        }
+        snprintf(src, sizeof src, "%s", dir);
+    } else {
+        is_ckpt = 1;
+    }
+    snprintf(dense, sizeof dense, "%s/dense.bin", src);
+    if (!is_ckpt && access(dense, F_OK) != 0) { /* a run directory: its model/ */
+        snprintf(dense, sizeof dense, "%s/model/dense.bin", dir);
+        if (access(dense, F_OK) == 0) {
+            snprintf(src, sizeof src, "%s/model", dir);
+            fprintf(say, "# model: %s\n", src);
+        }
+    }
+    if (!is_ckpt && access(dense, F_OK) != 0) {
+        rc = ss_fail(e, SS_EINVAL, "--model %s: no dense.bin there or in its model/ (a run with "
+                     "output.save_model = false saves none; a checkpoint or checkpoint.dir "
+                     "scores too)", dir);
+        goto out;
+    }
+    if (is_ckpt)
+        fprintf(say, "# model: checkpoint %s\n", src);
+    /* the tables' rows as saved, with or without rowwise_adagrad's state
+     * float: scoring reads none, so a model of either optim.emb scores */
+    struct ss_config cc = *c;
+    int saved = embps_saved_stride(src);
+    if (saved == c->model.dim || saved == c->model.dim + 1)
+        cc.optim.emb = saved == c->model.dim ? OPT_SGD : OPT_ROWWISE_ADAGRAD;
+    j.c = c = &cc;
+    if ((rc = job_setup_model(&j, e)) < 0)
+        goto out;
+    openblas_set_num_threads(1);
+    j.n_sync = j.l.n_params;
+    snprintf(dense, sizeof dense, "%s/hot-rows.bin", src);
+    if (access(dense, F_OK) == 0) {
+        if ((rc = hot_load(&j.hot, dense, &j.l, e)) < 0)
+            goto out;
+        j.n_sync += (size_t)j.hot->n * j.l.dim;
+    }
+    w = ss_aligned(j.n_sync * sizeof(float));
+    size_t np = j.l.n_params;
+    snprintf(dense, sizeof dense, "%s/%s", src, is_ckpt ? "dense-0.bin" : "dense.bin");
+    if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, &j.l, dense, e)) < 0 ||
+        (rc = embps_load_dir(j.tables, src, e)) < 0)
+        goto out;
+    if (is_ckpt && c->sync.output == OUT_AVERAGE) { /* the model the run would output, */
+        int k = 1;                                   /* summed as output_model does */
+        for (;; k++) {
+            snprintf(dense, sizeof dense, "%s/dense-%d.bin", src, k);
+            if (access(dense, F_OK) != 0)
+                break;
+        }
+        float *one = ss_aligned(j.n_sync * sizeof(float));
+        for (size_t i = 0; i < j.n_sync; i++)
+            one[i] = w[i], w[i] = 0;
+        for (int t = 0; rc == 0 && t < k; t++) {
+            snprintf(dense, sizeof dense, "%s/dense-%d.bin", src, t);
+            if (t == 0 || (rc = dense_load(one, j.n_sync, &j.l, dense, e)) == 0)
+                job_mean_add(w, one, j.n_sync, k);
+        }
+        free(one);
+        if (rc < 0)
+            goto out;
+        fprintf(say, "# model: the mean of its %d trainer%s dense vector%s (sync.output = "
+                "average)\n", k, k > 1 ? "s'" : "'s", k > 1 ? "s" : "");
+    }
+    snprintf(dense, sizeof dense, "%s/hot.bin", src);
+    if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, &j.l, dense, e)) < 0)
+        goto out;
+    if ((rc = job_eval_with(&j, c, w, c->data.eval, pred, NULL, job_eval_threads(), &ev, e)) < 0)
+        goto out;
+    if ((rc = close_predictions(pred, predictions, part, 0, e)) < 0) {
+        pred = NULL;
+        goto out;
+    }
+    pred = NULL;
+    if (predictions)
+        fprintf(say, "# predictions: %lld examples scored into %s\n", (long long)ev.examples,
+                strcmp(predictions, "-") ? predictions : "standard output");
+    if (!ev.labeled) {
+        fprintf(say, "{\"eval_examples\": %lld}\n", (long long)ev.examples);
+        if (ev.examples == 0)
+            rc = job_noeval(e, c->data.eval, "nothing is scored");
+        goto out;
+    }
+    job_print_eval_to(say, "eval", &ev);
+    reader_warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples,
+                          c->data.report_bad_lines);
+    char v[4][32]; /* JSON: null where a figure is undefined (eval data of one class) */
+    const double x[4] = {ev.ne, ev.logloss, ev.auc, ev.calibration};
+    for (int i = 0; i < 4; i++)
+        snprintf(v[i], sizeof v[i], isfinite(x[i]) ? "%.6f" : "null", x[i]);
+    fprintf(say, "{\"eval_examples\": %lld, \"eval_ne\": %s, \"eval_logloss\": %s, "
+            "\"eval_auc\": %s, \"eval_calibration\": %s, \"eval_bad_lines\": %lld}\n",
+            (long long)ev.examples, v[0], v[1], v[2], v[3], (long long)ev.bad_lines);
+    if (ev.nan_preds)
+        rc = job_nan_model(e, c, &ev, "its training", "");
+    else if (ev.examples == 0)
+        rc = job_noeval(e, c->data.eval, "nothing is scored");
+out:
+    if (pred)
+        close_predictions(pred, predictions, part, rc, e);
+    free(w);
+    job_teardown_model(&j);
+    return rc;
+}
