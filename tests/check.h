@@ -3,6 +3,8 @@
  * counts the lines. */
 #ifndef SS_CHECK_H
 #define SS_CHECK_H
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,6 +16,15 @@ static int check_failed;
                printf(" (%s:%d)\n", __FILE__, __LINE__); check_failed++; } \
         fflush(stdout);                                               \
     } while (0)
+
+/* The largest |a[i] - b[i]|. */
+static inline double max_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
 
 #define CHECK_DONE() return check_failed ? 1 : 0
 #endif

@@ -467,12 +467,13 @@ if unshare -rm true 2>/dev/null; then
     # a stop whose final checkpoint finds no room, and none written before: no resume is
     # promised, status 1 (75 would have a requeue loop on a resume that cannot be)
     # (the signal to the run itself: timeout passes one on twice, and a second ends it at once)
+    # (the stop once a line shows examples trained: the first line may come before any)
     timeout -k 10 300 unshare -rm sh -c "mount -t tmpfs -o size=300k tmpfs $T/small || exit 9
         $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval= \
             --set output.dir=$T/fullstop --set checkpoint.dir=$T/small/ck --set trainer.worker_threads=1 \
             --set data.epochs=50 > $T/fullstop.log 2>&1 &
         p=\$!
-        for i in \$(seq 1 400); do grep -q '^\\[' $T/fullstop.log && break; sleep 0.025; done
+        for i in \$(seq 1 400); do grep -q '^\\[.*examples [1-9]' $T/fullstop.log && break; sleep 0.025; done
         kill -TERM \$p; wait \$p; echo \$? > $T/fullstop.rc"
     check "a stop whose final checkpoint fails, none written before: status 1 ($(cat $T/fullstop.rc)), no resume promised" \
         sh -c "[ \"\$(cat $T/fullstop.rc)\" = 1 ] && grep -q 'the final checkpoint failed' $T/fullstop.log && grep -q 'stopped (SIGTERM) after [0-9]* examples, but no checkpoint could be written (the final one failed, above): no resume can continue this run' $T/fullstop.log && ! grep -q 'continues from checkpoint.dir' $T/fullstop.log"

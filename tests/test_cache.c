@@ -67,14 +67,6 @@ static void random_batch(struct batch *b, int n, uint64_t *rng)
         }
 }
 
-static double max_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++)
-        m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
 static double tables_diff(struct emb_tables *a, struct emb_tables *b)
 {
     double m = 0;

@@ -151,14 +151,6 @@ static void *member_main(void *arg)
     return NULL;
 }
 
-static float max_diff(const float *a, const float *b, size_t n)
-{
-    float m = 0;
-    for (size_t i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
-
 /* The group trains; the whole tables replay the same steps (each step's
  * lookups before its pushes, as the group's rounds do). */
 static void test_group(void)
@@ -194,14 +186,14 @@ static void test_group(void)
             size_t n = rows_of(m, 1, NULL);
             float *r = malloc(n * sizeof(float) + 1);
             rows_of(m, 1, r);
-            at_pause = fmaxf(at_pause, max_diff(r, w[m].snap, n));
+            at_pause = fmaxf(at_pause, (float)max_diff(r, w[m].snap, n));
             free(r);
         }
         for (int m = 0; m < P; m++)
             if (s < w[m].steps) {
                 batch_of(&b, m, s);
                 embps_pool(whole, &b, want);
-                worst = fmaxf(worst, max_diff(want, w[m].got + (size_t)s * B * T * DIM,
+                worst = fmaxf(worst, (float)max_diff(want, w[m].got + (size_t)s * B * T * DIM,
                                               (size_t)B * T * DIM));
             }
         for (int m = 0; m < P; m++)
@@ -220,7 +212,7 @@ static void test_group(void)
         float *a = malloc(n * sizeof(float) + 1), *r = malloc(n * sizeof(float) + 1);
         rows_of(m, 0, a);
         rows_of(m, 1, r);
-        rw = fmaxf(rw, max_diff(a, r, n));
+        rw = fmaxf(rw, (float)max_diff(a, r, n));
         free(a);
         free(r);
     }

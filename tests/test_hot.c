@@ -228,14 +228,6 @@ static void fill(struct batch *b, int n, const int64_t bags[][2][3])
         }
 }
 
-static double max_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++)
-        m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
 static void test_client(void)
 {
     int64_t rows[2] = {ROWS0, ROWS1};

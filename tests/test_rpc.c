@@ -57,14 +57,6 @@ static void make_batch(struct batch *b, uint64_t seed)
     b->n = N;
 }
 
-static double max_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++)
-        m = fmax(m, fabs(a[i] - b[i]));
-    return m;
-}
-
 /* A raw lookup with hand-made fields, for the refusal checks. */
 /* A raw lookup, or with push a push of zero gradients at push_scale. */
 static int bags_on(struct rpc_conn *conn, const char *tok, const int32_t *shards, int k, int n,

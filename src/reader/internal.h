@@ -6,6 +6,9 @@
 
 #include "shadowsync/reader.h"
 
+#include <pthread.h>
+#include <zlib.h>
+
 /* Which files of a directory or glob to keep. */
 enum file_pick {
     PICK_ALL,    /* every regular file but *.tmp */
@@ -38,6 +41,68 @@ static inline uint64_t shard_record_fixed(uint32_t n_dense, uint32_t n_tables)
 {
     return 4u + 4ull * n_dense + 4ull * n_tables;
 }
+
+/* ---- the reader (reader.c; its positions in position.c) ---- */
+
+#define TEXT_BUF (4u << 20)       /* the longest line read */
+/* gzip is inflated GZ_STEP bytes a call, straight into the buffer (zlib
+ * reads its input GZ_STEP / 2 at a time): a call that fails drops what it
+ * inflated (gz_fill) */
+#define GZ_STEP (256u << 10)
+#define TEXT_BUF_MIN (64u << 10)
+#define PIPE_NOTE_S 3.0   /* a pipe silent this long is named, once per open */
+#define PIPE_POLL_MS 200  /* how soon a wait on a pipe sees a signal */
+enum { READ_STOPPED = 3 }; /* text_fill, text_line: a signal ended a wait on a pipe */
+
+struct reader {
+    pthread_mutex_t lock;
+    struct schema s;
+    char **files;
+    int n_files;
+    int cur;     /* file being read; n_files at the end */
+    int epochs, epoch; /* the passes over the files to make, and the one under way */
+    int is_open;
+    int64_t max_examples, handed, bad_lines, files_done;
+    int share_index, share_count; /* this reader's share: examples seen % count == index */
+    int *file_ids;                /* split by files: files[i]'s index in the whole list */
+    int64_t seen;                 /* data lines / records met so far, every share's */
+    int report_bad;
+    int64_t reported;
+    void (*on_skip)(void *, uint64_t); /* reader_on_skip */
+    void *skip_arg;
+    uint64_t bytes_done;
+    uint64_t bytes_total; /* the files' sizes (binary: less their headers) */
+    int64_t parsing;      /* text lines taken out to parse, not yet counted */
+    pthread_cond_t parsed;            /* parsing went down */
+    struct scratch *spare;            /* scratches not in use */
+    int err_code;
+    char err_msg[sizeof(((struct ss_err *)0)->msg)];
+
+    /* text */
+    int fd;
+    gzFile gz;          /* the current file is gzip: read through it (it owns fd) */
+    z_off_t gz_in;      /* its compressed bytes counted in bytes_done */
+    char *buf;
+    size_t buf_cap;  /* TEXT_BUF, or less when every file is smaller */
+    size_t pos, end; /* unread bytes buf[pos, end) */
+    int eof, skipping;
+    int64_t line_no; /* lines of the current file taken so far */
+    uint64_t file_read; /* bytes of the current file read into buf */
+    int is_pipe;        /* the current file: polled (O_NONBLOCK) */
+    int pipe_said;      /* its wait was named */
+    int stopped;        /* a signal ended a wait on a pipe: nothing more is handed out */
+
+    /* binary */
+    const unsigned char *map;
+    size_t map_len, at;
+    uint64_t rec, ids_left;
+    struct shard_header hdr;
+};
+
+/* The current file opened (text: files[cur] at its start; binary: mapped). */
+int reader_text_open(struct reader *r, struct ss_err *e);
+void reader_text_close(struct reader *r);
+int reader_shard_open(struct reader *r, struct ss_err *e);
 
 /* Bytes of input consumed so far (text bytes read or shard bytes walked). */
 uint64_t reader_bytes_done(struct reader *r);

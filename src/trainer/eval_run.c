@@ -14,24 +14,24 @@ static void *des_serve_main(void *arg)
 /* DES: the master scores path as member 0 of a group of its own while the
  * other trainers serve their shards to it (collective over the trainers:
  * in the embedded default, threads here serve for them). */
-int job_des_eval(struct job *j, const float *w, const char *path, FILE *pred,
-                 struct eval_result *ev, struct ss_err *e)
+int job_des_eval(const struct eval_src *s, const struct ss_config *c, const float *w,
+                 const char *path, FILE *pred, struct eval_result *ev, struct ss_err *e)
 {
-    int n = j->n_tr, rc = 0;
+    int n = s->n_tr, rc = 0;
     struct exchange **x = ss_xcalloc(n, sizeof *x);
     struct emb_client **cs = ss_xcalloc(n, sizeof *cs);
     pthread_t *th = ss_xcalloc(n, sizeof *th);
-    if (j->env)
-        rc = j->env->make_exchange(j->env->arg, &x[0], e);
+    if (s->env)
+        rc = s->env->make_exchange(s->env->arg, &x[0], e);
     else
         exchange_local_group(x, n, NULL);
     for (int t = 0; rc == 0 && t < n; t++)
-        cs[t] = emb_client_des(x[t], j->des, j->l.dim, j->shards[t], NULL, NULL);
+        cs[t] = emb_client_des(x[t], s->des, s->l->dim, s->shards[t], NULL, NULL);
     for (int t = 1; rc == 0 && t < n; t++)
         if (pthread_create(&th[t], NULL, des_serve_main, cs[t]) != 0)
             abort();
-    if (rc == 0 && j->is_master) {
-        rc = trainer_eval(&j->l, w, cs, 1, j->c, path, pred, NULL, ev, e);
+    if (rc == 0 && s->is_master) {
+        rc = trainer_eval(s->l, w, cs, 1, c, path, pred, NULL, ev, e);
         struct ss_err fe;
         int frc = emb_des_finish(cs[0], &fe); /* the others end with it */
         if (rc == 0 && frc < 0)
@@ -48,6 +48,13 @@ int job_des_eval(struct job *j, const float *w, const char *path, FILE *pred,
     free(cs);
     free(x);
     return rc;
+}
+
+struct eval_src job_eval_src(const struct job *j)
+{
+    return (struct eval_src){.l = &j->l, .emb = j->emb, .env = j->env, .hot = j->hot,
+                             .des = j->des, .shards = j->shards, .n_tr = j->n_tr,
+                             .is_master = j->is_master};
 }
 
 /* An eval that read no example of path. */
@@ -78,23 +85,22 @@ int job_eval_threads(void)
 }
 
 /* Scores path with the model w (its hot rows, if any, from w too) under
- * the config c (j->c, or the mid-run evals' copy) on threads threads (one
- * with DES); cancel as trainer_eval's. Each thread looks up
- * through j->emb (in process, it takes concurrent calls) or, in a cluster
- * job, a client of its own to the embedding PSs. */
-int job_eval_with(struct job *j, const struct ss_config *c, const float *w, const char *path,
-                  FILE *pred, const int *cancel, int threads, struct eval_result *ev,
-                  struct ss_err *e)
+ * the config c (the run's, or the mid-run evals' copy) on threads threads
+ * (one with DES); cancel as trainer_eval's. Each thread looks up through
+ * s->emb or, in a cluster job, a client of its own to the embedding PSs. */
+int job_eval_with(const struct eval_src *s, const struct ss_config *c, const float *w,
+                  const char *path, FILE *pred, const int *cancel, int threads,
+                  struct eval_result *ev, struct ss_err *e)
 {
-    if (j->des)
-        return job_des_eval(j, w, path, pred, ev, e);
+    if (s->des)
+        return job_des_eval(s, c, w, path, pred, ev, e);
     int n = threads < 1 ? 1 : threads;
     struct emb_client **own = ss_xcalloc((size_t)n, sizeof *own);
     struct emb_client **emb = ss_xcalloc((size_t)n, sizeof *emb);
     for (int t = 0; t < n; t++) {
-        emb[t] = j->emb;
+        emb[t] = s->emb;
         struct ss_err me;
-        if (t > 0 && j->env && j->env->make_emb(j->env->arg, &own[t], &me) < 0) {
+        if (t > 0 && s->env && s->env->make_emb(s->env->arg, &own[t], &me) < 0) {
             fprintf(stderr, "shadowsync: the eval runs on %d thread(s), not %d: another client "
                     "to the embedding PSs could not be made: %s\n", t, n, me.msg);
             n = t; /* (a limit on open files, say) */
@@ -102,13 +108,13 @@ int job_eval_with(struct job *j, const struct ss_config *c, const float *w, cons
         }
         if (own[t])
             emb[t] = own[t];
-        if (j->hot) { /* only looks up: the replica is not written */
-            struct hot_replica r = {j->hot, (float *)w + j->l.n_params, NULL, OPT_SGD, 0, 0};
+        if (s->hot) { /* only looks up: the replica is not written */
+            struct hot_replica r = {s->hot, (float *)w + s->l->n_params, NULL, OPT_SGD, 0, 0};
             emb[t] = emb_client_hot(emb[t], own[t] != NULL, &r, c->trainer.batch_size, NULL);
             own[t] = emb[t];
         }
     }
-    int rc = trainer_eval(&j->l, w, emb, n, c, path, pred, cancel, ev, e);
+    int rc = trainer_eval(s->l, w, emb, n, c, path, pred, cancel, ev, e);
     for (int t = 0; t < n; t++)
         if (own[t])
             own[t]->ops->free(own[t]);
@@ -130,7 +136,8 @@ static void *mid_eval_main(void *arg)
 {
     struct job *j = arg;
     struct mid_eval *m = &j->mid;
-    m->rc = job_eval_with(j, &m->c, m->w, j->c->data.eval, NULL, &m->cancel, 1, &m->ev, &m->err);
+    struct eval_src src = job_eval_src(j);
+    m->rc = job_eval_with(&src, &m->c, m->w, j->c->data.eval, NULL, &m->cancel, 1, &m->ev, &m->err);
     __atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&j->mu);
     pthread_cond_broadcast(&j->cv); /* the main thread reports it */
@@ -275,159 +282,253 @@ static int close_predictions(FILE *f, const char *path, const char *part, int rc
     return rc;
 }
 
-int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *predictions,
-                       struct ss_err *e)
+/* The end-of-run eval of the output model w (the master): its line and
+ * eval.csv's row. A failed eval keeps the training's figures (metrics.json
+ * without an eval) and says where the model is; NaN predictions (weights
+ * so large a forward overflows) leave no usable model nor final
+ * checkpoint. */
+int job_final_eval(struct job *j, const struct figures *f, const struct reader_stats *rs,
+                   const float *w, struct eval_result *ev, struct ss_err *e)
 {
-    struct job j = {0};
-    j.c = c;
-    float *w = NULL;
-    FILE *pred = NULL, *say = predictions && !strcmp(predictions, "-") ? stderr : stdout;
-    j.say = say;
-    struct eval_result ev;
-    int rc;
-    struct stat st;
-    int found = stat(dir, &st) == 0, why = errno;
-    if (!found || !S_ISDIR(st.st_mode)) {
-        rc = ss_fail(e, SS_EINVAL, "--model %s: %s: name a run's directory (or its model/, a "
-                     "checkpoint, a checkpoint.dir)", dir,
-                     found ? "not a directory" : why == ENOENT ? "no such directory"
-                                                           : strerror(why));
-        goto out;
+    const struct ss_config *c = j->c;
+    double t0 = ss_now();
+    int threads = j->des ? 1 : job_eval_threads(); /* DES: a collective, one thread */
+    struct eval_src src = job_eval_src(j);
+    int rc = job_eval_with(&src, c, w, c->data.eval, NULL, NULL, threads, ev, e);
+    if (rc < 0) {
+        struct ss_err why = *e, ignored;
+        *ev = (struct eval_result)NO_EVAL;
+        int kept = job_write_metrics(j, f, ev, rs, &ignored) == 0;
+        char model[4400] = "";
+        if (c->output.save_model)
+            snprintf(model, sizeof model, "; `shadowsync eval CONFIG --model %s/model` "
+                     "scores the model once it is fixed", c->output.dir);
+        const char *what = c->output.save_model
+                               ? kept ? "model and figures (metrics.json, no eval) are"
+                                      : "model is"
+                               : kept ? "figures (metrics.json, no eval) are" : NULL;
+        if (what)
+            return ss_fail(e, rc, "data.eval: %s; the training's %s kept in %s%s", why.msg,
+                           what, c->output.dir, model);
+        return ss_fail(e, rc, "data.eval: %s", why.msg);
     }
-    if (!c->data.eval || !*c->data.eval) {
-        rc = ss_fail(e, SS_EINVAL, "config: data.eval is empty: nothing to score");
-        goto out;
+    j->eval_s = ss_now() - t0;
+    j->eval_threads = ev->threads; /* fewer where a thread's client could not be made */
+    job_print_eval("eval", ev);
+    if (ev->nan_preds) {
+        if (c->output.save_model && !j->env)
+            job_stale_files(c->output.dir, MODEL_FILES, 1);
+        char ckpt[4500] = "";
+        if (j->final_ckpt[0]) { /* a resume goes back to the one before */
+            ckpt_remove(j->final_ckpt);
+            snprintf(ckpt, sizeof ckpt, "; its final checkpoint %s is removed", j->final_ckpt);
+        }
+        return job_nan_model(e, c, ev, !c->output.save_model ? "the training (none saved)"
+                                       : j->env ? "the training (the model saved is not usable)"
+                                                : "the training: no model saved", ckpt);
     }
-    char part[4200];
-    if (predictions && !*predictions) {
-        rc = ss_fail(e, SS_EINVAL, "--predictions needs a file name (or - for standard output)");
-        goto out;
-    }
-    if (predictions && strcmp(predictions, "-") &&
-        (rc = reader_check_output("--predictions", predictions, "data.eval", c->data.eval, e)) < 0)
-        goto out;
-    if (predictions && !(pred = open_predictions(predictions, part, sizeof part, e))) {
-        rc = SS_EIO;
-        goto out;
-    }
-    /* DIR/dense.bin + DIR/tables*.bin; or a checkpoint (DIR/MANIFEST) or a
-     * checkpoint.dir (its newest complete checkpoint): trainer 0's dense
-     * vector (with its replica of the hot rows, when hot-rows.bin is there;
-     * a model directory has their values in hot.bin) and the tables */
-    char src[4400], dense[4500];
+    job_eval_row(j, f->examples, f->elapsed, ev);
+    reader_warn_bad_share("data.eval", c->data.eval, ev->bad_lines, ev->examples,
+                          c->data.report_bad_lines);
+    return 0;
+}
+
+/* The model under --model dir, into src: dir itself (its dense.bin, or a
+ * checkpoint: *is_ckpt), its model/ (a run directory), or the newest
+ * complete checkpoint of a checkpoint.dir (checked as a resume checks it). */
+static int find_model(const char *dir, char *src, size_t cap, int *is_ckpt, FILE *say,
+                      struct ss_err *e)
+{
+    char p[4500];
     struct ckpt_meta_set m;
-    int skipped, is_ckpt;
     struct ss_err ignore;
-    snprintf(dense, sizeof dense, "%s/MANIFEST", dir);
-    is_ckpt = access(dense, F_OK) == 0;
-    if (is_ckpt && (rc = ckpt_verify(dir, &m, e)) < 0) /* checked as a resume checks it */
-        goto out;
-    if (is_ckpt || ckpt_latest(dir, src, sizeof src, &m, &skipped, &ignore) != 0) {
-        if (!is_ckpt && skipped > 0) { /* a checkpoint.dir whose checkpoints are all refused */
-            rc = ss_fail(e, SS_EFORMAT, "--model %s: %s", dir, ignore.msg);
-            goto out;
-        }
-        snprintf(src, sizeof src, "%s", dir);
+    int skipped, rc;
+    snprintf(p, sizeof p, "%s/MANIFEST", dir);
+    *is_ckpt = access(p, F_OK) == 0;
+    if (*is_ckpt && (rc = ckpt_verify(dir, &m, e)) < 0)
+        return rc;
+    if (*is_ckpt || ckpt_latest(dir, src, cap, &m, &skipped, &ignore) != 0) {
+        if (!*is_ckpt && skipped > 0) /* a checkpoint.dir whose checkpoints are all refused */
+            return ss_fail(e, SS_EFORMAT, "--model %s: %s", dir, ignore.msg);
+        snprintf(src, cap, "%s", dir);
     } else {
-        is_ckpt = 1;
+        *is_ckpt = 1;
     }
-    snprintf(dense, sizeof dense, "%s/dense.bin", src);
-    if (!is_ckpt && access(dense, F_OK) != 0) { /* a run directory: its model/ */
-        snprintf(dense, sizeof dense, "%s/model/dense.bin", dir);
-        if (access(dense, F_OK) == 0) {
-            snprintf(src, sizeof src, "%s/model", dir);
-            fprintf(say, "# model: %s\n", src);
-        }
-    }
-    if (!is_ckpt && access(dense, F_OK) != 0) {
-        rc = ss_fail(e, SS_EINVAL, "--model %s: no dense.bin there or in its model/ (a run with "
-                     "output.save_model = false saves none; a checkpoint or checkpoint.dir "
-                     "scores too)", dir);
-        goto out;
-    }
-    if (is_ckpt)
+    if (*is_ckpt) {
         fprintf(say, "# model: checkpoint %s\n", src);
-    /* the tables' rows as saved, with or without rowwise_adagrad's state
-     * float: scoring reads none, so a model of either optim.emb scores */
-    struct ss_config cc = *c;
-    int saved = embps_saved_stride(src);
-    if (saved == c->model.dim || saved == c->model.dim + 1)
-        cc.optim.emb = saved == c->model.dim ? OPT_SGD : OPT_ROWWISE_ADAGRAD;
-    j.c = c = &cc;
-    if ((rc = job_setup_model(&j, e)) < 0)
-        goto out;
-    openblas_set_num_threads(1);
-    j.n_sync = j.l.n_params;
-    snprintf(dense, sizeof dense, "%s/hot-rows.bin", src);
-    if (access(dense, F_OK) == 0) {
-        if ((rc = hot_load(&j.hot, dense, &j.l, e)) < 0)
-            goto out;
-        j.n_sync += (size_t)j.hot->n * j.l.dim;
+        return 0;
     }
-    w = ss_aligned(j.n_sync * sizeof(float));
-    size_t np = j.l.n_params;
-    snprintf(dense, sizeof dense, "%s/%s", src, is_ckpt ? "dense-0.bin" : "dense.bin");
-    if ((rc = dense_load(w, is_ckpt ? j.n_sync : np, &j.l, dense, e)) < 0 ||
-        (rc = embps_load_dir(j.tables, src, e)) < 0)
-        goto out;
-    if (is_ckpt && c->sync.output == OUT_AVERAGE) { /* the model the run would output, */
-        int k = 1;                                   /* summed as output_model does */
-        for (;; k++) {
-            snprintf(dense, sizeof dense, "%s/dense-%d.bin", src, k);
-            if (access(dense, F_OK) != 0)
-                break;
-        }
-        float *one = ss_aligned(j.n_sync * sizeof(float));
-        for (size_t i = 0; i < j.n_sync; i++)
-            one[i] = w[i], w[i] = 0;
-        for (int t = 0; rc == 0 && t < k; t++) {
-            snprintf(dense, sizeof dense, "%s/dense-%d.bin", src, t);
-            if (t == 0 || (rc = dense_load(one, j.n_sync, &j.l, dense, e)) == 0)
-                job_mean_add(w, one, j.n_sync, k);
-        }
-        free(one);
-        if (rc < 0)
-            goto out;
+    snprintf(p, sizeof p, "%s/dense.bin", src);
+    if (access(p, F_OK) == 0)
+        return 0;
+    snprintf(p, sizeof p, "%s/model/dense.bin", dir); /* a run directory: its model/ */
+    if (access(p, F_OK) != 0)
+        return ss_fail(e, SS_EINVAL, "--model %s: no dense.bin there or in its model/ (a run "
+                       "with output.save_model = false saves none; a checkpoint or "
+                       "checkpoint.dir scores too)", dir);
+    snprintf(src, cap, "%s/model", dir);
+    fprintf(say, "# model: %s\n", src);
+    return 0;
+}
+
+/* A saved model to score: its layout, tables and client, hot rows, and w
+ * (n floats: the dense parameters, then the hot rows' values). */
+struct saved {
+    struct model_layout l;
+    struct emb_tables *tables;
+    struct emb_client *emb;
+    struct hot_set *hot;
+    size_t n;
+    float *w;
+};
+
+static void saved_free(struct saved *m)
+{
+    free(m->w);
+    hot_free(m->hot);
+    if (m->emb)
+        m->emb->ops->free(m->emb);
+    embps_free(m->tables);
+    model_layout_free(&m->l);
+}
+
+/* A checkpoint's model as the run would output it with sync.output =
+ * average: the mean of its trainers' dense vectors, summed as the run's
+ * job_output_model does. */
+static int average_replicas(struct saved *m, const char *src, FILE *say, struct ss_err *e)
+{
+    char p[4500];
+    int k = 1, rc = 0;
+    for (;; k++) {
+        snprintf(p, sizeof p, "%s/dense-%d.bin", src, k);
+        if (access(p, F_OK) != 0)
+            break;
+    }
+    float *one = ss_aligned(m->n * sizeof(float));
+    for (size_t i = 0; i < m->n; i++)
+        one[i] = m->w[i], m->w[i] = 0;
+    for (int t = 0; rc == 0 && t < k; t++) {
+        snprintf(p, sizeof p, "%s/dense-%d.bin", src, t);
+        if (t == 0 || (rc = dense_load(one, m->n, &m->l, p, e)) == 0)
+            job_mean_add(m->w, one, m->n, k);
+    }
+    free(one);
+    if (rc == 0)
         fprintf(say, "# model: the mean of its %d trainer%s dense vector%s (sync.output = "
                 "average)\n", k, k > 1 ? "s'" : "'s", k > 1 ? "s" : "");
+    return rc;
+}
+
+/* The model in src under the config c: the tables, trainer 0's dense
+ * vector (a checkpoint's, with its replica of the hot rows when
+ * hot-rows.bin is there; a model directory has their values in hot.bin). */
+static int load_saved_model(struct saved *m, const struct ss_config *c, const char *src,
+                            int is_ckpt, FILE *say, struct ss_err *e)
+{
+    char p[4500];
+    int rc = model_layout_init(&m->l, c, e);
+    if (rc < 0 || (rc = job_dense_room(c, &m->l, 0, 0, e)) < 0 ||
+        (rc = job_local_tables(c, &m->l, say, &m->tables, e)) < 0)
+        return rc;
+    m->emb = emb_client_local(m->tables);
+    openblas_set_num_threads(1);
+    size_t np = m->l.n_params;
+    m->n = np;
+    snprintf(p, sizeof p, "%s/hot-rows.bin", src);
+    if (access(p, F_OK) == 0) {
+        if ((rc = hot_load(&m->hot, p, &m->l, e)) < 0)
+            return rc;
+        m->n += (size_t)m->hot->n * m->l.dim;
     }
-    snprintf(dense, sizeof dense, "%s/hot.bin", src);
-    if (j.hot && !is_ckpt && (rc = dense_load(w + np, j.n_sync - np, &j.l, dense, e)) < 0)
-        goto out;
-    if ((rc = job_eval_with(&j, c, w, c->data.eval, pred, NULL, job_eval_threads(), &ev, e)) < 0)
-        goto out;
-    if ((rc = close_predictions(pred, predictions, part, 0, e)) < 0) {
-        pred = NULL;
-        goto out;
+    m->w = ss_aligned(m->n * sizeof(float));
+    snprintf(p, sizeof p, "%s/%s", src, is_ckpt ? "dense-0.bin" : "dense.bin");
+    if ((rc = dense_load(m->w, is_ckpt ? m->n : np, &m->l, p, e)) < 0 ||
+        (rc = embps_load_dir(m->tables, src, e)) < 0)
+        return rc;
+    if (is_ckpt && c->sync.output == OUT_AVERAGE && (rc = average_replicas(m, src, say, e)) < 0)
+        return rc;
+    snprintf(p, sizeof p, "%s/hot.bin", src);
+    if (m->hot && !is_ckpt)
+        return dense_load(m->w + np, m->n - np, &m->l, p, e);
+    return 0;
+}
+
+/* The eval command's figures: its line and a JSON line (null where a
+ * figure is undefined: eval data of one class); data without labels is
+ * only counted. */
+static int report_saved_eval(const struct ss_config *c, const struct eval_result *ev, FILE *say,
+                             struct ss_err *e)
+{
+    if (!ev->labeled) {
+        fprintf(say, "{\"eval_examples\": %lld}\n", (long long)ev->examples);
+        return ev->examples == 0 ? job_noeval(e, c->data.eval, "nothing is scored") : 0;
     }
-    pred = NULL;
-    if (predictions)
-        fprintf(say, "# predictions: %lld examples scored into %s\n", (long long)ev.examples,
-                strcmp(predictions, "-") ? predictions : "standard output");
-    if (!ev.labeled) {
-        fprintf(say, "{\"eval_examples\": %lld}\n", (long long)ev.examples);
-        if (ev.examples == 0)
-            rc = job_noeval(e, c->data.eval, "nothing is scored");
-        goto out;
-    }
-    job_print_eval_to(say, "eval", &ev);
-    reader_warn_bad_share("data.eval", c->data.eval, ev.bad_lines, ev.examples,
+    job_print_eval_to(say, "eval", ev);
+    reader_warn_bad_share("data.eval", c->data.eval, ev->bad_lines, ev->examples,
                           c->data.report_bad_lines);
-    char v[4][32]; /* JSON: null where a figure is undefined (eval data of one class) */
-    const double x[4] = {ev.ne, ev.logloss, ev.auc, ev.calibration};
+    char v[4][32];
+    const double x[4] = {ev->ne, ev->logloss, ev->auc, ev->calibration};
     for (int i = 0; i < 4; i++)
         snprintf(v[i], sizeof v[i], isfinite(x[i]) ? "%.6f" : "null", x[i]);
     fprintf(say, "{\"eval_examples\": %lld, \"eval_ne\": %s, \"eval_logloss\": %s, "
             "\"eval_auc\": %s, \"eval_calibration\": %s, \"eval_bad_lines\": %lld}\n",
-            (long long)ev.examples, v[0], v[1], v[2], v[3], (long long)ev.bad_lines);
-    if (ev.nan_preds)
-        rc = job_nan_model(e, c, &ev, "its training", "");
-    else if (ev.examples == 0)
-        rc = job_noeval(e, c->data.eval, "nothing is scored");
-out:
-    if (pred)
-        close_predictions(pred, predictions, part, rc, e);
-    free(w);
-    job_teardown_model(&j);
+            (long long)ev->examples, v[0], v[1], v[2], v[3], (long long)ev->bad_lines);
+    if (ev->nan_preds)
+        return job_nan_model(e, c, ev, "its training", "");
+    return ev->examples == 0 ? job_noeval(e, c->data.eval, "nothing is scored") : 0;
+}
+
+/* What --model and --predictions name, checked before a model loads. */
+static int check_eval_args(const struct ss_config *c, const char *dir, const char *predictions,
+                           struct ss_err *e)
+{
+    struct stat st;
+    int found = stat(dir, &st) == 0, why = errno;
+    if (!found || !S_ISDIR(st.st_mode))
+        return ss_fail(e, SS_EINVAL, "--model %s: %s: name a run's directory (or its model/, a "
+                       "checkpoint, a checkpoint.dir)", dir,
+                       found ? "not a directory" : why == ENOENT ? "no such directory"
+                                                             : strerror(why));
+    if (!c->data.eval || !*c->data.eval)
+        return ss_fail(e, SS_EINVAL, "config: data.eval is empty: nothing to score");
+    if (predictions && !*predictions)
+        return ss_fail(e, SS_EINVAL, "--predictions needs a file name (or - for standard "
+                       "output)");
+    if (predictions && strcmp(predictions, "-"))
+        return reader_check_output("--predictions", predictions, "data.eval", c->data.eval, e);
+    return 0;
+}
+
+int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *predictions,
+                       struct ss_err *e)
+{
+    struct saved m = {0};
+    FILE *pred = NULL, *say = predictions && !strcmp(predictions, "-") ? stderr : stdout;
+    struct eval_result ev;
+    char part[4200], src[4400];
+    int is_ckpt, rc = check_eval_args(c, dir, predictions, e);
+    if (rc == 0 && predictions && !(pred = open_predictions(predictions, part, sizeof part, e)))
+        rc = SS_EIO;
+    if (rc == 0)
+        rc = find_model(dir, src, sizeof src, &is_ckpt, say, e);
+    /* the tables' rows as saved, with or without rowwise_adagrad's state
+     * float: scoring reads none, so a model of either optim.emb scores */
+    struct ss_config cc = *c;
+    int stride = rc == 0 ? embps_saved_stride(src) : 0;
+    if (stride == c->model.dim || stride == c->model.dim + 1)
+        cc.optim.emb = stride == c->model.dim ? OPT_SGD : OPT_ROWWISE_ADAGRAD;
+    if (rc == 0)
+        rc = load_saved_model(&m, &cc, src, is_ckpt, say, e);
+    struct eval_src s = {.l = &m.l, .emb = m.emb, .hot = m.hot, .n_tr = 1, .is_master = 1};
+    if (rc == 0)
+        rc = job_eval_with(&s, &cc, m.w, cc.data.eval, pred, NULL, job_eval_threads(), &ev, e);
+    if (pred) /* whole, or removed */
+        rc = close_predictions(pred, predictions, part, rc, e);
+    if (rc == 0 && predictions)
+        fprintf(say, "# predictions: %lld examples scored into %s\n", (long long)ev.examples,
+                strcmp(predictions, "-") ? predictions : "standard output");
+    if (rc == 0)
+        rc = report_saved_eval(&cc, &ev, say, e);
+    saved_free(&m);
     return rc;
 }

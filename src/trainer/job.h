@@ -170,17 +170,32 @@ enum { MODEL_FILES = 4 }; /* the first of report.c's run_end_files: the model's 
 #define NO_EVAL {0, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0, 0, 0}
 
 /* eval_run.c: evaluations */
-int job_des_eval(struct job *j, const float *w, const char *path, FILE *pred,
-                 struct eval_result *ev, struct ss_err *e);
 int job_noeval(struct ss_err *e, const char *path, const char *so);
 int job_nan_model(struct ss_err *e, const struct ss_config *c, const struct eval_result *ev,
                   const char *when, const char *ckpt);
 int job_eval_threads(void);
-int job_eval_with(struct job *j, const struct ss_config *c, const float *w, const char *path,
-                  FILE *pred, const int *cancel, int threads, struct eval_result *ev,
-                  struct ss_err *e);
+/* What an eval looks up through: a run's clients, or the eval command's
+ * own tables. */
+struct eval_src {
+    const struct model_layout *l;
+    struct emb_client *emb;         /* in process: takes concurrent calls */
+    const struct trainer_env *env;  /* a cluster job: a client of its own per further thread
+                                     * (make_emb), DES's exchange (NULL: one process) */
+    const struct hot_set *hot;      /* hot rows: their values in w after the dense part */
+    const struct placement *des;    /* DES: the plan (NULL: off), and this process's */
+    struct emb_tables *const *shards; /* trainers' shards, n_tr of them */
+    int n_tr, is_master;
+};
+int job_des_eval(const struct eval_src *s, const struct ss_config *c, const float *w,
+                 const char *path, FILE *pred, struct eval_result *ev, struct ss_err *e);
+int job_eval_with(const struct eval_src *s, const struct ss_config *c, const float *w,
+                  const char *path, FILE *pred, const int *cancel, int threads,
+                  struct eval_result *ev, struct ss_err *e);
+struct eval_src job_eval_src(const struct job *j);
 void job_mid_eval_poll(struct job *j, int64_t examples);
 void job_mid_eval_end(struct job *j, int cancel, int64_t examples);
+int job_final_eval(struct job *j, const struct figures *f, const struct reader_stats *rs,
+                   const float *w, struct eval_result *ev, struct ss_err *e);
 
 /* report.c: figures, lines and files */
 void job_collect(struct job *j, struct figures *f);
@@ -204,9 +219,16 @@ void job_print_eval(const char *what, const struct eval_result *ev);
 void job_eval_row(struct job *j, int64_t at, double elapsed, const struct eval_result *ev);
 void job_sum_over_trainers(struct job *j, struct figures *f, struct reader_stats *rs);
 double job_replica_spread(struct job *j);
+void job_start_notes(struct job *j);
+void job_end_notes(struct job *j, const struct figures *f, const struct reader_stats *rs);
+int job_stop_message(struct job *j, const struct figures *f, struct ss_err *e);
 
 /* setup.c */
 int job_check_room(const struct ss_config *c, struct ss_err *e);
+int job_dense_room(const struct ss_config *c, const struct model_layout *l, int n_tr,
+                   int n_wk, struct ss_err *e);
+int job_local_tables(const struct ss_config *c, const struct model_layout *l, FILE *say,
+                     struct emb_tables **out, struct ss_err *e);
 int job_setup_model(struct job *j, struct ss_err *e);
 int job_setup_hot(struct job *j, struct ss_err *e);
 void job_teardown_model(struct job *j);
@@ -228,6 +250,7 @@ void job_checkpoint_now(struct job *j, int final);
 int job_serve_checkpoints(struct job *j);
 void job_final_checkpoint_part(struct job *j);
 int job_load_checkpoint(struct job *j, struct ss_err *e);
+int job_save_des_shards(struct job *j, struct ss_err *e);
 
 /* step.c: the worker */
 void job_des_wait(void *arg);

@@ -341,7 +341,7 @@ int job_open_csvs(struct job *j, struct ss_err *e)
 /* An OPENBLAS_CORETYPE from the environment is kept (some machines set it
  * because other kernels misbehave there), but a user should know when it
  * holds an AVX-512 CPU to a kernel without AVX-512: on this project's AMD
- * machines, Haswell trained 1.4-1.6x slower than SkylakeX (README). */
+ * machines, Haswell trained 1.4-1.6x slower than SkylakeX (docs/benchmarks.md). */
 static int blas_kernel_below_cpu(const char *core)
 {
     static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
@@ -667,4 +667,122 @@ double job_replica_spread(struct job *j)
         free(v);
     }
     return spread;
+}
+
+/* Sync settings whose rounds change nothing, and keys set away from their
+ * defaults that this job's algorithm and mode do not use. */
+static void sync_notes(const struct ss_config *c, int trainers)
+{
+    const char *algo = c->sync.algo;
+    if (trainers == 1 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE && strcmp(algo, "bmuf"))
+        printf("# sync: %s with 1 trainer averages it with itself, so its rounds change "
+               "nothing (job.trainers above 1 to sync; sync.algo = none spares the rounds)\n",
+               algo);
+    int blends = !strcmp(algo, "easgd") || !strcmp(algo, "ma") || !strcmp(algo, "bmuf");
+    if (blends && c->sync.alpha == 0)
+        printf("# sync: sync.alpha = 0 leaves every replica as it is, so the %s rounds change "
+               "nothing a trainer trains on (sync.alpha above 0 to sync)\n", algo);
+    else if (!strcmp(algo, "easgd") && c->sync.alpha == 1)
+        printf("# sync: easgd with sync.alpha = 1: the center takes a trainer's vector, then the "
+               "trainer the center's, its own: no trainer sees another's (the pull is alpha x "
+               "(1 - alpha); 0.5 pulls most)\n");
+    job_unused_sync_notes(c, trainers);
+}
+
+/* The notes said at start, on the master: the embedding cache, the dense
+ * backend and BLAS kernel, the training's shape, the rates' schedule, and
+ * sync settings that do nothing in this job. */
+void job_start_notes(struct job *j)
+{
+    const struct ss_config *c = j->c;
+    int trainers = j->env ? j->env->count : j->n_tr, say = j->is_master && !c->output.quiet;
+    if (c->embedding_cache.rows > 0 && say) {
+        int64_t rows = emb_cache_rows(c, &j->l);
+        double each = emb_cache_bytes(c, &j->l);
+        printf("# embedding cache: %lld rows per worker thread (%.1f MB each%s), "
+               "staleness %d\n", (long long)rows, each / 1048576,
+               rows < c->embedding_cache.rows ? ": twice every table's rows, the most that "
+               "raises its hits" : "", c->embedding_cache.staleness);
+    }
+    int copies = trainers * j->n_wk; /* caches that train one row apart */
+    if (c->embedding_cache.rows > 0 && c->embedding_cache.staleness > 100 && copies > 1 &&
+        j->is_master)
+        fprintf(stderr, "shadowsync: warning: embedding_cache.staleness = %d with %d worker "
+                "caches: copies that far behind train apart, and their deltas add up at the "
+                "PS (in a sweep 1000000 scored an eval NE of 1.85 against 0.96); a few updates "
+                "(the default 2) keep them close\n", c->embedding_cache.staleness, copies);
+    job_blas_note(c, &j->l);
+    if (say)
+        printf("# training: %d trainer(s) x %d worker(s), sync %s/%s, %zu dense params, "
+               "%d tables\n", trainers, j->n_wk, c->sync.algo,
+               c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow", j->l.n_params,
+               j->l.n_tables);
+    if (j->sched_on && say)
+        job_schedule_note(j);
+    if (say)
+        sync_notes(c, trainers);
+}
+
+/* The train line of the run's end, with the notes and figures beside it
+ * (a resume that had nothing left, bad lines, hot rows, cache, DES). */
+void job_end_notes(struct job *j, const struct figures *f, const struct reader_stats *rs)
+{
+    const struct ss_config *c = j->c;
+    int nothing = j->resumed_from[0] && f->examples == j->base.examples && !c->output.quiet;
+    if (nothing && c->data.max_examples > 0 && f->examples >= c->data.max_examples)
+        printf("# nothing left to train: %s had trained %lld examples, at or past "
+               "data.max_examples = %lld (raise it to train on); the train figures are its\n",
+               j->resumed_from, (long long)f->examples, (long long)c->data.max_examples);
+    else if (nothing)
+        printf("# nothing left to train: %s had trained on all of data.train (%lld examples); "
+               "the train figures are its\n", j->resumed_from, (long long)f->examples);
+    char gap[32];
+    printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
+           "sync_gap %s  bad_lines %lld\n", (long long)f->examples, f->elapsed, f->eps,
+           f->train_ne, (long long)f->syncs, job_gap_text(f->sync_gap, 0, gap),
+           (long long)rs->bad_lines);
+    fflush(stdout); /* seen before the eval, which may take a while */
+    /* both the job's so far: a resumed reader's bad lines go on from its checkpoint's */
+    reader_warn_bad_share("data.train", c->data.train, rs->bad_lines, f->examples,
+                          c->data.report_bad_lines);
+    if (j->hot)
+        job_print_hot(j, &f->hot);
+    if (c->embedding_cache.rows > 0)
+        job_print_cache(&f->cache);
+    if (j->des)
+        job_print_des(&f->des);
+}
+
+/* A run stopped by a signal says how it goes on (and fails where nothing
+ * can continue it); one whose final checkpoint failed never ends as a
+ * success with its last checkpoint missing. */
+int job_stop_message(struct job *j, const struct figures *f, struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    const char *ck = c->checkpoint.dir;
+    if (!ss_halt_signal() && j->final_ckpt_failed)
+        return ss_fail(e, SS_EIO, "the run's final checkpoint could not be written (above): its "
+                       "model is saved in %s/model, but checkpoint.dir = %s %s", c->output.dir,
+                       ck, j->checkpoints || j->resumed_from[0]
+                           ? "holds an earlier one only (a --resume trains again from there)"
+                           : "holds none");
+    if (!ss_halt_signal())
+        return 0;
+    fflush(stdout);
+    if (ck[0] && j->final_ckpt_failed && !j->checkpoints && !j->resumed_from[0])
+        return ss_fail(e, SS_EIO, "stopped (%s) after %lld examples, but no checkpoint could "
+                       "be written (the final one failed, above): no resume can continue "
+                       "this run (its model so far: %s/model)", ss_halt_name(),
+                       (long long)f->examples, c->output.dir);
+    if (ck[0])
+        fprintf(stderr, "shadowsync: stopped (%s) after %lld examples: `%s CONFIG ... "
+                "--resume` continues from checkpoint.dir = %s%s\n", ss_halt_name(),
+                (long long)f->examples, rpc_under_mpirun() ? "tools/submit" : "shadowsync train",
+                ck, j->final_ckpt_failed ? ", its last good checkpoint (the final one failed, "
+                "above: the training after it is done again)" : "");
+    else
+        fprintf(stderr, "shadowsync: stopped (%s) after %lld examples; no checkpoint.dir "
+                "was set, so no resume can continue this run (its model so far: %s/model)\n",
+                ss_halt_name(), (long long)f->examples, c->output.dir);
+    return 0;
 }

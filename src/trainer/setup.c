@@ -89,8 +89,8 @@ static int setup_des(struct job *j, struct ss_err *e)
  * allocation): each trainer's vector, optimizer state and sync copies,
  * each worker's gradient, and a batch's activations through the widths,
  * forward and back. */
-static int dense_room(const struct ss_config *c, const struct model_layout *l, int n_tr,
-                      int n_wk, struct ss_err *e)
+int job_dense_room(const struct ss_config *c, const struct model_layout *l, int n_tr,
+                   int n_wk, struct ss_err *e)
 {
     double widths = 0, trainers = n_tr > 0 ? n_tr : 1, workers = trainers * (n_wk > 0 ? n_wk : 1);
     for (int i = 0; i <= l->n_bot; i++)
@@ -116,7 +116,7 @@ int trainer_check_memory(const struct ss_config *c, const struct model_layout *l
     int cluster = c->job.embedding_ps > 0 || c->job.sync_ps > 0 || c->job.readers > 0;
     int bins = placement_bins(c, c->job.embedding_ps, c->job.trainers), rc = 0;
     if (!cluster) /* the embedded default: all here (a cluster's hosts are not this one) */
-        rc = dense_room(c, l, c->job.trainers, c->trainer.worker_threads, e);
+        rc = job_dense_room(c, l, c->job.trainers, c->trainer.worker_threads, e);
     if (rc == 0 && !cluster && bins < 1)
         rc = embps_check_room(tables_bytes(l, c), l->dim, e);
     if (rc < 0 || bins < 1)
@@ -134,23 +134,30 @@ int trainer_check_memory(const struct ss_config *c, const struct model_layout *l
     return rc;
 }
 
+/* The embedding tables in this process (the embedded default, the eval
+ * command), said first where they take a while to make. */
+int job_local_tables(const struct ss_config *c, const struct model_layout *l, FILE *say,
+                     struct emb_tables **out, struct ss_err *e)
+{
+    struct emb_opts eo = emb_opts_from_config(c, l->n_tables, l->dim, l->rows);
+    double mb = tables_bytes(l, c) / 1e6;
+    if (mb > 200 && !c->output.quiet)
+        fprintf(say, "# initializing %d embedding tables (%.0f MB)...\n", l->n_tables, mb),
+            fflush(say);
+    return embps_create(out, &eo, e);
+}
+
 int job_setup_model(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
     int rc = model_layout_init(&j->l, c, e);
-    if (rc < 0 || (rc = dense_room(c, &j->l, j->n_tr, j->n_wk, e)) < 0)
+    if (rc < 0 || (rc = job_dense_room(c, &j->l, j->n_tr, j->n_wk, e)) < 0)
         return rc;
-    if (c->embedding.placement == EMB_ON_TRAINERS && j->n_tr > 0) /* not `shadowsync eval` */
+    if (c->embedding.placement == EMB_ON_TRAINERS)
         return setup_des(j, e);
     if (j->env) /* the tables live on the embedding PSs */
         return j->env->make_emb(j->env->arg, &j->emb, e);
-    struct emb_opts eo = emb_opts_from_config(c, j->l.n_tables, j->l.dim, j->l.rows);
-    double mb = tables_bytes(&j->l, c) / 1e6;
-    FILE *say = j->say ? j->say : stdout;
-    if (mb > 200 && !c->output.quiet)
-        fprintf(say, "# initializing %d embedding tables (%.0f MB)...\n", j->l.n_tables, mb),
-            fflush(say);
-    if ((rc = embps_create(&j->tables, &eo, e)) < 0)
+    if ((rc = job_local_tables(c, &j->l, stdout, &j->tables, e)) < 0)
         return rc;
     j->emb = emb_client_local(j->tables);
     return 0;
@@ -217,7 +224,7 @@ int job_setup_hot(struct job *j, struct ss_err *e)
         printf("# hot embeddings: sync.algo = %s never syncs them: each trainer trains its own "
                "copy, and the model keeps %s\n", c->sync.algo,
                c->sync.output == OUT_AVERAGE ? "their average" : "trainer 0's");
-    if (!j->env && j->is_master && !c->output.quiet) /* measured: README, Hot embeddings */
+    if (!j->env && j->is_master && !c->output.quiet) /* measured: docs/benchmarks.md, Hot embeddings */
         printf("# hot embeddings: the tables are in this process, so the hot rows save no "
                "wire here and cost a second lookup per id (they pay in a cluster job, whose "
                "tables are on the embedding PSs)\n");
@@ -394,98 +401,186 @@ static void shadow_failed(void *arg, const struct ss_err *e)
         collective_local_break(j->coll[0]);
 }
 
-int job_start_trainers(struct job *j, struct ss_err *e)
+/* Trainer t's dense buffers: the model's init (one for every trainer) or
+ * the resumed checkpoint's, the hot rows as the tables hold them, and on a
+ * GPU its live copy with the shadow thread's page-locked staging copies. */
+static int make_trainer(struct job *j, int t, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
+    struct trainer *tr = &j->tr[t];
+    size_t n = j->n_sync, np = j->l.n_params, hot = n - np;
+    tr->job = j;
+    tr->id = t;
+    tr->w = ss_aligned(n * sizeof(float));
+    tr->state = ss_aligned(n * sizeof(float));
+    model_init_params(&j->l, tr->w, (uint64_t)c->job.seed);
+    for (size_t i = 0; i < n; i++)
+        tr->state[i] = (float)c->optim.init_acc;
+    int rc = 0;
+    if (hot && t > 0) /* the hot rows start as the tables' */
+        memcpy(tr->w + np, j->tr[0].w + np, hot * sizeof(float));
+    else if (hot)
+        rc = hot_replica_fill(j->emb, j->hot, tr->w + np, e);
+    if (rc == 0 && j->resumed_from[0] &&
+        ((rc = job_resumed_vector(j, t, "dense", tr->w, e)) < 0 ||
+         (rc = job_resumed_vector(j, t, "state", tr->state, e)) < 0))
+        return rc;
+    tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
+    tr->workers_left = j->n_wk;
+    if (rc < 0 || j->gpu_dev < 0)
+        return rc;
+    /* the live copy goes to the device; w is read back from it */
+    int dev = t == 0 ? j->gpu_dev : (j->gpu_dev + t) % j->gpu_count; /* cluster: t 0 */
+    if ((rc = gpu_dense_create(&tr->gpu, &j->l, dev, tr->w, tr->state, e)) < 0)
+        return rc;
+    /* pages of their own: CUDA refuses to lock a page twice, and another
+     * buffer may share a heap page */
+    tr->stage = ss_pages(n * sizeof(float));
+    tr->snap = ss_pages(n * sizeof(float));
+    memcpy(tr->stage, tr->w, n * sizeof(float));
+    tr->pinned = gpu_host_register(tr->stage, n * sizeof(float)) == 0;
+    if (tr->pinned && gpu_host_register(tr->snap, n * sizeof(float)) < 0)
+        gpu_host_unregister(tr->stage), tr->pinned = 0;
+    if (!tr->pinned)
+        fprintf(stderr, "shadowsync: trainer %d: its staging copy could not be page-locked "
+                "(the locked-memory limit, ulimit -l?): the shadow thread's copies go through "
+                "pageable memory\n", j->env ? j->env->index : t);
+    return 0;
+}
+
+/* Trainer t's shadow thread, its sync state the resumed checkpoint's
+ * (saved, k arrays) where there is one. */
+static int start_shadow(struct job *j, int t, float **saved, int k, struct ss_err *e)
+{
+    struct trainer *tr = &j->tr[t];
     size_t n = j->n_sync;
-    j->tr = ss_xcalloc(j->n_tr, sizeof *j->tr);
-    const char *algo = c->sync.algo;
-    if (!j->env && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE) {
-        j->coll = ss_xcalloc(j->n_tr, sizeof *j->coll);
-        collective_local_group(j->coll, j->n_tr, n + 1);
-    }
-    for (int t = 0; t < j->n_tr; t++) {
-        struct trainer *tr = &j->tr[t];
-        tr->job = j;
-        tr->id = t;
-        tr->w = ss_aligned(n * sizeof(float));
-        tr->state = ss_aligned(n * sizeof(float));
-        model_init_params(&j->l, tr->w, (uint64_t)c->job.seed); /* one init for every trainer */
-        for (size_t i = 0; i < n; i++)
-            tr->state[i] = (float)c->optim.init_acc;
-        size_t np = j->l.n_params, hot = n - np; /* the hot rows start as the tables' */
-        if (hot && t > 0) {
-            memcpy(tr->w + np, j->tr[0].w + np, hot * sizeof(float));
-        } else if (hot) {
-            int rc = hot_replica_fill(j->emb, j->hot, tr->w + np, e);
-            if (rc < 0)
-                return rc;
-        }
-        int rc;
-        if (j->resumed_from[0] && ((rc = job_resumed_vector(j, t, "dense", tr->w, e)) < 0 ||
-                                   (rc = job_resumed_vector(j, t, "state", tr->state, e)) < 0))
-            return rc;
-        tr->workers = ss_xcalloc(j->n_wk, sizeof *tr->workers);
-        tr->workers_left = j->n_wk;
-        if (j->gpu_dev >= 0) { /* the live copy goes to the device; w is read back from it */
-            int dev = t == 0 ? j->gpu_dev : (j->gpu_dev + t) % j->gpu_count; /* cluster: t 0 */
-            int rc = gpu_dense_create(&tr->gpu, &j->l, dev, tr->w, tr->state, e);
-            if (rc < 0)
-                return rc;
-            /* pages of their own: CUDA refuses to lock a page twice, and
-             * another buffer may share a heap page */
-            tr->stage = ss_pages(n * sizeof(float));
-            tr->snap = ss_pages(n * sizeof(float));
-            memcpy(tr->stage, tr->w, n * sizeof(float));
-            tr->pinned = gpu_host_register(tr->stage, n * sizeof(float)) == 0;
-            if (tr->pinned && gpu_host_register(tr->snap, n * sizeof(float)) < 0)
-                gpu_host_unregister(tr->stage), tr->pinned = 0;
-            if (!tr->pinned)
-                fprintf(stderr, "shadowsync: trainer %d: its staging copy could not be "
-                        "page-locked (the locked-memory limit, ulimit -l?): the shadow "
-                        "thread's copies go through pageable memory\n",
-                        j->env ? j->env->index : t);
-        }
-    }
+    struct shadow_opts so = {
+        .cfg = j->c, .w = tr->gpu ? tr->stage : tr->w, .n = n,
+        .coll = j->env ? j->env->coll : j->coll ? j->coll[t] : NULL,
+        .center = j->env ? j->env->center : j->center, .restore = saved, .n_restore = k,
+        .pull = tr->gpu ? stage_pull : NULL, .push = tr->gpu ? stage_push : NULL,
+        .stage_arg = tr, .n_sum = n - j->l.n_params, /* the hot rows: summed */
+        .tail_resumed = j->resumed_from[0] != 0, .failed = shadow_failed, .failed_arg = j,
+        .trainers = j->env ? j->env->count : j->n_tr};
+    return shadow_start(&tr->shadow, &so, e); /* on failure: no thread of a later trainer yet */
+}
+
+/* Every trainer's shadow thread (and in one process the group they sync
+ * through: a collective's, or EASGD's center). A failure ends those started
+ * before their buffers are freed. */
+static int start_shadows(struct job *j, struct ss_err *e)
+{
+    const char *algo = j->c->sync.algo;
     float *saved[4] = {NULL};   /* a resumed checkpoint's center or algorithm state */
     int rc = 0;
     if (!j->env && sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
-        j->center = center_local_create(j->tr[0].w, n);
+        j->center = center_local_create(j->tr[0].w, j->n_sync);
         if (j->resumed_from[0] && (rc = load_saved(j, "center.bin", saved, 1, e)) > 0)
             j->center->ops->set(j->center, saved[0]);
     }
     for (int t = 0; rc >= 0 && t < j->n_tr; t++) {
-        struct trainer *tr = &j->tr[t];
         char name[64];
-        snprintf(name, sizeof name, "sync-%d",
-                 ((j->env ? j->env->index : 0) + t) % (j->resumed_trainers ? j->resumed_trainers : 1));
+        snprintf(name, sizeof name, "sync-%d", ((j->env ? j->env->index : 0) + t) %
+                 (j->resumed_trainers ? j->resumed_trainers : 1));
         int k = j->resumed_from[0] ? load_saved(j, name, saved, 4, e) : 0;
-        if (k < 0) {
-            rc = k;
-            break;
-        }
-        struct shadow_opts so = {c, tr->gpu ? tr->stage : tr->w, n,
-                                 j->env ? j->env->coll : j->coll ? j->coll[t] : NULL,
-                                 j->env ? j->env->center : j->center, saved, k,
-                                 tr->gpu ? stage_pull : NULL, tr->gpu ? stage_push : NULL, tr,
-                                 n - j->l.n_params, /* the hot rows: summed */
-                                 j->resumed_from[0] != 0, shadow_failed, j,
-                                 j->env ? j->env->count : j->n_tr};
-        rc = shadow_start(&tr->shadow, &so, e); /* on failure: no thread of a later trainer yet */
+        rc = k < 0 ? k : start_shadow(j, t, saved, k, e);
     }
     for (int i = 0; i < 4; i++)
         free(saved[i]);
-    if (rc < 0) { /* the shadow threads started end before their buffers are freed */
-        if (j->coll) /* their rounds would wait on the trainers not started */
-            collective_local_break(j->coll[0]);
-        for (int t = 0; t < j->n_tr; t++)
-            if (j->tr[t].shadow) {
-                shadow_data_done(j->tr[t].shadow);
-                shadow_join(j->tr[t].shadow, NULL, NULL);
-                j->tr[t].shadow = NULL;
-            }
-        return rc;
+    if (rc >= 0)
+        return 0;
+    if (j->coll) /* their rounds would wait on the trainers not started */
+        collective_local_break(j->coll[0]);
+    for (int t = 0; t < j->n_tr; t++)
+        if (j->tr[t].shadow) {
+            shadow_data_done(j->tr[t].shadow);
+            shadow_join(j->tr[t].shadow, NULL, NULL);
+            j->tr[t].shadow = NULL;
+        }
+    return rc;
+}
+
+/* Worker wk's embedding client: the job's, its own to the PSs, or its DES
+ * group's member (x: taken), under its cache and hot rows where they are on. */
+static int worker_client(struct job *j, struct worker *wk, int t, struct exchange **x,
+                         struct ss_err *e)
+{
+    const struct ss_config *c = j->c;
+    int k = wk->id, rc;
+    wk->emb = j->emb;
+    if (j->des) {
+        /* foreground: worker 0's group asks for the rounds, all its members at once, so
+         * every trainer's shadow runs one round per ask */
+        int fg = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") && !k;
+        struct des_hooks pz = {&j->pause, job_des_wait, wk, fg ? job_des_sync : NULL,
+                               c->sync.gap}; /* gap steps: a round each */
+        wk->emb = emb_client_des(*x, j->des, j->l.dim, j->shards[t], &pz, &wk->des);
+        *x = NULL;
+    } else if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0) {
+        return rc; /* before any worker thread of this trainer runs */
     }
+    int own = j->env != NULL || j->des; /* whether wk->emb is this worker's own */
+    if (c->embedding_cache.rows > 0) {
+        struct emb_client *cc = emb_client_cache(wk->emb, own, c, &j->l, c->trainer.batch_size,
+                                                 &wk->cache);
+        if (!cc)
+            return ss_fail(e, SS_EINVAL, "embedding_cache.rows > 0: the %s client serves no "
+                           "rows", wk->emb->ops->name);
+        wk->emb = cc, own = 1;
+    }
+    if (j->hot) {
+        struct hot_replica r = job_replica_of(j, wk->tr);
+        wk->emb = emb_client_hot(wk->emb, own, &r, c->trainer.batch_size, &wk->hot);
+    }
+    return 0;
+}
+
+/* The worker threads, each with its client (DES: worker k of trainer t in
+ * exchange group k). */
+static int start_workers(struct job *j, struct ss_err *e)
+{
+    int rc = 0;
+    struct exchange **xg = NULL; /* DES: xg[k * n_tr + t] */
+    if (j->des) {
+        xg = ss_xcalloc((size_t)j->n_tr * j->n_wk, sizeof *xg);
+        for (int k = 0; rc == 0 && k < j->n_wk; k++)
+            if (j->env)
+                rc = j->env->make_exchange(j->env->arg, &xg[k], e);
+            else
+                exchange_local_group(xg + (size_t)k * j->n_tr, j->n_tr, &j->stop);
+    }
+    for (int t = 0; rc == 0 && t < j->n_tr; t++)
+        for (int k = 0; rc == 0 && k < j->n_wk; k++) {
+            struct worker *wk = &j->tr[t].workers[k];
+            wk->tr = &j->tr[t];
+            wk->id = k;
+            if ((rc = worker_client(j, wk, t, xg ? &xg[(size_t)k * j->n_tr + t] : NULL, e)) < 0)
+                break;
+            pthread_mutex_init(&wk->mu, NULL);
+            if (pthread_create(&wk->th, NULL, job_worker_main, wk) != 0) {
+                fprintf(stderr, "shadowsync: cannot start worker thread %d of trainer %d "
+                        "(the system's limit on threads: fewer job.trainers or "
+                        "trainer.worker_threads)\n", k, t);
+                abort();
+            }
+        }
+    free(xg); /* collective: every trainer fails alike */
+    return rc;
+}
+
+/* The trainers, their shadow threads and workers; the run's clock starts. */
+int job_start_trainers(struct job *j, struct ss_err *e)
+{
+    j->tr = ss_xcalloc(j->n_tr, sizeof *j->tr);
+    if (!j->env && sync_algo_needs(j->c->sync.algo) == SYNC_NEEDS_COLLECTIVE) {
+        j->coll = ss_xcalloc(j->n_tr, sizeof *j->coll);
+        collective_local_group(j->coll, j->n_tr, j->n_sync + 1);
+    }
+    int rc = 0;
+    for (int t = 0; rc == 0 && t < j->n_tr; t++)
+        rc = make_trainer(j, t, e);
+    if (rc < 0 || (rc = start_shadows(j, e)) < 0)
+        return rc;
     j->workers_left = j->n_tr * j->n_wk;
     j->t0 = ss_now() - j->base.elapsed;
     j->start = ss_now();
@@ -495,60 +590,7 @@ int job_start_trainers(struct job *j, struct ss_err *e)
         reader_stats(j->reader, &rs0);
         j->sched_at0 = rs0.examples;
     }
-    struct exchange **xg = NULL; /* DES: worker k of trainer t in group k, xg[k * n_tr + t] */
-    if (j->des) {
-        xg = ss_xcalloc((size_t)j->n_tr * j->n_wk, sizeof *xg);
-        for (int k = 0; rc == 0 && k < j->n_wk; k++)
-            if (j->env)
-                rc = j->env->make_exchange(j->env->arg, &xg[k], e);
-            else
-                exchange_local_group(xg + (size_t)k * j->n_tr, j->n_tr, &j->stop);
-        if (rc < 0) {
-            free(xg); /* collective: every trainer fails alike */
-            return rc;
-        }
-    }
-    for (int t = 0; t < j->n_tr; t++)
-        for (int k = 0; k < j->n_wk; k++) {
-            struct worker *wk = &j->tr[t].workers[k];
-            wk->tr = &j->tr[t];
-            wk->id = k;
-            wk->emb = j->emb;
-            if (j->des) {
-                /* foreground: worker 0's group asks for the rounds, all its members at
-                 * once, so every trainer's shadow runs one round per ask */
-                int fg = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") && !k;
-                struct des_hooks pz = {&j->pause, job_des_wait, wk, fg ? job_des_sync : NULL,
-                                       c->sync.gap}; /* gap steps: a round each */
-                wk->emb = emb_client_des(xg[(size_t)k * j->n_tr + t], j->des, j->l.dim,
-                                         j->shards[t], &pz, &wk->des);
-                xg[(size_t)k * j->n_tr + t] = NULL;
-            } else if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0) {
-                return rc; /* before any worker thread of this trainer runs */
-            }
-            int own = j->env != NULL || j->des; /* whether wk->emb is this worker's own */
-            if (c->embedding_cache.rows > 0) {
-                struct emb_client *cc = emb_client_cache(wk->emb, own, c, &j->l,
-                                                         c->trainer.batch_size, &wk->cache);
-                if (!cc)
-                    return ss_fail(e, SS_EINVAL, "embedding_cache.rows > 0: the %s client "
-                                   "serves no rows", wk->emb->ops->name);
-                wk->emb = cc, own = 1;
-            }
-            if (j->hot) {
-                struct hot_replica r = job_replica_of(j, &j->tr[t]);
-                wk->emb = emb_client_hot(wk->emb, own, &r, c->trainer.batch_size, &wk->hot);
-            }
-            pthread_mutex_init(&wk->mu, NULL);
-            if (pthread_create(&wk->th, NULL, job_worker_main, wk) != 0) {
-                fprintf(stderr, "shadowsync: cannot start worker thread %d of trainer %d "
-                        "(the system's limit on threads: fewer job.trainers or "
-                        "trainer.worker_threads)\n", k, t);
-                abort();
-            }
-        }
-    free(xg);
-    return 0;
+    return start_workers(j, e);
 }
 
 

@@ -452,3 +452,12 @@ int job_load_checkpoint(struct job *j, struct ss_err *e)
             fflush(stdout);
     return 0;
 }
+
+/* DES: every trainer saves its shards into output.dir/model. */
+int job_save_des_shards(struct job *j, struct ss_err *e)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/model", j->c->output.dir);
+    int rc = ss_mkdir_p(dir, e);
+    return rc < 0 ? rc : job_save_shards(j, dir, e);
+}
