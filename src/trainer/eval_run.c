@@ -505,8 +505,8 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     struct saved m = {0};
     FILE *pred = NULL, *say = predictions && !strcmp(predictions, "-") ? stderr : stdout;
     struct eval_result ev;
-    char part[4200], src[4400];
-    int is_ckpt, rc = check_eval_args(c, dir, predictions, e);
+    char part[4200], src[4400] = "";
+    int is_ckpt = 0, rc = check_eval_args(c, dir, predictions, e);
     if (rc == 0 && predictions && !(pred = open_predictions(predictions, part, sizeof part, e)))
         rc = SS_EIO;
     if (rc == 0)
