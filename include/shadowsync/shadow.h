@@ -161,9 +161,20 @@ struct sync_ctx {
 /* What an algorithm talks through: the trainer sets up that much. */
 enum sync_needs { SYNC_NEEDS_NOTHING, SYNC_NEEDS_CENTER, SYNC_NEEDS_COLLECTIVE };
 
+/* Which config keys an algorithm's rounds use, so a job can say when a key
+ * it sets does nothing (sync_config_notes). */
+enum sync_uses {
+    SYNC_ROUNDS = 1,            /* it syncs at all (none: no round changes anything) */
+    SYNC_USES_ALPHA = 2,        /* sync.alpha */
+    SYNC_USES_BMUF = 4,         /* sync.bmuf_momentum, sync.bmuf_lr, sync.bmuf_nesterov */
+    SYNC_MEAN = 8,              /* a round is a plain mean (with 1 trainer: of itself) */
+};
+
 struct sync_algo_ops {
     const char *name;
     int needs;                  /* enum sync_needs */
+    unsigned uses;              /* enum sync_uses */
+    const char *advice;         /* what else to lower when the model diverges (NULL: nothing) */
     int (*init)(struct sync_ctx *c, struct ss_err *e);
     /* One round. active: this trainer still has data. Returns how many
      * trainers were active in the round as far as it can tell (0: this was
@@ -177,6 +188,16 @@ struct sync_algo_ops {
 };
 const struct sync_algo_ops *sync_algo_find(const char *name);
 int sync_algo_needs(const char *name); /* enum sync_needs; nothing for an unknown name */
+/* The notes a job says at start about its sync settings (out: stdout):
+ * rounds that change nothing, and keys set away from their defaults that
+ * its algorithm or mode do not use. */
+void sync_config_notes(const struct ss_config *c, int trainers, FILE *out);
+/* What to change when the model diverged: the rates, and the algorithm's
+ * own step where the rates' schedule does not scale it. */
+const char *sync_diverged_advice(const struct ss_config *c);
+/* Foreground mode: a round every sync_foreground_gap steps of a worker;
+ * 0: no worker waits for a round (shadow mode, or an algorithm with none). */
+int sync_foreground_gap(const struct ss_config *c);
 
 /* The shadow thread. */
 struct shadow;

@@ -215,11 +215,16 @@ static void allreduce_free(struct sync_ctx *c)
 }
 
 static const struct sync_algo_ops algos[] = {
-    {"none", SYNC_NEEDS_NOTHING, NULL, none_sync, NULL, NULL},
-    {"easgd", SYNC_NEEDS_CENTER, easgd_init, easgd_sync, NULL, NULL},
-    {"ma", SYNC_NEEDS_COLLECTIVE, collective_init, ma_sync, NULL, NULL},
-    {"bmuf", SYNC_NEEDS_COLLECTIVE, bmuf_init, bmuf_sync, bmuf_free, bmuf_state},
-    {"allreduce", SYNC_NEEDS_COLLECTIVE, allreduce_init, allreduce_sync, allreduce_free, NULL},
+    {"none", SYNC_NEEDS_NOTHING, 0, NULL, NULL, none_sync, NULL, NULL},
+    {"easgd", SYNC_NEEDS_CENTER, SYNC_ROUNDS | SYNC_USES_ALPHA, NULL, easgd_init, easgd_sync,
+     NULL, NULL},
+    {"ma", SYNC_NEEDS_COLLECTIVE, SYNC_ROUNDS | SYNC_USES_ALPHA | SYNC_MEAN, NULL,
+     collective_init, ma_sync, NULL, NULL},
+    {"bmuf", SYNC_NEEDS_COLLECTIVE, SYNC_ROUNDS | SYNC_USES_ALPHA | SYNC_USES_BMUF,
+     "sync.bmuf_lr or sync.bmuf_momentum, which the schedule does not scale", bmuf_init,
+     bmuf_sync, bmuf_free, bmuf_state},
+    {"allreduce", SYNC_NEEDS_COLLECTIVE, SYNC_ROUNDS | SYNC_MEAN, NULL, allreduce_init,
+     allreduce_sync, allreduce_free, NULL},
 };
 
 const struct sync_algo_ops *sync_algo_find(const char *name)
@@ -234,4 +239,68 @@ int sync_algo_needs(const char *name)
 {
     const struct sync_algo_ops *a = sync_algo_find(name);
     return a ? a->needs : SYNC_NEEDS_NOTHING;
+}
+
+/* An unknown name (refused by the config's check): as none. */
+static unsigned uses_of(const char *name)
+{
+    const struct sync_algo_ops *a = sync_algo_find(name);
+    return a ? a->uses : 0;
+}
+
+const char *sync_diverged_advice(const struct ss_config *c)
+{
+    const struct sync_algo_ops *a = sync_algo_find(c->sync.algo);
+    static __thread char buf[256];
+    if (!a || !a->advice)
+        return "lower optim.dense_lr or optim.emb_lr, or add an optim.warmup_examples";
+    snprintf(buf, sizeof buf, "lower optim.dense_lr or optim.emb_lr, add an "
+             "optim.warmup_examples, or lower %s", a->advice);
+    return buf;
+}
+
+int sync_foreground_gap(const struct ss_config *c)
+{
+    return c->sync.mode == SYNC_FOREGROUND && (uses_of(c->sync.algo) & SYNC_ROUNDS)
+               ? c->sync.gap : 0;
+}
+
+void sync_config_notes(const struct ss_config *c, int trainers, FILE *out)
+{
+    const char *algo = c->sync.algo;
+    unsigned uses = uses_of(algo);
+    int fg = c->sync.mode == SYNC_FOREGROUND;
+    if (trainers == 1 && (uses & SYNC_MEAN))
+        fprintf(out, "# sync: %s with 1 trainer averages it with itself, so its rounds change "
+                "nothing (job.trainers above 1 to sync; sync.algo = none spares the rounds)\n",
+                algo);
+    if ((uses & SYNC_USES_ALPHA) && (uses & SYNC_ROUNDS) && c->sync.alpha == 0)
+        fprintf(out, "# sync: sync.alpha = 0 leaves every replica as it is, so the %s rounds "
+                "change nothing a trainer trains on (sync.alpha above 0 to sync)\n", algo);
+    else if (sync_algo_needs(algo) == SYNC_NEEDS_CENTER && c->sync.alpha == 1)
+        fprintf(out, "# sync: easgd with sync.alpha = 1: the center takes a trainer's vector, "
+                "then the trainer the center's, its own: no trainer sees another's (the pull "
+                "is alpha x (1 - alpha); 0.5 pulls most)\n");
+    struct ss_config d;
+    struct ss_err ignored;
+    if (ss_config_load(&d, NULL, NULL, 0, &ignored) < 0)
+        return;
+    if (!(uses & SYNC_ROUNDS) && fg)
+        fprintf(out, "# sync: sync.mode = foreground with sync.algo = %s: there is no round to "
+                "wait for, so the workers never stop (sync.gap is not used)\n", algo);
+    else if (!fg && c->sync.gap != d.sync.gap)
+        fprintf(out, "# sync: sync.gap = %d applies to sync.mode = foreground; shadow rounds "
+                "follow each other sync.shadow_sleep_ms apart\n", c->sync.gap);
+    if (!(uses & SYNC_ROUNDS) && trainers > 1)
+        fprintf(out, "# sync: sync.algo = %s with %d trainers: each trains a replica of its own, "
+                "never synced; the saved model is trainer 0's (sync.output = average: their "
+                "mean)\n", algo, trainers);
+    if (!(uses & SYNC_USES_ALPHA) && c->sync.alpha != d.sync.alpha)
+        fprintf(out, "# sync: sync.alpha is not used by sync.algo = %s\n", algo);
+    if (!(uses & SYNC_USES_BMUF) && (c->sync.bmuf_momentum != d.sync.bmuf_momentum ||
+                                     c->sync.bmuf_lr != d.sync.bmuf_lr ||
+                                     c->sync.bmuf_nesterov != d.sync.bmuf_nesterov))
+        fprintf(out, "# sync: sync.bmuf_momentum, sync.bmuf_lr and sync.bmuf_nesterov apply to "
+                "sync.algo = bmuf only (this job's is %s)\n", algo);
+    ss_config_free(&d);
 }

@@ -72,7 +72,7 @@ int job_nan_model(struct ss_err *e, const struct ss_config *c, const struct eval
     return ss_fail(e, SS_EINVAL, "the model diverged: %lld of its %lld predictions on %s are "
                    "NaN (its parameters overflow a forward pass) in %s; %s%s",
                    (long long)ev->nan_preds, (long long)ev->examples, c->data.eval, when,
-                   job_diverged_advice(c), ckpt);
+                   sync_diverged_advice(c), ckpt);
 }
 
 /* Threads for an eval with the workers done: the cores this process may

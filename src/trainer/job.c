@@ -61,7 +61,7 @@ static int refuse_nonfinite(const struct job *j, struct ss_err *e)
     return ss_fail(e, SS_EINVAL, "the model diverged: %.0f of the trainers' %d x %zu dense "
                    "parameters are NaN or infinite at the end of the training: no model saved, "
                    "no final checkpoint (steps too large: %s)", j->nonfinite,
-                   j->env ? j->env->count : j->n_tr, j->n_sync, job_diverged_advice(j->c));
+                   j->env ? j->env->count : j->n_tr, j->n_sync, sync_diverged_advice(j->c));
 }
 
 /* A stop (ss_halt_signal) seen: the workers end as at the end of their

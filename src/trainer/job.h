@@ -207,7 +207,6 @@ int job_open_run_dir(struct job *j, struct ss_err *e);
 void job_clear_stale(struct job *j);
 int job_open_csvs(struct job *j, struct ss_err *e);
 void job_blas_note(const struct ss_config *c, const struct model_layout *l);
-void job_unused_sync_notes(const struct ss_config *c, int trainers);
 void job_client_figures(struct job *j, struct figures *f);
 void job_print_cache(const struct cache_stats *k);
 void job_print_des(const struct des_stats *d);
@@ -255,7 +254,6 @@ int job_save_des_shards(struct job *j, struct ss_err *e);
 /* step.c: the worker */
 void job_des_wait(void *arg);
 int job_des_sync(void *arg, struct ss_err *e);
-const char *job_diverged_advice(const struct ss_config *c);
 void *job_worker_main(void *arg);
 
 #endif

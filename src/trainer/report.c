@@ -369,36 +369,6 @@ void job_blas_note(const struct ss_config *c, const struct model_layout *l)
                "if that kernel works here)\n", env);
 }
 
-/* Notes on sync keys set away from their defaults that this job's
- * algorithm and mode do not use, so no one tunes a key that does nothing. */
-void job_unused_sync_notes(const struct ss_config *c, int trainers)
-{
-    struct ss_config d;
-    struct ss_err ignored;
-    if (ss_config_load(&d, NULL, NULL, 0, &ignored) < 0)
-        return;
-    const char *algo = c->sync.algo;
-    int none = !strcmp(algo, "none"), fg = c->sync.mode == SYNC_FOREGROUND;
-    if (none && fg)
-        printf("# sync: sync.mode = foreground with sync.algo = none: there is no round to wait "
-               "for, so the workers never stop (sync.gap is not used)\n");
-    else if (!fg && c->sync.gap != d.sync.gap)
-        printf("# sync: sync.gap = %d applies to sync.mode = foreground; shadow rounds follow "
-               "each other sync.shadow_sleep_ms apart\n", c->sync.gap);
-    if (none && trainers > 1)
-        printf("# sync: sync.algo = none with %d trainers: each trains a replica of its own, never "
-               "synced; the saved model is trainer 0's (sync.output = average: their mean)\n",
-               trainers);
-    if ((none || !strcmp(algo, "allreduce")) && c->sync.alpha != d.sync.alpha)
-        printf("# sync: sync.alpha is not used by sync.algo = %s\n", algo);
-    if (strcmp(algo, "bmuf") && (c->sync.bmuf_momentum != d.sync.bmuf_momentum ||
-                                 c->sync.bmuf_lr != d.sync.bmuf_lr ||
-                                 c->sync.bmuf_nesterov != d.sync.bmuf_nesterov))
-        printf("# sync: sync.bmuf_momentum, sync.bmuf_lr and sync.bmuf_nesterov apply to "
-               "sync.algo = bmuf only (this job's is %s)\n", algo);
-    ss_config_free(&d);
-}
-
 /* The hot clients' and caches' figures, summed over every worker (all
  * have ended). */
 void job_client_figures(struct job *j, struct figures *f)
@@ -669,26 +639,6 @@ double job_replica_spread(struct job *j)
     return spread;
 }
 
-/* Sync settings whose rounds change nothing, and keys set away from their
- * defaults that this job's algorithm and mode do not use. */
-static void sync_notes(const struct ss_config *c, int trainers)
-{
-    const char *algo = c->sync.algo;
-    if (trainers == 1 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE && strcmp(algo, "bmuf"))
-        printf("# sync: %s with 1 trainer averages it with itself, so its rounds change "
-               "nothing (job.trainers above 1 to sync; sync.algo = none spares the rounds)\n",
-               algo);
-    int blends = !strcmp(algo, "easgd") || !strcmp(algo, "ma") || !strcmp(algo, "bmuf");
-    if (blends && c->sync.alpha == 0)
-        printf("# sync: sync.alpha = 0 leaves every replica as it is, so the %s rounds change "
-               "nothing a trainer trains on (sync.alpha above 0 to sync)\n", algo);
-    else if (!strcmp(algo, "easgd") && c->sync.alpha == 1)
-        printf("# sync: easgd with sync.alpha = 1: the center takes a trainer's vector, then the "
-               "trainer the center's, its own: no trainer sees another's (the pull is alpha x "
-               "(1 - alpha); 0.5 pulls most)\n");
-    job_unused_sync_notes(c, trainers);
-}
-
 /* The notes said at start, on the master: the embedding cache, the dense
  * backend and BLAS kernel, the training's shape, the rates' schedule, and
  * sync settings that do nothing in this job. */
@@ -720,7 +670,7 @@ void job_start_notes(struct job *j)
     if (j->sched_on && say)
         job_schedule_note(j);
     if (say)
-        sync_notes(c, trainers);
+        sync_config_notes(c, trainers, stdout);
 }
 
 /* The train line of the run's end, with the notes and figures beside it

@@ -511,9 +511,8 @@ static int worker_client(struct job *j, struct worker *wk, int t, struct exchang
     if (j->des) {
         /* foreground: worker 0's group asks for the rounds, all its members at once, so
          * every trainer's shadow runs one round per ask */
-        int fg = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") && !k;
-        struct des_hooks pz = {&j->pause, job_des_wait, wk, fg ? job_des_sync : NULL,
-                               c->sync.gap}; /* gap steps: a round each */
+        int gap = k ? 0 : sync_foreground_gap(c); /* steps a round */
+        struct des_hooks pz = {&j->pause, job_des_wait, wk, gap ? job_des_sync : NULL, gap};
         wk->emb = emb_client_des(*x, j->des, j->l.dim, j->shards[t], &pz, &wk->des);
         *x = NULL;
     } else if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0) {

@@ -131,16 +131,6 @@ int job_des_sync(void *arg, struct ss_err *e)
     return rc < 0 ? ss_fail(e, rc, "sync failed in a foreground round") : 0;
 }
 
-/* What to change when the model diverged: the rates, and BMUF's own step
- * (which the schedule does not scale). */
-const char *job_diverged_advice(const struct ss_config *c)
-{
-    return strcmp(c->sync.algo, "bmuf")
-               ? "lower optim.dense_lr or optim.emb_lr, or add an optim.warmup_examples"
-               : "lower optim.dense_lr or optim.emb_lr, add an optim.warmup_examples, or lower "
-                 "sync.bmuf_lr or sync.bmuf_momentum, which the schedule does not scale";
-}
-
 /* The gate at the edge of a batch: 1 where the worker leaves (a worker
  * failed, or a stop: as at the end of the data; a feed drains its queue
  * first), else 0 once it may read on. A DES group's round and pause, a
@@ -253,10 +243,8 @@ void *job_worker_main(void *arg)
     int rc = step_init(&st, &j->l, c->optim.dense, (float)c->optim.eps, tr->w, tr->state, tr->gpu,
                        c->trainer.batch_size, &wk->err);
     wk->gpu = st.gw;
-    st.advice = job_diverged_advice(c);
-    /* foreground: a round every sync.gap steps (DES: its group asks, job_des_sync) */
-    int gap = c->sync.mode == SYNC_FOREGROUND && strcmp(c->sync.algo, "none") && !j->des
-                  ? c->sync.gap : 0;
+    st.advice = sync_diverged_advice(c);
+    int gap = j->des ? 0 : sync_foreground_gap(c); /* DES: its group asks (job_des_sync) */
     double t[5]; /* the step's part boundaries: read, lookup, dense, push */
     for (int64_t it = 1; rc == 0; it++) {
         t[0] = ss_now();
