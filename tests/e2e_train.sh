@@ -425,6 +425,17 @@ check "out-of-range value: non-zero exit naming the key" \
     sh -c "[ $? != 0 ] && grep -q 'sync.alpha' $T/e1.log"
 $BIN train $CFG --set trainer.bogus=1 > $T/e2.log 2>&1
 check "unknown key: non-zero exit naming it" sh -c "[ $? != 0 ] && grep -q 'bogus' $T/e2.log"
+# a check across keys names where each key was set, as a single key's error does: the first
+# key's file:line or --set in front, every other key set somewhere after the reason
+printf '[job]\ntrainers = 1024\n\n[data]\ntrain = %s\n\n[optim]\ndecay_examples = 0\n\n[output]\neval_every = 10000\ndir = %s\n' \
+    "$T/d/train.tsv" "$T/cross" > $T/cross.ini
+at() { grep -n "^$1 " $T/cross.ini | cut -d: -f1; }
+$BIN train $T/cross.ini --set data.eval= > $T/cross1.log 2>&1; r1=$?
+$BIN train $T/cross.ini --set optim.decay_start=5000 --set data.eval=$T/d/eval.tsv > $T/cross2.log 2>&1; r2=$?
+check "checks across keys name each key's file:line and --set ($r1 $r2)" \
+    sh -c "[ $r1 = 1 ] && grep -q '^shadowsync: config $T/cross.ini:$(at eval_every): output.eval_every = 10000 scores data.eval while the job trains, but data.eval is empty: .*; data.eval is set by --set data.eval=\$' $T/cross1.log &&
+        [ $r2 = 1 ] && grep -q '^shadowsync: config (--set optim.decay_start=5000): optim.decay_start = 5000 starts a decay that optim.decay_examples = 0 leaves out: .*; optim.decay_examples is set at $T/cross.ini:$(at decay_examples)\$' $T/cross2.log &&
+        ! [ -e $T/cross/progress.csv ]"
 train ro --set output.dir=/proc/nope
 check "unwritable run directory: reported before training" \
     sh -c "[ $? != 0 ] && grep -q '/proc/nope' $T/ro.log"

@@ -390,6 +390,45 @@ static void test_round_trip(void)
     g_free(path);
 }
 
+/* Where each key was set: a file's line, the last --set, nothing for a
+ * default; a check across keys names the first key's in front and every
+ * other key's after its reason. */
+static void test_origins(void)
+{
+    struct ss_config c;
+    struct ss_err e = {0};
+    char *ov[] = {"optim.decay_start=9", "optim.decay_start = 5000", "sync.alpha=0.25"};
+    int rc = load_text(&c, "[optim]\ndecay_examples = 0\n\n[sync]\nalpha = 0.5\n", ov, 3, &e);
+    CHECK(rc == SS_EINVAL, "a decay start without a decay is refused at load", "rc %d", rc);
+    CHECK(strstr(e.msg, "config (--set optim.decay_start = 5000): optim.decay_start = 5000 starts "
+                        "a decay") == e.msg &&
+              strstr(e.msg, "; optim.decay_examples is set at ") &&
+              g_str_has_suffix(e.msg, "t.ini:2"),
+          "a check across keys names the last --set of one and the file line of the other",
+          "%s", e.msg);
+    rc = load_text(&c, "[optim]\ndecay_examples = 10\n\n[sync]\nalpha = 0.5\n", ov, 3, &e);
+    CHECK(rc == 0, "a config with a decay loads", "%s", e.msg);
+    const char *file = ss_config_origin(&c, "optim.decay_examples");
+    CHECK(file && g_str_has_suffix(file, "t.ini:2") &&
+              !strcmp(ss_config_origin(&c, "sync.alpha"), "--set sync.alpha=0.25") &&
+              ss_config_origin(&c, "model.dim") == NULL && ss_config_origin(&c, "no.key") == NULL,
+          "ss_config_origin: a file's line, an override over the file, nothing for a default",
+          "%s %s", file ? file : "(none)", ss_config_origin(&c, "sync.alpha"));
+    char where[512];
+    ss_config_where(&c, "model.dim", where, sizeof where);
+    rc = ss_config_fail(&e, &c, "model.dim optim.decay_examples sync.alpha", "model.dim = %d",
+                        c.model.dim);
+    CHECK(rc == SS_EINVAL && !strcmp(where, "config") &&
+              g_str_has_prefix(e.msg, "config: model.dim = 16; optim.decay_examples is set at ") &&
+              g_str_has_suffix(e.msg, "t.ini:2, sync.alpha is set by --set sync.alpha=0.25"),
+          "a default first: \"config:\" in front, the keys set after", "%s", e.msg);
+    ss_config_free(&c);
+    struct ss_config bare = {0};
+    ss_config_fail(&e, &bare, "optim.eps optim.init_acc", "optim.eps = 0");
+    CHECK(!strcmp(e.msg, "config: optim.eps = 0"), "a config not loaded names no source", "%s",
+          e.msg);
+}
+
 static void test_dims(void)
 {
     int d[4];
@@ -481,6 +520,7 @@ int main(void)
     test_bad_inputs();
     test_round_trip();
     test_blanks_and_denormals();
+    test_origins();
     test_dims();
     test_cols();
     test_reference();

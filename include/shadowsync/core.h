@@ -205,12 +205,27 @@ struct ss_config {
         int64_t eval_every;          /* training examples between evals of data.eval; 0: at the end */
         int save_model, quiet;
     } output;
+    struct ss_origins *origins;      /* where each key was set (ss_config_origin); owned */
 };
 
 /* Loads path (NULL = all defaults), then applies the overrides "section.key=value". */
 int ss_config_load(struct ss_config *c, const char *path, char **overrides, int n_overrides,
                    struct ss_err *e);
 void ss_config_free(struct ss_config *c);
+/* Where key ("section.key") got its value: "PATH:LINE" in the config file,
+ * "--set section.key=value" (its last --set), or NULL (a default, or a
+ * config that ss_config_load did not make). */
+const char *ss_config_origin(const struct ss_config *c, const char *key);
+/* Where key was set, as an error names it: "config t.ini:4" (its line in
+ * the file), "config (--set a.b=1)", or "config" (a default). */
+void ss_config_where(const struct ss_config *c, const char *key, char *out, size_t cap);
+/* A check across keys refuses c: fills e with "WHERE: MSG", WHERE as
+ * ss_config_where gives it for the first of keys (names separated by
+ * blanks or commas), as a single key's error names its file:line or --set;
+ * each other key set somewhere follows MSG ("; optim.decay_examples is set
+ * at t.ini:9", "...is set by --set a.b=1"). Returns SS_EINVAL. */
+int ss_config_fail(struct ss_err *e, const struct ss_config *c, const char *keys, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
 void ss_config_print(const struct ss_config *c, FILE *f);   /* resolved, as INI */
 void ss_config_print_reference(FILE *f);                    /* every key, default, doc */
 int ss_config_save(const struct ss_config *c, const char *path, struct ss_err *e);

@@ -814,6 +814,40 @@ static int check_top(const char *top, struct ss_err *e)
     return n < 0 ? n : 0;
 }
 
+/* optim.decay_start and optim.decay_to belong to a decay: without
+ * optim.decay_examples there is none. */
+static int check_schedule(const struct ss_config *c, struct ss_err *e)
+{
+    if (c->optim.decay_start && !c->optim.decay_examples)
+        return ss_config_fail(e, c, "optim.decay_start optim.decay_examples",
+                              "optim.decay_start = %lld starts a decay that "
+                              "optim.decay_examples = 0 leaves out: set how many examples it "
+                              "lasts, or optim.decay_start = 0", (long long)c->optim.decay_start);
+    if (c->optim.decay_to && !c->optim.decay_examples)
+        return ss_config_fail(e, c, "optim.decay_to optim.decay_examples",
+                              "optim.decay_to = %g is the end of a decay that "
+                              "optim.decay_examples = 0 leaves out: set how many examples it "
+                              "lasts, or optim.decay_to = 0", c->optim.decay_to);
+    return 0;
+}
+
+/* output.eval_every scores data.eval mid-run on the master alone. */
+static int check_eval_every(const struct ss_config *c, struct ss_err *e)
+{
+    if (c->output.eval_every && (!c->data.eval || !*c->data.eval))
+        return ss_config_fail(e, c, "output.eval_every data.eval", "output.eval_every = %lld "
+                              "scores data.eval while the job trains, but data.eval is empty: "
+                              "give the eval data, or set output.eval_every = 0",
+                              (long long)c->output.eval_every);
+    if (c->output.eval_every && c->embedding.placement == EMB_ON_TRAINERS)
+        return ss_config_fail(e, c, "output.eval_every embedding.placement",
+                              "output.eval_every needs the tables on embedding PSs "
+                              "(embedding.placement = ps): with them on the trainers (DES) every "
+                              "trainer takes part in an eval, which only the end of the run "
+                              "allows; set output.eval_every = 0");
+    return 0;
+}
+
 static int check_config(struct ss_config *c, struct ss_err *e)
 {
     int cols[SS_MAX_COLS], dims[SS_MAX_LAYERS + 1]; /* only the syntax matters here */
@@ -832,8 +866,11 @@ static int check_config(struct ss_config *c, struct ss_err *e)
         return SS_EINVAL;
     if ((c->optim.dense == OPT_ADAGRAD || c->optim.emb == OPT_ROWWISE_ADAGRAD) &&
         c->optim.eps == 0 && c->optim.init_acc == 0)
-        return ss_fail(e, SS_EINVAL, "config: optim.eps = 0 with optim.init_acc = 0: Adagrad's "
-                       "first step of a zero gradient is 0 / 0 (NaN); set either above 0");
+        return ss_config_fail(e, c, "optim.eps optim.init_acc", "optim.eps = 0 with "
+                              "optim.init_acc = 0: Adagrad's first step of a zero gradient is "
+                              "0 / 0 (NaN); set either above 0");
+    if (check_schedule(c, e) < 0 || check_eval_every(c, e) < 0)
+        return SS_EINVAL;
     int backend, precision; /* oneDNN or bf16 asked for where this build or CPU has none */
     if (dense_resolve(c, &backend, &precision, e) < 0)
         return SS_EINVAL;
@@ -847,10 +884,100 @@ static int check_config(struct ss_config *c, struct ss_err *e)
 
 /* ---- public: load, free ---------------------------------------------- */
 
-/* A check across keys failed with "config: KEY ...": where KEY was set
- * goes in front, its last --set or its file's line (a default: as is). */
-static void name_source(struct ss_err *e, const char *path, GHashTable *lines, char **overrides,
-                        int n_overrides)
+/* ---- where each key was set ------------------------------------------ */
+
+/* "section.key" -> "PATH:LINE" of the file, or "--set OV" (its last). */
+struct ss_origins {
+    GHashTable *by_key;
+};
+
+/* The key an override sets ("a.b = 1" as "a.b=1"); g_free it (NULL: none). */
+static char *override_key(const char *ov)
+{
+    const char *eq = strchr(ov, '=');
+    return eq ? g_strstrip(g_strndup(ov, (size_t)(eq - ov))) : NULL;
+}
+
+static struct ss_origins *origins_of(const char *path, GHashTable *lines, char **overrides,
+                                     int n_overrides)
+{
+    struct ss_origins *o = ss_xcalloc(1, sizeof *o);
+    o->by_key = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    for (size_t i = 0; i < N_KEYS; i++) {
+        char *name = g_strdup_printf("%s.%s", keys[i].section, keys[i].key), *src = NULL;
+        for (int k = n_overrides - 1; k >= 0 && !src; k--) {
+            char *key = override_key(overrides[k]);
+            if (key && !strcmp(key, name))
+                src = g_strdup_printf("--set %.400s", overrides[k]);
+            g_free(key);
+        }
+        int line = lines ? GPOINTER_TO_INT(g_hash_table_lookup(lines, name)) : 0;
+        if (!src && line && path)
+            src = g_strdup_printf("%.400s:%d", path, line);
+        if (src)
+            g_hash_table_insert(o->by_key, name, src);
+        else
+            g_free(name);
+    }
+    return o;
+}
+
+static void origins_free(struct ss_origins *o)
+{
+    if (!o)
+        return;
+    g_hash_table_destroy(o->by_key);
+    free(o);
+}
+
+const char *ss_config_origin(const struct ss_config *c, const char *key)
+{
+    return c && c->origins ? g_hash_table_lookup(c->origins->by_key, key) : NULL;
+}
+
+void ss_config_where(const struct ss_config *c, const char *key, char *out, size_t cap)
+{
+    const char *src = ss_config_origin(c, key);
+    if (!src)
+        snprintf(out, cap, "config");
+    else if (!strncmp(src, "--set ", 6))
+        snprintf(out, cap, "config (%s)", src);
+    else
+        snprintf(out, cap, "config %s", src);
+}
+
+int ss_config_fail(struct ss_err *e, const struct ss_config *c, const char *keys_,
+                   const char *fmt, ...)
+{
+    char msg[sizeof e->msg], where[600], also[1200] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char **split = g_strsplit_set(keys_ ? keys_ : "", " ,", -1);
+    const char *names[16];
+    int n = 0;
+    for (int i = 0; split[i] && n < 16; i++)
+        if (*split[i])
+            names[n++] = split[i];
+    ss_config_where(c, n ? names[0] : "", where, sizeof where);
+    const char *first = n ? ss_config_origin(c, names[0]) : NULL;
+    size_t at = 0;
+    for (int i = 1; i < n && at < sizeof also; i++) {
+        const char *src = ss_config_origin(c, names[i]);
+        if (!src || (first && !strcmp(src, first)))
+            continue;
+        int set = !strncmp(src, "--set ", 6);
+        at += (size_t)snprintf(also + at, sizeof also - at, "%s%s %s %s", at ? ", " : "; ",
+                               names[i], set ? "is set by" : "is set at", src);
+    }
+    g_strfreev(split);
+    return ss_fail(e, SS_EINVAL, "%s: %s%s", where, msg, also);
+}
+
+/* A check of one key failed with "config: KEY ...": where KEY was set goes
+ * in front, as ss_config_fail puts it (a default: as is). */
+static void name_source(struct ss_err *e, const struct ss_config *c)
 {
     const char *m = e->msg + 8;
     if (strncmp(e->msg, "config: ", 8) != 0)
@@ -860,22 +987,12 @@ static void name_source(struct ss_err *e, const char *path, GHashTable *lines, c
     if (n == 0 || n >= sizeof key || !memchr(m, '.', n))
         return;
     memcpy(key, m, n), key[n] = 0;
-    char src[512] = "";
-    for (int i = n_overrides - 1; i >= 0 && !*src; i--) {
-        const char *eq = strchr(overrides[i], '=');
-        char *k = eq ? g_strstrip(g_strndup(overrides[i], (size_t)(eq - overrides[i]))) : NULL;
-        if (k && !strcmp(k, key))
-            snprintf(src, sizeof src, "config (--set %.400s)", overrides[i]);
-        g_free(k);
-    }
-    int line = lines ? GPOINTER_TO_INT(g_hash_table_lookup(lines, key)) : 0;
-    if (!*src && line)
-        snprintf(src, sizeof src, "config %.400s:%d", path, line);
-    if (!*src)
+    if (!ss_config_origin(c, key))
         return;
-    char rest[sizeof e->msg - 520];
+    char where[600], rest[sizeof e->msg];
+    ss_config_where(c, key, where, sizeof where);
     snprintf(rest, sizeof rest, "%s", m);
-    snprintf(e->msg, sizeof e->msg, "%.500s: %s", src, rest);
+    ss_fail(e, e->code, "%s: %s", where, rest);
 }
 
 int ss_config_load(struct ss_config *c, const char *path, char **overrides, int n_overrides,
@@ -888,8 +1005,10 @@ int ss_config_load(struct ss_config *c, const char *path, char **overrides, int 
         rc = apply_file(c, path, lines, e);
     for (int i = 0; !rc && i < n_overrides; i++)
         rc = apply_override(c, overrides[i], e);
+    if (!rc)
+        c->origins = origins_of(path, lines, overrides, n_overrides);
     if (!rc && (rc = check_config(c, e)) != 0)
-        name_source(e, path, lines, overrides, n_overrides);
+        name_source(e, c);
     g_hash_table_destroy(lines);
     if (rc)
         ss_config_free(c);
@@ -898,6 +1017,8 @@ int ss_config_load(struct ss_config *c, const char *path, char **overrides, int 
 
 void ss_config_free(struct ss_config *c)
 {
+    origins_free(c->origins);
+    c->origins = NULL;
     for (size_t i = 0; i < N_KEYS; i++) {
         if (keys[i].type == T_STRING) {
             char **s = field(c, &keys[i]);

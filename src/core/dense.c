@@ -38,20 +38,24 @@ int dense_resolve(const struct ss_config *c, int *backend, int *precision, struc
     if (be == DENSE_AUTO)
         be = onednn_built() ? DENSE_ONEDNN : DENSE_OPENBLAS;
     if (be == DENSE_ONEDNN && !onednn_built())
-        return ss_fail(e, SS_EINVAL, "config: trainer.dense_backend = onednn, but this build has "
-                       "no oneDNN (install libdnnl-dev and rebuild, or set openblas)");
+        return ss_config_fail(e, c, "trainer.dense_backend", "trainer.dense_backend = onednn, "
+                              "but this build has no oneDNN (install libdnnl-dev and rebuild, or "
+                              "set openblas)");
     if (pr == PREC_BF16) {
         if (c->trainer.device != DEV_CPU)
-            return ss_fail(e, SS_EINVAL, "config: trainer.precision = bf16 is for the CPU's "
-                           "matmuls; trainer.device = %s trains in fp32 (set precision = fp32, "
-                           "or device = cpu)", c->trainer.device == DEV_CUDA ? "cuda" : "auto");
+            return ss_config_fail(e, c, "trainer.precision trainer.device",
+                                  "trainer.precision = bf16 is for the CPU's matmuls; "
+                                  "trainer.device = %s trains in fp32 (set precision = fp32, or "
+                                  "device = cpu)", c->trainer.device == DEV_CUDA ? "cuda" : "auto");
         if (be != DENSE_ONEDNN)
-            return ss_fail(e, SS_EINVAL, "config: trainer.precision = bf16 needs trainer."
-                           "dense_backend = onednn%s (OpenBLAS has no bf16 matmul)",
-                           onednn_built() ? "" : ", which this build lacks");
+            return ss_config_fail(e, c, "trainer.precision trainer.dense_backend",
+                                  "trainer.precision = bf16 needs trainer.dense_backend = "
+                                  "onednn%s (OpenBLAS has no bf16 matmul)",
+                                  onednn_built() ? "" : ", which this build lacks");
         char why[256];
         if (!onednn_bf16_ok(why, sizeof why))
-            return ss_fail(e, SS_EINVAL, "config: trainer.precision = bf16: %s; use fp32", why);
+            return ss_config_fail(e, c, "trainer.precision", "trainer.precision = bf16: %s; use "
+                                  "fp32", why);
     }
     *backend = be;
     *precision = pr;

@@ -29,8 +29,8 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
     l->dim = c->model.dim;
     l->pooling = c->model.pooling;
     if (l->bot[l->n_bot] != l->dim)
-        return ss_fail(e, SS_EINVAL, "config: model.bottom = %s must end at model.dim = %d",
-                       c->model.bottom, l->dim);
+        return ss_config_fail(e, c, "model.bottom model.dim", "model.bottom = %s must end at "
+                              "model.dim = %d", c->model.bottom, l->dim);
 
     /* rows: one number for every table, or one per table */
     int64_t rows[SS_MAX_TABLES];
@@ -57,7 +57,8 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
         if (ncat < 0)
             return ncat;
         if (ncat == 0)
-            return ss_fail(e, SS_EINVAL, "config: no categorical features (data.cat_cols is empty)");
+            return ss_config_fail(e, c, "data.cat_cols model.rows", "no categorical features "
+                                  "(data.cat_cols is empty, and model.rows gives one number)");
         for (int t = 1; t < ncat; t++)
             rows[t] = rows[0];
     }
@@ -79,10 +80,10 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
         if (nt_dims < 0)
             return nt_dims;
         if (dims[0] != top_in)
-            return ss_fail(e, SS_EINVAL,
-                           "config: model.top = %s must start at %d (dim %d + %d pairwise dots of "
-                           "%d vectors), or write it as auto-...",
-                           top, top_in, l->dim, (T + 1) * T / 2, T + 1);
+            return ss_config_fail(e, c, "model.top model.dim model.rows data.cat_cols",
+                                  "model.top = %s must start at %d (dim %d + %d pairwise dots of "
+                                  "%d vectors), or write it as auto-...",
+                                  top, top_in, l->dim, (T + 1) * T / 2, T + 1);
     }
     if (dims[nt_dims - 1] != 1)
         return ss_fail(e, SS_EINVAL, "config: model.top = %s must end at 1 (the logit)", top);

@@ -110,13 +110,14 @@ static int mark_multihot(struct schema *s, const struct ss_config *c, const char
         while (t < s->n_cat && s->cat_cols[t] != multihot[m])
             t++;
         if (t == s->n_cat)
-            return ss_fail(e, SS_EINVAL, "config: data.multihot_cols: column %d is not in %s",
-                           multihot[m], where);
+            return ss_config_fail(e, c, "data.multihot_cols data.cat_cols",
+                                  "data.multihot_cols: column %d is not in %s", multihot[m],
+                                  where);
         s->is_multihot[t] = 1;
     }
     if (nm && s->multihot_sep == s->sep)
-        return ss_fail(e, SS_EINVAL,
-                       "config: data.multihot_sep is the same character as data.separator");
+        return ss_config_fail(e, c, "data.multihot_sep data.separator",
+                              "data.multihot_sep is the same character as data.separator");
     return 0;
 }
 
@@ -143,17 +144,22 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
     for (int j = 0; j < nd; j++) {
         int k = s->dense_cols[j];
         if (role[k])
-            return ss_fail(e, SS_EINVAL, "config: data.dense_cols: column %d is %s", k,
-                           role[k] == 1 ? "the label column" : "listed twice");
+            return ss_config_fail(e, c, role[k] == 1 ? "data.dense_cols data.label_col"
+                                                     : "data.dense_cols",
+                                  "data.dense_cols: column %d is %s", k,
+                                  role[k] == 1 ? "the label column" : "listed twice");
         role[k] = 2;
         maxc = k > maxc ? k : maxc;
     }
     for (int t = 0; t < nc; t++) {
         int k = s->cat_cols[t];
         if (role[k])
-            return ss_fail(e, SS_EINVAL, "config: data.cat_cols: column %d is %s", k,
-                           role[k] == 1 ? "the label column"
-                           : role[k] == 2 ? "also a dense column" : "listed twice");
+            return ss_config_fail(e, c, role[k] == 1   ? "data.cat_cols data.label_col"
+                                        : role[k] == 2 ? "data.cat_cols data.dense_cols"
+                                                       : "data.cat_cols",
+                                  "data.cat_cols: column %d is %s", k,
+                                  role[k] == 1   ? "the label column"
+                                  : role[k] == 2 ? "also a dense column" : "listed twice");
         role[k] = 3;
         maxc = k > maxc ? k : maxc;
     }
@@ -191,10 +197,13 @@ int schema_from_config(struct schema *s, const struct ss_config *c, const char *
     if (fmt == FMT_BINARY || path_is_binary(path))
         return binary_schema(s, path, e);
     const char *cols = column_key_set(c); /* a layout of the user's: the column keys apply */
-    if (fmt == FMT_CRITEO && cols)
-        return ss_fail(e, SS_EINVAL, "config: %s applies to data.format = csv (criteo is label, "
-                       "13 dense and 26 hex categorical columns): set data.format = csv (or "
-                       "auto)", cols);
+    if (fmt == FMT_CRITEO && cols) {
+        char keys[64];
+        snprintf(keys, sizeof keys, "%s data.format", cols);
+        return ss_config_fail(e, c, keys, "%s applies to data.format = csv (criteo is label, 13 "
+                              "dense and 26 hex categorical columns): set data.format = csv (or "
+                              "auto)", cols);
+    }
     if (fmt == FMT_AUTO && cols)
         fmt = FMT_CSV;
     int rc = one_char(c->data.separator, '\t', "data.separator", &s->sep, e);
