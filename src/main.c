@@ -367,6 +367,14 @@ static int same_config(struct job_plan *p, const struct ss_config *c, struct ss_
                    n_odd > 8 ? ", ..." : "");
 }
 
+/* The sync PSs' center past the dense floats: the hot rows, which start
+ * from the tables' values (syncps_tail). arg: the job's hot_set. */
+static void hot_tail_init(void *arg, const struct ss_config *c, const struct model_layout *l,
+                          float *out)
+{
+    hot_initial(c, l, arg, out);
+}
+
 /* `shadowsync train` under mpirun: every rank takes its role from the
  * plan (DESIGN §2) and runs it until the job ends. */
 static int cluster_train(struct ss_config *c, const char *resume)
@@ -428,10 +436,12 @@ static int cluster_train(struct ss_config *c, const char *resume)
     if (rc == 0 && p.role >= 0 && (rc = hot_for_job(c, &p, &e)) < 0 && p.rank != 0)
         rc = 0, p.role = -1;
     if (rc == 0 && p.role >= 0) {
+        struct syncps_tail tail = {.rows = p.hot ? p.hot->n : 0, .init = hot_tail_init,
+                                   .arg = p.hot};
         switch (p.role) {
         case ROLE_TRAINER: rc = trainer_role_run(c, &p, &e); break;
         case ROLE_EMBEDDING_PS: rc = embps_role_run(c, &p, &e); break;
-        case ROLE_SYNC_PS: rc = syncps_role_run(c, &p, &e); break;
+        case ROLE_SYNC_PS: rc = syncps_role_run(c, &p, &tail, &e); break;
         case ROLE_READER: rc = reader_role_run(c, &p, &e); break;
         default: rc = ss_fail(&e, SS_ESTATE, "rank %d has no role", p.rank);
         }
@@ -827,7 +837,7 @@ static int cmd_plan(int argc, char **argv)
     hot_free(hot);
     for (int q = 0; rc == 0 && q < c.job.sync_ps; q++) { /* by bytes */
         size_t lo, hi;
-        syncps_partition(n_center, c.job.sync_ps, q, &lo, &hi);
+        ss_partition(n_center, c.job.sync_ps, q, &lo, &hi);
         printf("sync_ps %d: %s floats [%zu, %zu), %.2f MiB\n", q,
                n_center > l.n_params ? "center" : "dense", lo, hi, (hi - lo) * 4.0 / 1048576);
     }

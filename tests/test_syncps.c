@@ -48,11 +48,11 @@ int main(void)
     rpc_types_init();
     size_t lo, hi, smallest = LEN, largest = 0;
     for (int p = 0; p < 3; p++) {
-        syncps_partition(LEN, 3, p, &lo, &hi);
+        ss_partition(LEN, 3, p, &lo, &hi);
         smallest = hi - lo < smallest ? hi - lo : smallest;
         largest = hi - lo > largest ? hi - lo : largest;
     }
-    syncps_partition(LEN, 3, 2, &lo, &hi);
+    ss_partition(LEN, 3, 2, &lo, &hi);
     CHECK(hi == LEN && largest - smallest <= 1, "partitions cover the vector, balanced",
           "hi %zu sizes %zu..%zu", hi, smallest, largest);
 
@@ -66,7 +66,7 @@ int main(void)
     struct ss_err e = {0};
     int rc = 0;
     for (int p = 0; p < 2; p++) {
-        syncps_partition(LEN, 2, p, &lo, &hi);
+        ss_partition(LEN, 2, p, &lo, &hi);
         sv[p] = syncps_service_create(init + lo, LEN, lo, hi, token);
         rc |= rpc_server_start(&srv[p], "127.0.0.1", 0, syncps_service_processor(sv[p]), &e);
         ep[p] = (struct sync_endpoint){p ? "sync_ps 1" : "sync_ps 0", "127.0.0.1",
@@ -122,7 +122,7 @@ int main(void)
     local->ops->get(local, want);
     double diff = 0;
     for (int p = 0; p < 3 && rc == 0; p++) {
-        syncps_partition(LEN, 3, p, &lo, &hi);
+        ss_partition(LEN, 3, p, &lo, &hi);
         rc |= syncps_load(slice, LEN, lo, hi, files, 2, &e);
         for (size_t i = lo; i < hi; i++)
             diff = fmax(diff, fabs(slice[i - lo] - want[i]));

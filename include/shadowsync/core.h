@@ -5,10 +5,13 @@
  * (struct model_layout says where each layer sits), optimizer state in a
  * second buffer of the same layout; scratch for one batch is a struct
  * model_scratch sized once per worker. Functions that can fail return 0 or a
- * negative SS_E* code and fill a struct ss_err naming what is at fault. */
+ * negative SS_E* code and fill a struct ss_err naming what is at fault.
+ * Below every other module, it also holds what they share of a cluster
+ * job's MPI world: how a rank waits on the others and ends the job. */
 #ifndef SHADOWSYNC_CORE_H
 #define SHADOWSYNC_CORE_H
 
+#include <mpi.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -113,12 +116,75 @@ static inline uint64_t ss_fnv1a(uint64_t h, const void *p, size_t n)
 }
 double ss_uniform(uint64_t *state);    /* in [0,1) */
 double ss_normal(uint64_t *state);
+/* Part p of parts over n items: [*lo, *hi), sizes differing by at most 1
+ * (the sync PSs' slices of the EASGD center, which the shadow thread's
+ * client and the sync PSs both cut). */
+void ss_partition(size_t n, int parts, int p, size_t *lo, size_t *hi);
 int ss_mkdir_p(const char *dir, struct ss_err *e); /* mkdir -p, naming the part that fails */
 /* One run at a time on dir (key names it: "output.dir"): an exclusive lock
  * on dir/name, held until the process ends; taken again by this process,
  * it passes. Fails naming key when another process holds it. */
 int ss_dir_lock(const char *key, const char *dir, const char *name, struct ss_err *e);
 void ss_log(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* stderr, with a prefix */
+
+/* ---- the cluster job's waits and aborts (DESIGN §2; src/core/waits.c) --
+ * How a rank of a cluster job waits on the others and ends the job when
+ * one has stalled: rpc's start and heartbeat, shadow's collectives, the
+ * trainers' checkpoints and the GPU library's NCCL sums all wait this way,
+ * so it lives below them all. The inline ones serve the GPU library, which
+ * links nothing of ours. */
+/* How long a trainer of a cluster job waits on the other trainers
+ * (sync.timeout_s), and the names its message gives when one has stalled:
+ * stopped, hung or swapped out without exiting, so nothing tells Open MPI,
+ * and every later collective of the job would wait on it too. */
+struct peer_wait {
+    double timeout_s;           /* 0: for ever */
+    char me[128];               /* "trainer 0 (rank 0 on node7)" */
+    char others[160];           /* whom a collective waits on: with 2 trainers the other's
+                                 * name, else "one of the other N trainers" */
+    const int *patient;         /* while *patient (atomic) no deadline runs; it starts
+                                 * when that clears (NULL: never patient) */
+};
+/* Ends the whole job (MPI_Abort) after this rank's message on stderr, with
+ * a moment first for mpirun to forward that line: an abort that overtakes
+ * it can lose it (Open MPI 4.1.4 now and then hangs in an abort's
+ * shutdown, tools/mpiguard.py). */
+static inline void job_abort_pause(void)
+{
+    fflush(stderr);
+    const struct timespec moment = {0, 300000000};
+    nanosleep(&moment, NULL);
+}
+static inline void job_abort(void)
+{
+    job_abort_pause();
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+/* The whole job ends (job_abort) after "shadowsync: ME: WHAT has waited
+ * T s (sync.timeout_s) for WHO, which has stalled ...". */
+static inline void peer_stalled(const struct peer_wait *pw, const char *what, const char *who)
+{
+    fprintf(stderr, "shadowsync: %s: %s has waited %g s (sync.timeout_s) for %s, which has "
+            "stalled (stopped, hung or swapped out, it takes no part)%s; ending the job\n", pw->me,
+            what, pw->timeout_s, who,
+            pw->timeout_s < 1 ? ", or sync.timeout_s is shorter than a healthy round can take "
+                                "(its default is 600 s)" : "");
+    job_abort();
+}
+/* Completes req by polling MPI_Test: spins tests first (a DES round is
+ * short), then sleeps 50 us between them; a blocked MPI_Wait spins at
+ * 100 % CPU in Open MPI 4.1 and would steal a worker's core (TOOLCHAIN.md).
+ * Past pw->timeout_s, peer_stalled(pw, what, who). */
+int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const char *what,
+                  const char *who, struct ss_err *e);
+/* A deadline on a blocking call that has none of its own (NCCL's start,
+ * MPI_Finalize): past timeout_s a thread of its own prints "shadowsync:
+ * MSG" and ends the job as job_abort does, unless the call returned during
+ * the pause (MPI_Abort may not follow MPI_Finalize). timeout_s <= 0: no
+ * guard (NULL). Disarm it when the call returns (NULL is fine). */
+struct stall_guard;
+struct stall_guard *stall_guard_arm(double timeout_s, const char *msg);
+void stall_guard_disarm(struct stall_guard *g);
 
 /* Hogwild by design (DESIGN §3): code that reads and writes the shared
  * parameters without locks. ThreadSanitizer builds do not watch its

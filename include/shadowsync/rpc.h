@@ -18,7 +18,6 @@
 
 enum role { ROLE_TRAINER, ROLE_EMBEDDING_PS, ROLE_SYNC_PS, ROLE_READER, N_ROLES };
 
-struct stall_guard;
 struct job_plan {
     int rank, size;             /* in MPI_COMM_WORLD */
     int role, role_index;       /* this rank's role, and which one of that role */

@@ -1,6 +1,7 @@
 /* shadowsync shadow: the sync algorithms behind one interface, the
  * collectives and central copy they talk through, and the shadow thread
- * (DESIGN §3).
+ * (DESIGN §3); also the all-to-all a DES group of trainers exchanges its
+ * embeddings through (struct exchange), a collective like the others.
  *
  * The shadow thread knows nothing of training: it calls sync() in a loop
  * until every trainer's data has ended (the last round is the final sync).
@@ -14,8 +15,6 @@
 #include "core.h"
 
 #include <mpi.h>
-#include <stdio.h>
-#include <time.h>
 
 /* An all-reduce among the trainers: in-process now, MPI and NCCL later. */
 struct collective;
@@ -45,64 +44,33 @@ void collective_local_group(struct collective **members, int n, size_t max_len);
  * fails too, so no other trainer waits for ever on the one that stopped. */
 void collective_local_break(struct collective *member);
 
-/* How long a trainer of a cluster job waits on the other trainers
- * (sync.timeout_s), and the names its message gives when one has stalled:
- * stopped, hung or swapped out without exiting, so nothing tells Open MPI,
- * and every later collective of the job would wait on it too. */
-struct peer_wait {
-    double timeout_s;           /* 0: for ever */
-    char me[128];               /* "trainer 0 (rank 0 on node7)" */
-    char others[160];           /* whom a collective waits on: with 2 trainers the other's
-                                 * name, else "one of the other N trainers" */
-    const int *patient;         /* while *patient (atomic) no deadline runs; it starts
-                                 * when that clears (NULL: never patient) */
-};
-/* Ends the whole job (MPI_Abort) after this rank's message on stderr, with
- * a moment first for mpirun to forward that line: an abort that overtakes
- * it can lose it (Open MPI 4.1.4 now and then hangs in an abort's
- * shutdown, tools/mpiguard.py). */
-static inline void job_abort_pause(void)
-{
-    fflush(stderr);
-    const struct timespec moment = {0, 300000000};
-    nanosleep(&moment, NULL);
-}
-static inline void job_abort(void)
-{
-    job_abort_pause();
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-/* The whole job ends (job_abort) after "shadowsync: ME: WHAT has waited
- * T s (sync.timeout_s) for WHO, which has stalled ...". */
-static inline void peer_stalled(const struct peer_wait *pw, const char *what, const char *who)
-{
-    fprintf(stderr, "shadowsync: %s: %s has waited %g s (sync.timeout_s) for %s, which has "
-            "stalled (stopped, hung or swapped out, it takes no part)%s; ending the job\n", pw->me,
-            what, pw->timeout_s, who,
-            pw->timeout_s < 1 ? ", or sync.timeout_s is shorter than a healthy round can take "
-                                "(its default is 600 s)" : "");
-    job_abort();
-}
-/* Completes req by polling MPI_Test: spins tests first (a DES round is
- * short), then sleeps 50 us between them; a blocked MPI_Wait spins at
- * 100 % CPU in Open MPI 4.1 and would steal a worker's core (TOOLCHAIN.md).
- * Past pw->timeout_s, peer_stalled(pw, what, who). */
-int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const char *what,
-                  const char *who, struct ss_err *e);
-/* A deadline on a blocking call that has none of its own (NCCL's start,
- * MPI_Finalize): past timeout_s a thread of its own prints "shadowsync:
- * MSG" and ends the job as job_abort does, unless the call returned during
- * the pause (MPI_Abort may not follow MPI_Finalize). timeout_s <= 0: no
- * guard (NULL). Disarm it when the call returns (NULL is fine). */
-struct stall_guard;
-struct stall_guard *stall_guard_arm(double timeout_s, const char *msg);
-void stall_guard_disarm(struct stall_guard *g);
 /* This rank's member of an all-reduce over comm (the trainers' communicator),
  * waiting as peer_wait_req does. comm is borrowed. */
 struct collective *collective_mpi(MPI_Comm comm, const struct peer_wait *pw);
+
+/* The all-to-all of a DES group (DESIGN §9 "equivalent substitution"):
+ * worker w of every trainer forms group w, which exchanges pooled partial
+ * sums and their gradients every step (the trainer's emb_client_des). */
+struct exchange;
+struct exchange_ops {
+    /* Collective over the group: this member packs, one after another in
+     * send, sbytes[q] bytes for each member q, and gets from each member p
+     * rbytes[p] bytes (what p packed for it), one after another in recv. */
+    int (*alltoallv)(struct exchange *x, const void *send, const size_t *sbytes, void *recv,
+                     const size_t *rbytes, struct ss_err *e);
+    void (*free)(struct exchange *x);
+};
+struct exchange {
+    const struct exchange_ops *ops;
+    int rank, size;             /* this member, of size */
+};
+/* size members in this process (threads), x[0..size) (exchange.c); a member
+ * waiting on the others gives up with an error once *stop is set (stop may
+ * be NULL). */
+void exchange_local_group(struct exchange **x, int size, const int *stop);
+
 /* A member of a DES group's all-to-all over comm (the trainers'; its own
  * duplicate, so every trainer must make its groups in the same order). */
-struct exchange;
 struct exchange *exchange_mpi(MPI_Comm comm, const struct peer_wait *pw);
 
 /* The EASGD central copy w_PS: in-process now, the sync PS role later. */
@@ -122,7 +90,7 @@ struct center {
 };
 struct center *center_local_create(const float *init, size_t n);
 /* The center held by P sync PSs over Thrift, partition p on ps[p]
- * (syncps_partition); every elastic call sends all partitions before it
+ * (ss_partition); every elastic call sends all partitions before it
  * reads any answer. Not thread-safe: the shadow thread's own. */
 struct sync_endpoint {
     const char *name;           /* for errors, e.g. "sync_ps 0 (rank 4 on node7)" */

@@ -1,14 +1,12 @@
 /* shadowsync sync PS: the EASGD central copy w_PS (DESIGN §2, §3). The
- * dense vector is split into contiguous partitions balanced by bytes over
- * job.sync_ps; each sync PS holds one and applies the elastic exchange
- * atomically per request. */
+ * dense vector (and the hot embedding rows after it) is split into
+ * contiguous partitions balanced by bytes over job.sync_ps (ss_partition);
+ * each sync PS holds one and applies the elastic exchange atomically per
+ * request. */
 #ifndef SHADOWSYNC_SYNCPS_H
 #define SHADOWSYNC_SYNCPS_H
 
 #include "core.h"
-
-/* Partition p of P over n floats: [*lo, *hi), sizes differing by at most 1. */
-void syncps_partition(size_t n, int P, int p, size_t *lo, size_t *hi);
 
 typedef struct _ThriftProcessor ThriftProcessor;
 struct syncps_stats {
@@ -32,10 +30,20 @@ void syncps_service_save_root(struct syncps_service *s, const char *dir);
 void syncps_service_stats(struct syncps_service *s, struct syncps_stats *st);
 void syncps_service_free(struct syncps_service *s);
 
+/* The center past the dense parameters: the hot embedding rows (rows of
+ * model.dim floats; 0: none), which start from the tables' own values:
+ * init writes them into out (the caller knows the tables). */
+struct syncps_tail {
+    int64_t rows;
+    void (*init)(void *arg, const struct ss_config *c, const struct model_layout *l, float *out);
+    void *arg;
+};
 /* The sync PS role of a cluster job (role.c): holds its partition of the
- * center, starting from the model's initial dense vector (job.seed), serves
- * it until the job ends, prints its figures. */
+ * center, starting from the model's initial dense vector (job.seed) and
+ * tail's rows (NULL: none), serves it until the job ends, prints its
+ * figures. */
 struct job_plan;
-int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+int syncps_role_run(const struct ss_config *c, struct job_plan *p, const struct syncps_tail *tail,
+                    struct ss_err *e);
 
 #endif

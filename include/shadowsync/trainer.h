@@ -7,8 +7,10 @@
 #ifndef SHADOWSYNC_TRAINER_H
 #define SHADOWSYNC_TRAINER_H
 
+#include "ckpt.h"
 #include "core.h"
 #include "embps.h"
+#include "shadow.h"
 
 struct emb_client;
 struct emb_client_ops {
@@ -80,28 +82,13 @@ struct emb_client *emb_client_cache(struct emb_client *inner, int own_inner,
                                     const struct ss_config *c, const struct model_layout *l,
                                     int cap, struct cache_stats *st);
 
-/* ---- DES (emb_des.c, exchange.c; DESIGN §9 "equivalent substitution") --
+/* ---- DES (emb_des.c; DESIGN §9 "equivalent substitution") -------------
  * embedding.placement = trainers: the tables' shards live on the trainers
  * (a placement plan over them). Worker w of every trainer forms group w;
  * each step its members pool, for the whole group's batches, the bags of
- * the shards they hold and send back the partial sums, all-to-all, then
- * the gradients travel the same way: synchronous within the group. */
-struct exchange;
-struct exchange_ops {
-    /* Collective over the group: this member packs, one after another in
-     * send, sbytes[q] bytes for each member q, and gets from each member p
-     * rbytes[p] bytes (what p packed for it), one after another in recv. */
-    int (*alltoallv)(struct exchange *x, const void *send, const size_t *sbytes, void *recv,
-                     const size_t *rbytes, struct ss_err *e);
-    void (*free)(struct exchange *x);
-};
-struct exchange {
-    const struct exchange_ops *ops;
-    int rank, size;             /* this member, of size */
-};
-/* size members in this process (threads), x[0..size); a member waiting on
- * the others gives up with an error once *stop is set (stop may be NULL). */
-void exchange_local_group(struct exchange **x, int size, const int *stop);
+ * the shards they hold and send back the partial sums, all-to-all (struct
+ * exchange, shadow.h), then the gradients travel the same way: synchronous
+ * within the group. */
 
 /* What a worker's DES client did (summed once the workers have ended). */
 struct des_stats {
@@ -310,50 +297,5 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
  * standard output, the figures then on standard error). */
 int trainer_eval_saved(const struct ss_config *c, const char *model_dir,
                        const char *predictions, struct ss_err *e);
-
-/* Checkpoint directories (checkpoint.c, DESIGN §8): parts written into
- * DIR/ckpt-N.tmp, each fsynced and hashed by ckpt_add; ckpt_commit writes
- * the MANIFEST (parts, sizes, hashes, figures) last, renames the directory
- * to DIR/ckpt-N and keeps the newest `keep`. */
-#define MAX_META 64
-struct ckpt;
-struct ckpt_meta_set {
-    int n;
-    char key[MAX_META][48];
-    double val[MAX_META];
-};
-int ckpt_begin(struct ckpt **out, const char *dir, struct ss_err *e);
-/* Where part name goes (write it, then ckpt_add it). */
-const char *ckpt_part_path(const struct ckpt *k, const char *name, char *buf, size_t cap);
-int ckpt_add(struct ckpt *k, const char *name, struct ss_err *e);
-const char *ckpt_tmp_dir(const struct ckpt *k); /* where the parts go: DIR/ckpt-N.tmp */
-/* ckpt_add of every file in the directory (other ranks wrote some), by name. */
-int ckpt_add_all(struct ckpt *k, struct ss_err *e);
-void ckpt_meta(struct ckpt *k, const char *key, double value);
-int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e);
-void ckpt_free(struct ckpt *k);             /* removes an uncommitted one */
-void ckpt_remove(const char *ckdir);        /* a committed one, its MANIFEST first */
-/* The newest complete checkpoint of dir into out (its MANIFEST whole and
- * every part's size and hash matching), with its figures; *skipped counts
- * newer ones refused (each reported on stderr). */
-int ckpt_latest(const char *dir, char *out, size_t cap, struct ckpt_meta_set *m, int *skipped,
-                struct ss_err *e);
-/* 0 when DIR holds no complete checkpoint of a run that trained something;
- * else fails naming the newest (*found: its figures): a run that does not
- * resume must not follow an earlier run's checkpoints. */
-int ckpt_refuse_earlier(const char *dir, struct ckpt_meta_set *found, struct ss_err *e);
-double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt);
-/* The figures of a checkpoint already verified (its parts not read again). */
-int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);
-/* Its MANIFEST and every part's size and hash, as a resume checks them. */
-int ckpt_verify(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);
-
-/* Model directory files: DIR/dense.bin and DIR/tables.bin. l: the model's
- * layout; a file of another pooling or other MLP widths is refused,
- * naming both. */
-int dense_save(const float *w, size_t n, const struct model_layout *l, const char *path,
-               struct ss_err *e);
-int dense_load(float *w, size_t n, const struct model_layout *l, const char *path,
-               struct ss_err *e);
 
 #endif

@@ -212,6 +212,12 @@ void ss_log(const char *fmt, ...)
     fprintf(stderr, "shadowsync: %s\n", buf);
 }
 
+void ss_partition(size_t n, int parts, int p, size_t *lo, size_t *hi)
+{
+    *lo = n * (size_t)p / (size_t)parts;
+    *hi = n * (size_t)(p + 1) / (size_t)parts;
+}
+
 int ss_mkdir_p(const char *dir, struct ss_err *e)
 {
     size_t n = strlen(dir);

@@ -6,7 +6,6 @@
  * number of PSs that wrote them (rows are found by table and range). */
 #include "shadowsync/embps.h"
 #include "shadowsync/rpc.h"
-#include "shadowsync/trainer.h"
 
 #include <stdlib.h>
 #include <string.h>

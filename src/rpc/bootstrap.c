@@ -4,7 +4,6 @@
  * the job token (16 random bytes) and broadcasts it; every rank's host name
  * is gathered so a lost service can later be named by role, rank and host. */
 #include "shadowsync/rpc.h"
-#include "shadowsync/shadow.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

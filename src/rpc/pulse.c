@@ -13,7 +13,6 @@
  * job.rpc_timeout_s) name themselves first. Off with sync.timeout_s = 0.
  * A ring: each rank sends one byte a period, however many ranks. */
 #include "shadowsync/rpc.h"
-#include "shadowsync/shadow.h"
 
 #include <pthread.h>
 #include <stdlib.h>

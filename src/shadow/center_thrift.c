@@ -3,7 +3,6 @@
  * Thrift. One elastic() = one request per sync PS, all sent first. */
 #include "shadowsync/rpc.h"
 #include "shadowsync/shadow.h"
-#include "shadowsync/syncps.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +97,7 @@ int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, si
         snprintf(p->host, sizeof p->host, "%s", ps[i].host);
         snprintf(p->name, sizeof p->name, "%s", ps[i].name ? ps[i].name : "sync PS");
         p->port = ps[i].port;
-        syncps_partition(n, P, i, &p->lo, &p->hi);
+        ss_partition(n, P, i, &p->lo, &p->hi);
         p->w = g_byte_array_new();
         int rc = rpc_connect_named(p->name, p->host, p->port, timeout_ms, &p->conn, e);
         if (rc < 0) {

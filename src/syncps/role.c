@@ -2,15 +2,15 @@
  * starts from the model's initial dense vector (the same job.seed every
  * trainer starts from, or on a resume the checkpoint's: its center, or
  * trainer 0's replica where it kept none), served until the job ends. */
-#include "shadowsync/embps.h"
+#include "shadowsync/ckpt.h"
 #include "shadowsync/rpc.h"
 #include "shadowsync/syncps.h"
-#include "shadowsync/trainer.h"
 
 #include <glob.h>
 #include <stdlib.h>
 
-int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+int syncps_role_run(const struct ss_config *c, struct job_plan *p, const struct syncps_tail *tail,
+                    struct ss_err *e)
 {
     struct model_layout l;
     struct endpoint me = {{0}, 0}, *all = ss_xcalloc(p->size, sizeof *all);
@@ -19,13 +19,14 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err
     int rc = model_layout_init(&l, c, e);
     if (rc == 0) {
         /* the dense parameters, then the hot embedding rows (the trainers sync both) */
-        size_t n = l.n_params + (p->hot ? (size_t)p->hot->n * l.dim : 0);
+        int64_t tail_rows = tail ? tail->rows : 0;
+        size_t n = l.n_params + (size_t)tail_rows * l.dim;
         float *w = ss_aligned(n * sizeof(float));
         model_init_params(&l, w, (uint64_t)c->job.seed);
-        if (p->hot)
-            hot_initial(c, &l, p->hot, w + l.n_params);
+        if (tail_rows > 0)
+            tail->init(tail->arg, c, &l, w + l.n_params);
         size_t lo, hi;
-        syncps_partition(n, p->count[ROLE_SYNC_PS], p->role_index, &lo, &hi);
+        ss_partition(n, p->count[ROLE_SYNC_PS], p->role_index, &lo, &hi);
         if (p->resume_from[0]) { /* the center as checkpointed, by any number of sync PSs */
             char pat[4400];
             glob_t g;

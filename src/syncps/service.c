@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void syncps_partition(size_t n, int P, int p, size_t *lo, size_t *hi)
-{
-    *lo = n * (size_t)p / (size_t)P;
-    *hi = n * (size_t)(p + 1) / (size_t)P;
-}
-
 struct syncps_service {
     pthread_mutex_t mu;
     float *center;

@@ -4,7 +4,7 @@
  * config of other pooling or other layers: its weights fit those, even
  * where the parameter count is the same. Versions 1 and 2 (no widths)
  * still load. */
-#include "shadowsync/trainer.h"
+#include "shadowsync/ckpt.h"
 
 #include <errno.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * others' buffers, and all meet again before any buffer is reused. A
  * member that waits checks the job's stop flag, so a failed worker does
  * not leave the others waiting for good. */
-#include "shadowsync/trainer.h"
+#include "shadowsync/shadow.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * fsynced). A reader trusts only a directory whose MANIFEST is
  * complete and whose parts all match it, so a half-written checkpoint is
  * never taken for a whole one. The newest `keep` complete ones are kept. */
-#include "shadowsync/trainer.h"
+#include "shadowsync/ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
