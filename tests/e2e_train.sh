@@ -432,9 +432,11 @@ printf '[job]\ntrainers = 1024\n\n[data]\ntrain = %s\n\n[optim]\ndecay_examples 
 at() { grep -n "^$1 " $T/cross.ini | cut -d: -f1; }
 $BIN train $T/cross.ini --set data.eval= > $T/cross1.log 2>&1; r1=$?
 $BIN train $T/cross.ini --set optim.decay_start=5000 --set data.eval=$T/d/eval.tsv > $T/cross2.log 2>&1; r2=$?
-check "checks across keys name each key's file:line and --set ($r1 $r2)" \
+$BIN train $T/cross.ini --set output.eval_every=0 --set trainer.worker_threads=256 > $T/cross3.log 2>&1; r3=$?
+check "checks across keys name each key's file:line and --set ($r1 $r2 $r3)" \
     sh -c "[ $r1 = 1 ] && grep -q '^shadowsync: config $T/cross.ini:$(at eval_every): output.eval_every = 10000 scores data.eval while the job trains, but data.eval is empty: .*; data.eval is set by --set data.eval=\$' $T/cross1.log &&
         [ $r2 = 1 ] && grep -q '^shadowsync: config (--set optim.decay_start=5000): optim.decay_start = 5000 starts a decay that optim.decay_examples = 0 leaves out: .*; optim.decay_examples is set at $T/cross.ini:$(at decay_examples)\$' $T/cross2.log &&
+        [ $r3 = 1 ] && grep -q '^shadowsync: config $T/cross.ini:$(at trainers): job.trainers = 1024 x (trainer.worker_threads = 256 + a shadow thread) .*; trainer.worker_threads is set by --set trainer.worker_threads=256\$' $T/cross3.log &&
         ! [ -e $T/cross/progress.csv ]"
 train ro --set output.dir=/proc/nope
 check "unwritable run directory: reported before training" \

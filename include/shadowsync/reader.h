@@ -176,6 +176,9 @@ void reader_service_free(struct reader_service *s);
  * lines are named. Reading no example fails, writing nothing. */
 int reader_convert(const char *in, const char *out_dir, const struct schema *s,
                    int64_t shard_examples, int report_bad, struct ss_err *e);
+/* reader_convert of in as config c reads it (text with a label column). */
+int reader_convert_config(const struct ss_config *c, const char *in, const char *out_dir,
+                          int64_t shard_examples, struct ss_err *e);
 
 /* `shadowsync gen`: Criteo-shaped data from a hidden teacher (DESIGN §5).
  * Writes dir/train.tsv, dir/eval.tsv, dir/train.prob, dir/eval.prob and
@@ -191,5 +194,21 @@ struct gen_opts {
     char multihot_sep;          /* between a bag's ids (0: ',') */
 };
 int gen_write(const struct gen_opts *o, double *bayes_ne, struct ss_err *e);
+/* gen_write, then what it wrote to out: its multi-hot bags, "bayes_ne=X"
+ * and what that figure is. */
+int gen_run(const struct gen_opts *o, FILE *out, struct ss_err *e);
+/* Criteo's shape, gen's without a config: 13 dense features, 26 tables of
+ * the Kaggle set's cardinalities, no bags. */
+void gen_criteo_shape(struct gen_opts *o);
+/* The shape of config c's model into o: its features and tables' rows (l,
+ * its model_layout_init: model_layout_free it), its multi-hot columns (s),
+ * once gen's layout (tab-separated text, label in column 0, then the dense
+ * and the categorical columns in order, hex ids, no header) is found to be
+ * what c reads (a config of binary shards gives the model's shape alone).
+ * o holds l's and s's arrays: keep both while it is used. */
+int gen_shape_from_config(struct gen_opts *o, const struct ss_config *c, struct model_layout *l,
+                          struct schema *s, struct ss_err *e);
+/* The multi-hot features of o. */
+int gen_multihot_features(const struct gen_opts *o);
 
 #endif

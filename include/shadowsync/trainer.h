@@ -298,4 +298,44 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
 int trainer_eval_saved(const struct ss_config *c, const char *model_dir,
                        const char *predictions, struct ss_err *e);
 
+/* ---- the run as main starts it (launch.c, precheck.c, plan.c) ---------- */
+
+/* A training stopped by a signal (SIGINT, SIGTERM, SIGUSR1) that ended as
+ * at the end of its data: EX_TEMPFAIL, for "resume it later". */
+#define SS_EXIT_HALTED 75
+/* `shadowsync train` of c (loaded), resuming from the checkpoints of
+ * resume (a directory; NULL: none): the embedded default, or under mpirun
+ * this rank's part of the cluster job. Returns the process's exit status:
+ * 0, 1 once its error is on stderr (a cluster job's: the master's alone),
+ * or SS_EXIT_HALTED. Under mpirun c changes: checkpoint.dir made absolute,
+ * output.quiet on every rank but the master. */
+int trainer_launch(struct ss_config *c, const char *resume);
+/* Before any training, embedded or cluster (on the master): a run that does
+ * not resume takes no earlier run's checkpoint.dir, which it locks, and
+ * data.eval can be scored; output.dir is locked. */
+int trainer_prerun_checks(const struct ss_config *c, const char *resume, struct ss_err *e);
+/* The embedded default's own: its trainers' threads fit in one process. */
+int trainer_embedded_checks(const struct ss_config *c, struct ss_err *e);
+/* A cluster job's own: the roles its config needs (embedding PSs, or the
+ * tables on the trainers; sync PSs for easgd's center). */
+int trainer_cluster_checks(const struct ss_config *c, struct ss_err *e);
+/* Collective: the master's checks (under resume the newest complete
+ * checkpoint into p->resume_from, then trainer_prerun_checks), every rank
+ * learning the outcome: a failure fails every rank with its message. */
+int trainer_master_checks(struct job_plan *p, const struct ss_config *c, const char *resume,
+                          struct ss_err *e);
+/* Collective: every rank runs the same resolved config (data.train aside:
+ * each host may name its own path to the same files); one that differs (a
+ * stale copy of the file on its host, another --set) would otherwise show
+ * up later as a healthy rank named stalled. Fails naming the odd ranks. */
+int trainer_same_config(struct job_plan *p, const struct ss_config *c, struct ss_err *e);
+/* `shadowsync check`: the model's widths and the memory checks a job makes
+ * before training, then "trainers T embedding_ps E sync_ps S readers R"
+ * to out. */
+int trainer_check(const struct ss_config *c, FILE *out, struct ss_err *e);
+/* `shadowsync plan`: the tables' plan of the config's strategy and the
+ * figures of all three, the hot rows, the sync PSs' slices, to out (and the
+ * plan to output.dir's placement.txt and placement.json). */
+int trainer_plan(const struct ss_config *c, FILE *out, struct ss_err *e);
+
 #endif

@@ -232,3 +232,18 @@ int reader_convert(const char *in, const char *out_dir, const struct schema *s,
         rmdir(out_dir);
     return rc;
 }
+
+int reader_convert_config(const struct ss_config *c, const char *in, const char *out_dir,
+                          int64_t shard_examples, struct ss_err *e)
+{
+    struct schema s;
+    int rc = schema_from_config(&s, c, in, e);
+    if (rc == 0 && s.format == FMT_BINARY)
+        rc = ss_fail(e, SS_EINVAL, "convert: %s is already binary", in);
+    if (rc == 0 && s.label_col < 0)
+        rc = ss_config_fail(e, c, "data.label_col", "convert: data.label_col = -1 (no label "
+                            "column), but a binary shard holds each example's label");
+    if (rc == 0)
+        rc = reader_convert(in, out_dir, &s, shard_examples, c->data.report_bad_lines, e);
+    return rc;
+}

@@ -469,3 +469,100 @@ int gen_write(const struct gen_opts *o, double *bayes_ne, struct ss_err *e)
         *bayes_ne = h > 0 ? (r->loss / (double)r->n) / h : NAN;
     return 0;
 }
+
+int gen_multihot_features(const struct gen_opts *o)
+{
+    int n = 0;
+    for (int t = 0; o->multihot && t < o->n_tables; t++)
+        n += o->multihot[t] != 0;
+    return n;
+}
+
+static const int64_t criteo_cardinality[26] = {
+    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
+    27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+
+void gen_criteo_shape(struct gen_opts *o)
+{
+    o->n_dense = 13;
+    o->n_tables = 26;
+    o->cardinality = criteo_cardinality;
+    o->multihot = NULL;
+}
+
+/* The config's text schema, when gen's files (label, dense, categorical
+ * columns in that order, tab-separated, hex ids) are what it reads; a
+ * config of binary shards gives only the model's shape (its multi-hot
+ * columns and layout are convert's business). */
+static int gen_schema(const struct ss_config *c, const struct model_layout *l, struct schema *s,
+                      struct ss_err *e)
+{
+    int rc = schema_from_config(s, c, NULL, e);
+    if (rc < 0)
+        return rc;
+    if (s->format == FMT_BINARY) {
+        memset(s->is_multihot, 0, sizeof s->is_multihot);
+        return 0;
+    }
+    if (s->n_dense != l->n_dense || s->n_cat != l->n_tables)
+        return ss_config_fail(e, c, "data.dense_cols data.cat_cols model.bottom model.rows",
+                              "gen: the model takes %d dense and %d categorical features, the "
+                              "config's data columns hold %d and %d", l->n_dense, l->n_tables,
+                              s->n_dense, s->n_cat);
+    int dense_ok = 1, cat_ok = 1;
+    for (int j = 0; j < s->n_dense; j++)
+        dense_ok &= s->dense_cols[j] == 1 + j;
+    for (int t = 0; t < s->n_cat; t++)
+        cat_ok &= s->cat_cols[t] == 1 + s->n_dense + t;
+    static const char *const keys[] = {"data.separator", "data.header", "data.label_col",
+                                       "data.dense_cols", "data.cat_cols", "data.cat_encoding"};
+    static const char *const what[] = {
+        "data.separator (gen writes tabs)", "data.header (gen writes none)",
+        "data.label_col (gen writes it in column 0)", "data.dense_cols (gen writes them next)",
+        "data.cat_cols (gen writes them last)", "data.cat_encoding = dec (gen writes hex ids)"};
+    int bad = s->sep != '\t'              ? 0
+              : s->header_lines            ? 1
+              : s->label_col != 0          ? 2
+              : !dense_ok                  ? 3
+              : !cat_ok                    ? 4
+              : s->cat_encoding == CAT_DEC ? 5
+                                           : -1;
+    if (bad >= 0)
+        return ss_config_fail(e, c, keys[bad], "gen: it writes tab-separated text, label in "
+                              "column 0, then the %d dense and %d categorical columns in order, "
+                              "hex ids, no header; the config's %s reads another layout",
+                              s->n_dense, s->n_cat, what[bad]);
+    return 0;
+}
+
+int gen_shape_from_config(struct gen_opts *o, const struct ss_config *c, struct model_layout *l,
+                          struct schema *s, struct ss_err *e)
+{
+    int rc = model_layout_init(l, c, e);
+    if (rc == 0)
+        rc = gen_schema(c, l, s, e);
+    if (rc < 0)
+        return rc;
+    o->n_dense = l->n_dense;
+    o->n_tables = l->n_tables;
+    o->cardinality = l->rows;
+    o->multihot = s->is_multihot;
+    o->multihot_sep = s->multihot_sep;
+    return 0;
+}
+
+int gen_run(const struct gen_opts *o, FILE *out, struct ss_err *e)
+{
+    double bayes = 0;
+    int rc = gen_write(o, &bayes, e), bags = gen_multihot_features(o);
+    if (rc < 0)
+        return rc;
+    if (bags)
+        fprintf(out, "# %d multi-hot feature(s), bags of 1 to %d ids\n", bags, 2 * o->bag_size - 1);
+    fprintf(out, "bayes_ne=%.6f\n", bayes);
+    fprintf(out, "# bayes_ne: the best NE on the %s split (the generator's own probabilities)%s%s\n",
+            o->eval_examples ? "eval" : "train",
+            o->eval_examples ? "" : ", as there is no eval split",
+            isnan(bayes) ? "; nan: its labels are all 0 or all 1 (too few examples)" : "");
+    return 0;
+}

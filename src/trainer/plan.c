@@ -1,0 +1,43 @@
+/* `shadowsync plan` (DESIGN §4): the job's layout as its start would make
+ * it, without launching it: the embedding tables' placement on the
+ * embedding PSs (or the trainers, DES) for every strategy, profiling
+ * data.train, the hot rows, and each sync PS's slice of the EASGD center. */
+#include "shadowsync/trainer.h"
+
+int trainer_plan(const struct ss_config *c, FILE *out, struct ss_err *e)
+{
+    struct model_layout l = {0};
+    struct placement pl = {0};
+    int rc = 0, bins = placement_bins(c, c->job.embedding_ps, c->job.trainers);
+    if (bins < 1)
+        rc = ss_config_fail(e, c, "job.embedding_ps embedding.placement", "job.embedding_ps "
+                            "= 0 leaves plan nothing to place (the embedded default keeps its "
+                            "tables in-process): set job.embedding_ps, or embedding.placement = "
+                            "trainers");
+    if (rc == 0)
+        rc = model_layout_init(&l, c, e);
+    double t0 = ss_now();
+    if (rc == 0)
+        rc = placement_for_config(c, &l, bins, 1, &pl, out, e);
+    size_t n_center = l.n_params; /* the EASGD center: the dense floats, then the hot rows */
+    struct hot_set *hot = NULL;
+    if (rc == 0 && c->job.sync_ps > 0 && c->hot_embeddings.memory_mb > 0 &&
+        (rc = hot_find(c, &l, &hot, e)) == 0 && hot) {
+        n_center += (size_t)hot->n * (size_t)l.dim;
+        fprintf(out, "# hot embeddings: %lld rows, in the center after the dense floats\n",
+                (long long)hot->n);
+    }
+    hot_free(hot);
+    for (int q = 0; rc == 0 && q < c->job.sync_ps; q++) { /* by bytes */
+        size_t lo, hi;
+        ss_partition(n_center, c->job.sync_ps, q, &lo, &hi);
+        fprintf(out, "sync_ps %d: %s floats [%zu, %zu), %.2f MiB\n", q,
+                n_center > l.n_params ? "center" : "dense", lo, hi, (hi - lo) * 4.0 / 1048576);
+    }
+    if (rc == 0 && c->output.dir[0])
+        fprintf(out, "# plan written to %s/placement.txt and placement.json (%.2f s)\n",
+                c->output.dir, ss_now() - t0);
+    placement_free(&pl);
+    model_layout_free(&l);
+    return rc;
+}
