@@ -311,7 +311,7 @@ static void test_foreground(void)
     cfg.sync.algo = "easgd";
     float w[LEN] = {1, 1, 1, 1}, zero[LEN] = {0};
     struct center *c = center_local_create(zero, LEN);
-    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL, 1};
+    struct shadow_opts o = {.cfg = &cfg, .w = w, .n = LEN, .center = c, .trainers = 1};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);
@@ -346,8 +346,7 @@ static void test_held(void)
     struct collective *coll[1];
     collective_local_group(coll, 1, LEN + 1);
     cfg.sync.algo = "ma";
-    struct shadow_opts o = {&cfg, w, LEN, coll[0], NULL, NULL, 0, NULL, NULL, NULL, 0, 0, NULL,
-                            NULL, 1};
+    struct shadow_opts o = {.cfg = &cfg, .w = w, .n = LEN, .coll = coll[0], .trainers = 1};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "held: the ma shadow thread starts", "%s", e.msg);
@@ -416,8 +415,8 @@ static void test_failed(void)
     struct center c = {&ops, &calls};
     struct failed_seen seen = {0, ""};
     float w[LEN] = {1, 1, 1, 1};
-    struct shadow_opts o = {&cfg, w, LEN, NULL, &c, NULL, 0, NULL, NULL, NULL, 0, 0,
-                            on_failed, &seen, 1};
+    struct shadow_opts o = {.cfg = &cfg, .w = w, .n = LEN, .center = &c, .trainers = 1,
+                            .failed = {.call = on_failed, .arg = &seen}};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "shadow thread starts", "%s", e.msg);
@@ -455,10 +454,11 @@ static void test_group_break(void)
     collective_local_group(m, 2, LEN + 1);
     float w0[LEN] = {1, 1, 1, 1}, w1[LEN] = {3, 3, 3, 3};
     int pulls = 0;
-    struct shadow_opts o0 = {&cfg, w0, LEN, m[0], NULL, NULL, 0, pull_third_fails, NULL, &pulls,
-                             0, 0, break_group, m[0], 2};
-    struct shadow_opts o1 = {&cfg, w1, LEN, m[1], NULL, NULL, 0, NULL, NULL, NULL, 0, 0,
-                             break_group, m[1], 2};
+    struct shadow_opts o0 = {.cfg = &cfg, .w = w0, .n = LEN, .coll = m[0], .trainers = 2,
+                             .stage = {.pull = pull_third_fails, .arg = &pulls},
+                             .failed = {.call = break_group, .arg = m[0]}};
+    struct shadow_opts o1 = {.cfg = &cfg, .w = w1, .n = LEN, .coll = m[1], .trainers = 2,
+                             .failed = {.call = break_group, .arg = m[1]}};
     struct shadow *s0, *s1;
     struct ss_err e0 = {0}, e1 = {0};
     CHECK(shadow_start(&s0, &o0, &e0) == 0 && shadow_start(&s1, &o1, &e1) == 0,
@@ -483,7 +483,7 @@ static void test_easgd_follow(void)
     cfg.sync.shadow_sleep_ms = 1;
     float w[LEN] = {1, 1, 1, 1}, zero[LEN] = {0}, eight[LEN] = {8, 8, 8, 8};
     struct center *c = center_local_create(zero, LEN);
-    struct shadow_opts o = {&cfg, w, LEN, NULL, c, NULL, 0, NULL, NULL, NULL, 0, 0, NULL, NULL, 2};
+    struct shadow_opts o = {.cfg = &cfg, .w = w, .n = LEN, .center = c, .trainers = 2};
     struct shadow *s;
     struct ss_err e;
     CHECK(shadow_start(&s, &o, &e) == 0, "follow: the easgd shadow thread starts", "%s", e.msg);

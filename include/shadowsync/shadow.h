@@ -171,29 +171,37 @@ int sync_foreground_gap(const struct ss_config *c);
 struct shadow;
 struct shadow_opts {
     const struct ss_config *cfg;
-    float *w;
+    float *w;                   /* the trainer's live dense buffer, or its staging copy */
     size_t n;
-    struct collective *coll;
+    struct collective *coll;    /* what the algorithm talks through (sync_algo_needs) */
     struct center *center;
-    float *const *restore;      /* the algorithm's state arrays to start from (NULL: fresh) */
-    int n_restore;
-    /* A trainer whose live copy is elsewhere (a GPU, gpu.h): w is then a
-     * staging copy, filled by pull before each round and handed back by
-     * push after it (NULL: w is the live buffer). */
-    int (*pull)(void *arg, struct ss_err *e);
-    int (*push)(void *arg, struct ss_err *e);
-    void *stage_arg;
-    size_t n_sum;               /* sync_ctx's summed tail (0: none; collective algorithms) */
-    int tail_resumed;           /* the tails come from a checkpoint: agree on them first */
-    /* Called once, on the shadow thread, when a round fails (NULL: none):
-     * in shadow mode no worker waits on a round, so the trainer learns of it
-     * here rather than at the end of its data. */
-    void (*failed)(void *arg, const struct ss_err *e);
-    void *failed_arg;
     /* The job's trainer count: above 1, an EASGD trainer whose data has
      * ended follows the center (pulls only) until shadow_wait, so the
      * others' later work reaches its replica too. */
     int trainers;
+    struct {
+        float *const *arrays;   /* the algorithm's state arrays to start from (NULL: fresh) */
+        int n;
+    } restore;
+    /* A trainer whose live copy is elsewhere (a GPU, gpu.h): w is then a
+     * staging copy, filled by pull before each round and handed back by
+     * push after it (NULL: w is the live buffer). */
+    struct {
+        int (*pull)(void *arg, struct ss_err *e);
+        int (*push)(void *arg, struct ss_err *e);
+        void *arg;
+    } stage;
+    struct {
+        size_t n;               /* sync_ctx's summed tail (0: none; collective algorithms) */
+        int resumed;            /* the tails come from a checkpoint: agree on them first */
+    } tail;
+    /* Called once, on the shadow thread, when a round fails (NULL: none):
+     * in shadow mode no worker waits on a round, so the trainer learns of it
+     * here rather than at the end of its data. */
+    struct {
+        void (*call)(void *arg, const struct ss_err *e);
+        void *arg;
+    } failed;
 };
 int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err *e);
 /* Foreground mode, from a worker: waits for a sync round that starts after

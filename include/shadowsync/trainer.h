@@ -227,43 +227,29 @@ enum { BEAT_FIGS = 12 }; /* the figures of trainer_env.beat */
 struct trainer_env {
     int index, count;           /* this trainer among count: its share of the data */
     int is_master;              /* writes the progress lines and the run directory */
+    int gpu, gpu_dev;           /* the dense half on CUDA device gpu_dev; gpu 0: the CPU */
+    /* What it trains through. */
     struct collective *coll;    /* ma, bmuf, allreduce: the trainers' all-reduce */
     struct center *center;      /* easgd: the center on the sync PSs */
     struct batch_feed *feed;    /* the reader services; NULL: read a share of data.train */
     /* A new emb_client to the embedding PSs (one per worker, one for eval). */
     int (*make_emb)(void *arg, struct emb_client **out, struct ss_err *e);
-    /* In place, over the trainers: v[i] <- sum of v[i]. */
-    void (*sum)(void *arg, double *v, int n);
-    void (*sum_floats)(void *arg, float *v, size_t n);
-    void *arg;
-    /* Checkpoints of a cluster job (cluster.c). The master, at a tick:
-     * ckpt_ask the other trainers to snapshot into tmp, snapshot itself,
-     * ckpt_wait for them (their figures summed into fig[8], the worst rc
-     * returned), have ckpt_services save their parts, commit, then
-     * ckpt_release them; ckpt_end when it takes no more. The others call
-     * ckpt_poll often: 1 = snapshot into tmp then ckpt_done (which waits for
-     * the release), 2 = the master has ended its checkpoints. The final
-     * checkpoint is collective: ckpt_final(tmp, fig, rc) broadcasts the
-     * master's tmp, sums the figures onto the master and returns the worst
-     * rc on every trainer; ckpt_final_done once the master has committed. */
-    const char *resume_from;    /* the checkpoint every rank resumes from (NULL: none) */
-    void (*ckpt_ask)(void *arg, const char *tmp);
-    int (*ckpt_wait)(void *arg, double *fig);
-    int (*ckpt_services)(void *arg, const char *tmp, struct ss_err *e);
-    void (*ckpt_release)(void *arg);
-    void (*ckpt_end)(void *arg);
-    int (*ckpt_poll)(void *arg, char *tmp, size_t cap);
-    void (*ckpt_done)(void *arg, int rc, const double *fig);
-    int (*ckpt_final)(void *arg, char *tmp, size_t cap, double *fig, int rc);
-    void (*ckpt_final_done)(void *arg);
-    int gpu, gpu_dev;           /* the dense half on CUDA device gpu_dev; gpu 0: the CPU */
-    const struct hot_set *hot;  /* the job's hot embedding rows (hot_for_job; NULL: none) */
-    int hot_from_ckpt;          /* ...taken from the checkpoint resumed from */
     /* embedding.placement = trainers: the plan over the trainers, and a new
      * member of DES group g (collective over the trainers: every trainer
      * makes the same groups in the same order). */
-    const struct placement *des_plan;
-    int (*make_exchange)(void *arg, struct exchange **out, struct ss_err *e);
+    struct {
+        const struct placement *plan;
+        int (*make_exchange)(void *arg, struct exchange **out, struct ss_err *e);
+    } des;
+    struct {
+        const struct hot_set *set; /* the job's hot embedding rows (hot_for_job; NULL: none) */
+        int from_ckpt;          /* ...taken from the checkpoint resumed from */
+    } hot;
+    /* The other trainers: every call below takes arg. */
+    void *arg;
+    /* In place, over the trainers: v[i] <- sum of v[i]. */
+    void (*sum)(void *arg, double *v, int n);
+    void (*sum_floats)(void *arg, float *v, size_t n);
     /* The trainers' progress: v[BEAT_FIGS] = this trainer's examples,
      * iterations, syncs, NE sums (loss, labels, count), whether it was
      * stopped, its reader's place (reader_fraction) times its share's
@@ -278,6 +264,29 @@ struct trainer_env {
     /* Prints "shadowsync: trainer K (rank R on HOST): e->msg" and ends the
      * whole job (MPI_Abort); does not return. */
     void (*fatal)(void *arg, const struct ss_err *e);
+    const char *resume_from;    /* the checkpoint every rank resumes from (NULL: none) */
+    /* Checkpoints of a cluster job (cluster.c). The master, at a tick:
+     * ask the other trainers to snapshot into tmp, snapshot itself, wait
+     * for them (their figures summed into fig[8], the worst rc returned),
+     * have services save their parts, commit, then release them; end when
+     * it takes no more. The others poll often: 1 = snapshot into tmp then
+     * done (which waits for the release), 2 = the master has ended its
+     * checkpoints. The final checkpoint is collective: final(tmp, fig, rc)
+     * broadcasts the master's tmp, sums the figures onto the master and
+     * returns the worst rc on every trainer; final_done once the master
+     * has committed. */
+    struct {
+        void (*ask)(void *arg, const char *tmp);
+        int (*wait)(void *arg, double *fig);
+        int (*services)(void *arg, const char *tmp, struct ss_err *e);
+        void (*release)(void *arg);
+        void (*end)(void *arg);
+        int (*poll)(void *arg, char *tmp, size_t cap);
+        void (*done)(void *arg, int rc, const double *fig);
+        int (*final)(void *arg, char *tmp, size_t cap, double *fig, int rc);
+        void (*final_done)(void *arg);
+    } ckpt;
+    void (*ckpt_end)(void *arg); /* ckpt.end, by the name job.c calls it */
     /* Out, at the end (NULL: not asked): this run's examples of this
      * trainer and the rates' clock at its last batch (0: no schedule). */
     double *figures;

@@ -93,11 +93,11 @@ static void *shadow_main(void *arg)
         int joined = !active && s->final_done; /* after its final round (its first without data) */
         s->ctx.others_on = s->o.trainers > 1 && !s->all_done;
         pthread_mutex_unlock(&s->mu);
-        int rc = s->o.pull ? s->o.pull(s->o.stage_arg, &s->err) : 0;
+        int rc = s->o.stage.pull ? s->o.stage.pull(s->o.stage.arg, &s->err) : 0;
         if (rc >= 0)
             rc = s->algo->sync(&s->ctx, active, &s->err);
-        if (rc >= 0 && s->o.push) {
-            int prc = s->o.push(s->o.stage_arg, &s->err);
+        if (rc >= 0 && s->o.stage.push) {
+            int prc = s->o.stage.push(s->o.stage.arg, &s->err);
             rc = prc < 0 ? prc : rc;
         }
         pthread_mutex_lock(&s->mu);
@@ -109,8 +109,8 @@ static void *shadow_main(void *arg)
             s->failed = 1, s->rc = rc;
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
-        if (rc < 0 && s->o.failed)
-            s->o.failed(s->o.failed_arg, &s->err);
+        if (rc < 0 && s->o.failed.call)
+            s->o.failed.call(s->o.failed.arg, &s->err);
         if (rc <= 0)
             break;
         if (!active && !s->hold_rounds) /* following: paced by its own sleep, to the job's end */
@@ -143,12 +143,12 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
                                .center = o->center};
     s->hold_rounds = algo->needs == SYNC_NEEDS_COLLECTIVE;
     s->ctx.buf = ss_aligned((o->n + 1) * sizeof(float));
-    if (algo->needs == SYNC_NEEDS_COLLECTIVE && o->n_sum > 0 && o->n_sum <= o->n) {
-        s->ctx.n_sum = o->n_sum; /* every trainer starts from the same tail */
-        s->ctx.base = ss_aligned(o->n_sum * sizeof(float));
-        s->ctx.tail_snap = ss_aligned(o->n_sum * sizeof(float));
-        memcpy(s->ctx.base, o->w + o->n - o->n_sum, o->n_sum * sizeof(float));
-        s->ctx.tail_agreed = !o->tail_resumed;
+    if (algo->needs == SYNC_NEEDS_COLLECTIVE && o->tail.n > 0 && o->tail.n <= o->n) {
+        s->ctx.n_sum = o->tail.n; /* every trainer starts from the same tail */
+        s->ctx.base = ss_aligned(o->tail.n * sizeof(float));
+        s->ctx.tail_snap = ss_aligned(o->tail.n * sizeof(float));
+        memcpy(s->ctx.base, o->w + o->n - o->tail.n, o->tail.n * sizeof(float));
+        s->ctx.tail_agreed = !o->tail.resumed;
     }
     int rc = algo->init ? algo->init(&s->ctx, e) : 0;
     if (rc < 0) {
@@ -156,11 +156,11 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
         free(s);
         return rc;
     }
-    if (o->restore && algo->state) {
+    if (o->restore.arrays && algo->state) {
         float *arrays[4];
         int k = algo->state(&s->ctx, arrays);
-        for (int i = 0; i < k && i < o->n_restore; i++)
-            memcpy(arrays[i], o->restore[i], o->n * sizeof(float));
+        for (int i = 0; i < k && i < o->restore.n; i++)
+            memcpy(arrays[i], o->restore.arrays[i], o->n * sizeof(float));
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca; /* timed waits on the monotonic clock */

@@ -552,13 +552,27 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                    w.names[r], c->placement.strategy);
     fflush(stdout);
     struct sync_endpoint *sps = NULL;
-    struct trainer_env env = {p->role_index, p->count[ROLE_TRAINER], p->rank == 0, NULL, NULL,
-                              NULL, make_emb, sum, sum_floats, &w,
-                              p->resume_from[0] ? p->resume_from : NULL, ckpt_ask, ckpt_wait,
-                              ckpt_services, ckpt_release, ckpt_end, ckpt_poll, ckpt_done,
-                              ckpt_final, ckpt_final_done, 0, -1, p->hot, p->hot_from_ckpt,
-                              c->embedding.placement == EMB_ON_TRAINERS ? p->placement : NULL,
-                              make_exchange, beat, fatal, p->figures};
+    struct trainer_env env = {
+        .index = p->role_index,
+        .count = p->count[ROLE_TRAINER],
+        .is_master = p->rank == 0,
+        .gpu_dev = -1,
+        .make_emb = make_emb,
+        .des = {.plan = c->embedding.placement == EMB_ON_TRAINERS ? p->placement : NULL,
+                .make_exchange = make_exchange},
+        .hot = {.set = p->hot, .from_ckpt = p->hot_from_ckpt},
+        .arg = &w,
+        .sum = sum,
+        .sum_floats = sum_floats,
+        .beat = beat,
+        .fatal = fatal,
+        .resume_from = p->resume_from[0] ? p->resume_from : NULL,
+        .ckpt = {.ask = ckpt_ask, .wait = ckpt_wait, .services = ckpt_services,
+                 .release = ckpt_release, .end = ckpt_end, .poll = ckpt_poll, .done = ckpt_done,
+                 .final = ckpt_final, .final_done = ckpt_final_done},
+        .ckpt_end = ckpt_end,
+        .figures = p->figures,
+    };
     struct reader_endpoint *rds = NULL;
     if (rc == 0) {
         w.dim = l.dim;
@@ -601,7 +615,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                             state[0] ? state : NULL, e);
         }
     }
-    if (rc == 0 && env.des_plan) { /* every trainer alike, in one order */
+    if (rc == 0 && env.des.plan) { /* every trainer alike, in one order */
         w.n_xs = c->trainer.worker_threads + 1;
         w.xs = ss_xcalloc(w.n_xs, sizeof *w.xs);
         for (int x = 0; x < w.n_xs; x++)

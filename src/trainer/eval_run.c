@@ -22,7 +22,7 @@ int job_des_eval(const struct eval_src *s, const struct ss_config *c, const floa
     struct emb_client **cs = ss_xcalloc(n, sizeof *cs);
     pthread_t *th = ss_xcalloc(n, sizeof *th);
     if (s->env)
-        rc = s->env->make_exchange(s->env->arg, &x[0], e);
+        rc = s->env->des.make_exchange(s->env->arg, &x[0], e);
     else
         exchange_local_group(x, n, NULL);
     for (int t = 0; rc == 0 && t < n; t++)

@@ -56,7 +56,7 @@ static int setup_des(struct job *j, struct ss_err *e)
     int rc = 0, count = j->env ? j->env->count : j->n_tr, first = j->env ? j->env->index : 0;
     double t0 = ss_now();
     if (j->env) {
-        j->des = j->env->des_plan;
+        j->des = j->env->des.plan;
     } else if ((rc = placement_for_config(c, &j->l, count, 0, &j->des_plan, NULL, e)) < 0) {
         return rc;
     } else {
@@ -174,8 +174,8 @@ int job_setup_hot(struct job *j, struct ss_err *e)
     double t0 = ss_now();
     j->n_sync = j->l.n_params;
     if (j->env) {
-        const struct hot_set *h = j->env->hot;
-        from_ckpt = j->env->hot_from_ckpt;
+        const struct hot_set *h = j->env->hot.set;
+        from_ckpt = j->env->hot.from_ckpt;
         if (h) {
             j->hot = hot_from_list(h->n_tables, h->dim, h->table_rows, h->n, h->table, h->row);
             j->hot->profiled_share = h->profiled_share;
@@ -455,13 +455,19 @@ static int start_shadow(struct job *j, int t, float **saved, int k, struct ss_er
     struct trainer *tr = &j->tr[t];
     size_t n = j->n_sync;
     struct shadow_opts so = {
-        .cfg = j->c, .w = tr->gpu ? tr->stage : tr->w, .n = n,
+        .cfg = j->c,
+        .w = tr->gpu ? tr->stage : tr->w,
+        .n = n,
         .coll = j->env ? j->env->coll : j->coll ? j->coll[t] : NULL,
-        .center = j->env ? j->env->center : j->center, .restore = saved, .n_restore = k,
-        .pull = tr->gpu ? stage_pull : NULL, .push = tr->gpu ? stage_push : NULL,
-        .stage_arg = tr, .n_sum = n - j->l.n_params, /* the hot rows: summed */
-        .tail_resumed = j->resumed_from[0] != 0, .failed = shadow_failed, .failed_arg = j,
-        .trainers = j->env ? j->env->count : j->n_tr};
+        .center = j->env ? j->env->center : j->center,
+        .trainers = j->env ? j->env->count : j->n_tr,
+        .restore = {.arrays = saved, .n = k},
+        .stage = {.pull = tr->gpu ? stage_pull : NULL, .push = tr->gpu ? stage_push : NULL,
+                  .arg = tr},
+        .tail = {.n = n - j->l.n_params, /* the hot rows: summed */
+                 .resumed = j->resumed_from[0] != 0},
+        .failed = {.call = shadow_failed, .arg = j},
+    };
     return shadow_start(&tr->shadow, &so, e); /* on failure: no thread of a later trainer yet */
 }
 
@@ -544,7 +550,7 @@ static int start_workers(struct job *j, struct ss_err *e)
         xg = ss_xcalloc((size_t)j->n_tr * j->n_wk, sizeof *xg);
         for (int k = 0; rc == 0 && k < j->n_wk; k++)
             if (j->env)
-                rc = j->env->make_exchange(j->env->arg, &xg[k], e);
+                rc = j->env->des.make_exchange(j->env->arg, &xg[k], e);
             else
                 exchange_local_group(xg + (size_t)k * j->n_tr, j->n_tr, &j->stop);
     }

@@ -264,22 +264,22 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
     if (rc == 0)
         snprintf(tmp, sizeof tmp, "%s", ckpt_tmp_dir(k));
     if (env && final) {         /* collective: every trainer is here */
-        env->ckpt_final(env->arg, tmp, sizeof tmp, NULL, 0); /* tmp to all ("": failed) */
+        env->ckpt.final(env->arg, tmp, sizeof tmp, NULL, 0); /* tmp to all ("": failed) */
         if (rc == 0)
             rc = write_own_parts(j, tmp, e);
         double elapsed = fig[6]; /* the master's time, not a sum */
-        int worst = env->ckpt_final(env->arg, NULL, 0, fig, rc);
+        int worst = env->ckpt.final(env->arg, NULL, 0, fig, rc);
         fig[6] = elapsed;
         if (rc == 0 && worst < 0)
             rc = ss_fail(e, worst, "another trainer could not write its part");
     } else if (env && rc == 0) {
-        env->ckpt_ask(env->arg, tmp); /* first: DES groups pause once every trainer has */
+        env->ckpt.ask(env->arg, tmp); /* first: DES groups pause once every trainer has */
         rc = pause_workers(j, e);
         paused = rc == 0;
         snapshot_figures(j, fig);
         if (rc == 0)
             rc = write_own_parts(j, tmp, e);
-        int worst = env->ckpt_wait(env->arg, others);
+        int worst = env->ckpt.wait(env->arg, others);
         if (rc == 0 && worst < 0)
             rc = ss_fail(e, worst, "another trainer could not write its part");
         for (int i = 0; i < 6; i++)
@@ -293,15 +293,15 @@ static int write_checkpoint(struct job *j, int final, struct ss_err *e)
         }
     }
     if (rc == 0 && env)
-        rc = env->ckpt_services(env->arg, tmp, e);
+        rc = env->ckpt.services(env->arg, tmp, e);
     if (rc == 0)
         rc = commit_snapshot(j, k, fig, final, t0, e);
     if (paused)
         resume_workers(j);
     if (env && !final && k)
-        env->ckpt_release(env->arg);
+        env->ckpt.release(env->arg);
     if (env && final)
-        env->ckpt_final_done(env->arg);
+        env->ckpt.final_done(env->arg);
     ckpt_free(k);
     return rc;
 }
@@ -336,7 +336,7 @@ int job_serve_checkpoints(struct job *j)
 {
     const struct trainer_env *env = j->env;
     char tmp[4400];
-    int r = env->ckpt_poll(env->arg, tmp, sizeof tmp);
+    int r = env->ckpt.poll(env->arg, tmp, sizeof tmp);
     if (r == 1) {
         struct ss_err e = {0};
         double fig[8] = {0};
@@ -347,7 +347,7 @@ int job_serve_checkpoints(struct job *j)
         if (rc < 0)
             fprintf(stderr, "shadowsync: trainer %d: checkpoint part failed: %s\n", env->index,
                     e.msg);
-        env->ckpt_done(env->arg, rc, fig); /* waits for the master's commit */
+        env->ckpt.done(env->arg, rc, fig); /* waits for the master's commit */
         if (paused) /* a pause that failed has resumed them */
             resume_workers(j);
     }
@@ -361,11 +361,11 @@ void job_final_checkpoint_part(struct job *j)
     char tmp[4400] = "";
     struct ss_err e = {0};
     double fig[8];
-    env->ckpt_final(env->arg, tmp, sizeof tmp, NULL, 0);
+    env->ckpt.final(env->arg, tmp, sizeof tmp, NULL, 0);
     snapshot_figures(j, fig);
     int rc = tmp[0] ? write_own_parts(j, tmp, &e) : SS_EIO;
-    env->ckpt_final(env->arg, NULL, 0, fig, rc);
-    env->ckpt_final_done(env->arg);
+    env->ckpt.final(env->arg, NULL, 0, fig, rc);
+    env->ckpt.final_done(env->arg);
 }
 
 /* Before the trainers start: the tables (embedded), the reader's position
