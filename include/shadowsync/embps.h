@@ -3,7 +3,10 @@
  * optimizer state beside it (row-wise Adagrad: one float). Lookups return
  * bags already sum-pooled; pushes take the gradient of the pooled outputs
  * and update the rows Hogwild-style, without locks. The same tables serve
- * the embedded default (in-process) and, later, the PS role over Thrift. */
+ * the embedded default (in-process) and the embedding PS role of a cluster
+ * job over Thrift (service.c, role.c), placed on the PSs by a plan
+ * (placement.c); the hot rows every trainer replicates are found here too
+ * (hot.c). */
 #ifndef SHADOWSYNC_EMBPS_H
 #define SHADOWSYNC_EMBPS_H
 

@@ -1,8 +1,12 @@
-/* shadowsync rpc: the wires of the cluster job (DESIGN §2). Today: the
- * bootstrap over MPI — role counts checked against the launch, roles by
- * rank in a fixed order (trainers first), the trainers' communicator, the
- * job token made by rank 0 (the master) and shared with every rank, and
- * each rank's host for error messages. The Thrift services come next. */
+/* shadowsync rpc: the wires of the cluster job (DESIGN §2). The bootstrap
+ * over MPI: role counts checked against the launch, roles by rank in a
+ * fixed order (trainers first), the trainers' communicator, the job token
+ * made by rank 0 (the master) and shared with every rank, and each rank's
+ * host for error messages; every rank's heartbeat (pulse.c); the roles'
+ * endpoints and figures; and the Thrift layer the services and their
+ * clients share (server.c): guarded servers, connections, the token and
+ * errors of every request. How a rank waits on the others and ends the
+ * job is core's (core.h), below the modules that wait. */
 #ifndef SHADOWSYNC_RPC_H
 #define SHADOWSYNC_RPC_H
 

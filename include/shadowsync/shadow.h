@@ -16,7 +16,8 @@
 
 #include <mpi.h>
 
-/* An all-reduce among the trainers: in-process now, MPI and NCCL later. */
+/* An all-reduce among the trainers: in-process (local.c), over MPI (mpi.c)
+ * or over NCCL between GPU trainers (gpu.h). */
 struct collective;
 struct collective_ops {
     const char *name;
@@ -73,7 +74,8 @@ void exchange_local_group(struct exchange **x, int size, const int *stop);
  * duplicate, so every trainer must make its groups in the same order). */
 struct exchange *exchange_mpi(MPI_Comm comm, const struct peer_wait *pw);
 
-/* The EASGD central copy w_PS: in-process now, the sync PS role later. */
+/* The EASGD central copy w_PS: in-process (the embedded default), or held
+ * by the sync PSs of a cluster job (center_thrift). */
 struct center;
 struct center_ops {
     /* Atomically w_PS <- (1-alpha) w_PS + alpha w; then out <- w_PS. */

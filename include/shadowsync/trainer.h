@@ -1,9 +1,12 @@
 /* shadowsync trainer: worker threads, the batch loop, the trainer's
- * clients, and the run as a whole (DESIGN §3, §7).
+ * clients, and the run as a whole (DESIGN §3, §7), on top of every other
+ * module: it starts the run as main asks (launch.c: the embedded default,
+ * or each rank's role of the cluster job) after its checks (precheck.c).
  *
  * Workers see embeddings only through an emb_client (lookup/push): an
- * in-process implementation over struct emb_tables now, a Thrift one for
- * the cluster job later. */
+ * in-process one over struct emb_tables (the embedded default), a Thrift
+ * one to the embedding PSs (the cluster job), a DES one over the trainers,
+ * and the hot rows' and the cache's over another. */
 #ifndef SHADOWSYNC_TRAINER_H
 #define SHADOWSYNC_TRAINER_H
 
