@@ -179,6 +179,14 @@ rc=$?
 check "cluster, ranks with different configs: refused before training, naming them ($rc)" \
     sh -c "[ $rc != 0 ] && [ $rc != 124 ] && grep -q 'rank(s) 1, 2 resolved another config than rank 0.s' $T/mixed.log && ! [ -e $T/mixed/metrics.json ]"
 
+# a cluster job's check across keys names where each was set: easgd needs its sync PSs
+timeout -k 10 120 $MPIRUN -np 3 $BIN train configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \
+    --set job.sync_ps=0 --set job.bind=127.0.0.1 --set data.train=$T/d/train.tsv \
+    --set output.dir=$T/nosps --set sync.algo=easgd > $T/nosps.log 2>&1
+rc=$?
+check "cluster, easgd without sync PSs: refused before training, naming both --sets ($rc)" \
+    sh -c "[ $rc != 0 ] && [ $rc != 124 ] && grep -q '^shadowsync: config (--set sync.algo=easgd): sync.algo = easgd in a cluster job needs job.sync_ps >= 1 (its central copy lives there); job.sync_ps is set by --set job.sync_ps=0\$' $T/nosps.log && [ \$(grep -c 'needs job.sync_ps' $T/nosps.log) = 1 ] && ! [ -e $T/nosps/metrics.json ]"
+
 # ranks on two hosts (the PS rank in a UTS namespace of its own, named h2): a loopback job.bind
 # is refused naming the hosts, before any training; without job.bind the services announce an
 # interface's address, not the loopback the host's name resolves to here (127.0.0.1)

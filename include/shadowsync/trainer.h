@@ -329,7 +329,8 @@ int trainer_prerun_checks(const struct ss_config *c, const char *resume, struct 
 /* The embedded default's own: its trainers' threads fit in one process. */
 int trainer_embedded_checks(const struct ss_config *c, struct ss_err *e);
 /* A cluster job's own: the roles its config needs (embedding PSs, or the
- * tables on the trainers; sync PSs for easgd's center). */
+ * tables on the trainers; sync PSs for easgd's center), and a batch's
+ * pooled embeddings within one message to the embedding PSs. */
 int trainer_cluster_checks(const struct ss_config *c, struct ss_err *e);
 /* Collective: the master's checks (under resume the newest complete
  * checkpoint into p->resume_from, then trainer_prerun_checks), every rank

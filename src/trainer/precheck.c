@@ -134,7 +134,18 @@ int trainer_cluster_checks(const struct ss_config *c, struct ss_err *e)
         return ss_config_fail(e, c, "sync.algo job.sync_ps", "sync.algo = %s in a cluster job "
                               "needs job.sync_ps >= 1 (its central copy lives there)",
                               c->sync.algo);
-    return 0;
+    struct model_layout l = {0};
+    struct ss_err later = {0}; /* the model's own errors: the roles name them */
+    int rc = 0;
+    if (!des && model_layout_init(&l, c, &later) == 0 &&
+        (double)c->trainer.batch_size * l.n_tables * l.dim * 4 > SS_MAX_FIELD_BYTES)
+        rc = ss_config_fail(e, c, "trainer.batch_size model.dim model.rows data.cat_cols",
+                            "trainer.batch_size = %d x %d tables x model.dim = %d floats is more "
+                            "than the %u bytes one message between a trainer and an embedding PS "
+                            "holds: a smaller trainer.batch_size", c->trainer.batch_size,
+                            l.n_tables, l.dim, SS_MAX_FIELD_BYTES);
+    model_layout_free(&l);
+    return rc;
 }
 
 int trainer_master_checks(struct job_plan *p, const struct ss_config *c, const char *resume,
