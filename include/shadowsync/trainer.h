@@ -289,7 +289,6 @@ struct trainer_env {
         int (*final)(void *arg, char *tmp, size_t cap, double *fig, int rc);
         void (*final_done)(void *arg);
     } ckpt;
-    void (*ckpt_end)(void *arg); /* ckpt.end, by the name job.c calls it */
     /* Out, at the end (NULL: not asked): this run's examples of this
      * trainer and the rates' clock at its last batch (0: no schedule). */
     double *figures;

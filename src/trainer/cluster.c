@@ -570,7 +570,6 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         .ckpt = {.ask = ckpt_ask, .wait = ckpt_wait, .services = ckpt_services,
                  .release = ckpt_release, .end = ckpt_end, .poll = ckpt_poll, .done = ckpt_done,
                  .final = ckpt_final, .final_done = ckpt_final_done},
-        .ckpt_end = ckpt_end,
         .figures = p->figures,
     };
     struct reader_endpoint *rds = NULL;

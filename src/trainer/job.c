@@ -256,38 +256,13 @@ static int finish_trainers(struct job *j, struct ss_err *e)
     return rc;
 }
 
-/* The config's keys across each other, as this run takes them (a cluster
- * job's trainer: one per process). */
-static int check_keys(const struct ss_config *c, const struct trainer_env *env, struct ss_err *e)
+/* The training data is named (the config's own checks and the pre-run
+ * checks, precheck.c, have passed). */
+static int check_keys(const struct ss_config *c, struct ss_err *e)
 {
     if (!c->data.train || !*c->data.train)
         return ss_fail(e, SS_EINVAL, "config: data.train is empty: give the training data "
                        "(a file, a directory of shards or a glob)");
-    if (!env && (int64_t)c->job.trainers * (c->trainer.worker_threads + 1) > SS_MAX_THREADS)
-        return ss_fail(e, SS_EINVAL, "config: job.trainers = %d x (trainer.worker_threads = %d "
-                       "+ a shadow thread) is %lld threads in one process, more than the %d one "
-                       "process of shadowsync runs: fewer trainers or workers (a cluster job "
-                       "runs each trainer in its own process)", c->job.trainers,
-                       c->trainer.worker_threads,
-                       (long long)c->job.trainers * (c->trainer.worker_threads + 1),
-                       SS_MAX_THREADS);
-    if (c->optim.decay_start && !c->optim.decay_examples)
-        return ss_fail(e, SS_EINVAL, "config: optim.decay_start = %lld starts a decay that "
-                       "optim.decay_examples = 0 leaves out: set how many examples it lasts, or "
-                       "optim.decay_start = 0", (long long)c->optim.decay_start);
-    if (c->optim.decay_to && !c->optim.decay_examples)
-        return ss_fail(e, SS_EINVAL, "config: optim.decay_to = %g is the end of a decay that "
-                       "optim.decay_examples = 0 leaves out: set how many examples it lasts, or "
-                       "optim.decay_to = 0", c->optim.decay_to);
-    if (c->output.eval_every && (!c->data.eval || !*c->data.eval))
-        return ss_fail(e, SS_EINVAL, "config: output.eval_every = %lld scores data.eval while "
-                       "the job trains, but data.eval is empty: give the eval data, or set "
-                       "output.eval_every = 0", (long long)c->output.eval_every);
-    if (c->output.eval_every && c->embedding.placement == EMB_ON_TRAINERS)
-        return ss_fail(e, SS_EINVAL, "config: output.eval_every needs the tables on embedding "
-                       "PSs (embedding.placement = ps): with them on the trainers (DES) every "
-                       "trainer takes part in an eval, which only the end of the run allows; "
-                       "set output.eval_every = 0");
     return 0;
 }
 
@@ -427,7 +402,7 @@ static int train(struct job *j, struct run_end *r, struct ss_err *e)
     wait_workers(j);
     wait_other_trainers(j);
     if (periodic_checkpoints(c) && env && j->is_master)
-        env->ckpt_end(env->arg); /* every trainer's data has ended: no more snapshots until
+        env->ckpt.end(env->arg); /* every trainer's data has ended: no more snapshots until
                                   * the final one */
     ss_halt_freeze(); /* the training has ended: a signal from here on stops nothing */
     rc = finish_trainers(j, e);
@@ -563,7 +538,7 @@ static int run(const struct ss_config *c, const struct trainer_env *env, const c
     struct job j;
     job_init(&j, c, env, resume);
     struct run_end r = {.ev = NO_EVAL};
-    int rc = check_keys(c, env, e);
+    int rc = check_keys(c, e);
     if (rc == 0 && (rc = prepare_model(&j, e)) == 0 && (rc = prepare_data(&j, e)) == 0 &&
         (rc = prepare_state(&j, e)) == 0) {
         job_start_notes(&j);
