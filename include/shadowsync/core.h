@@ -298,6 +298,10 @@ int ss_config_save(const struct ss_config *c, const char *path, struct ss_err *e
 
 /* Parses "13-512-256" into dims; returns the count or a negative code. */
 int ss_parse_dims(const char *s, int *dims, int max, struct ss_err *e, const char *key);
+/* model.rows: a positive count, or a comma list of them; model.top: widths,
+ * or "auto-" and widths (its input width computed). */
+int ss_check_rows(const char *rows, struct ss_err *e);
+int ss_check_top(const char *top, struct ss_err *e);
 /* Parses "1-13,20" into 0-based column indices. */
 int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const char *key);
 

@@ -759,61 +759,6 @@ static int check_pins(const char *pins, struct ss_err *e)
     return rc;
 }
 
-/* Digits only, at most limit; len characters of s. */
-static int parse_uint(const char *s, size_t len, int64_t limit, int64_t *out)
-{
-    int64_t v = 0;
-    if (len == 0)
-        return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (!g_ascii_isdigit(s[i]) || v > (limit - (s[i] - '0')) / 10)
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_positive(const char *s, size_t len, int64_t limit, int64_t *out)
-{
-    return parse_uint(s, len, limit, out) || *out == 0 ? -1 : 0;
-}
-
-static int check_rows(const char *rows, struct ss_err *e)
-{
-    int n = 0;
-    for (const char *p = rows;; n++) {
-        const char *end = strchrnul(p, ',');
-        int64_t v;
-        if (n == SS_MAX_TABLES)
-            return ss_fail(e, SS_EINVAL, "config: model.rows = \"%s\" lists more than %d tables",
-                           rows, SS_MAX_TABLES);
-        if (parse_positive(p, (size_t)(end - p), INT64_MAX, &v))
-            return ss_fail(e, SS_EINVAL,
-                           "config: model.rows = \"%s\" is not a positive integer or a comma "
-                           "list of them", rows);
-        if (!*end)
-            return 0;
-        p = end + 1;
-    }
-}
-
-static int dims_parse(const char *s, int *dims, int max, int min_n, struct ss_err *e,
-                      const char *key, const char *shown);
-
-/* model.top may begin with "auto": its input width is computed. */
-static int check_top(const char *top, struct ss_err *e)
-{
-    int dims[SS_MAX_LAYERS + 1], n;
-    if (strncmp(top, "auto", 4))
-        n = ss_parse_dims(top, dims, SS_MAX_LAYERS + 1, e, "model.top");
-    else if (top[4] != '-')
-        n = ss_fail(e, SS_EINVAL, "config: model.top = \"%s\" is not W-...-1 or auto-...-1", top);
-    else
-        n = dims_parse(top + 5, dims, SS_MAX_LAYERS, 1, e, "model.top", top);
-    return n < 0 ? n : 0;
-}
-
 /* optim.decay_start and optim.decay_to belong to a decay: without
  * optim.decay_examples there is none. */
 static int check_schedule(const struct ss_config *c, struct ss_err *e)
@@ -879,7 +824,7 @@ static int check_config(struct ss_config *c, struct ss_err *e)
         if (!g_ascii_isspace(*p))
             *d++ = *p;
     *d = 0;
-    return check_top(c->model.top, e) ? SS_EINVAL : check_rows(c->model.rows, e);
+    return ss_check_top(c->model.top, e) ? SS_EINVAL : ss_check_rows(c->model.rows, e);
 }
 
 /* ---- public: load, free ---------------------------------------------- */
@@ -1123,79 +1068,3 @@ int ss_config_save(const struct ss_config *c, const char *path, struct ss_err *e
 }
 
 /* ---- lists: dims, columns -------------------------------------------- */
-
-static int dims_parse(const char *s, int *dims, int max, int min_n, struct ss_err *e,
-                      const char *key, const char *shown)
-{
-    int n = 0;
-    key = key ? key : "dims";
-    for (const char *p = s;;) {
-        const char *end = strchrnul(p, '-');
-        int64_t v;
-        if (parse_positive(p, (size_t)(end - p), INT32_MAX, &v))
-            return ss_fail(e, SS_EINVAL,
-                           "config: %s = \"%s\" is not widths like 13-512-256 (each positive)",
-                           key, shown);
-        if (n == max)
-            return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" has more than %d widths", key,
-                           shown, max);
-        dims[n++] = (int)v;
-        if (!*end)
-            break;
-        p = end + 1;
-    }
-    if (n < min_n)
-        return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" needs at least %d widths", key, shown,
-                       min_n);
-    return n;
-}
-
-int ss_parse_dims(const char *s, int *dims, int max, struct ss_err *e, const char *key)
-{
-    return dims_parse(s, dims, max, 2, e, key, s);
-}
-
-/* One item of a column list: "7" or "1-13", surrounding blanks allowed. */
-static int parse_col_item(const char *p, size_t len, int64_t *lo, int64_t *hi)
-{
-    while (len && g_ascii_isspace(*p))
-        p++, len--;
-    while (len && g_ascii_isspace(p[len - 1]))
-        len--;
-    const char *dash = memchr(p, '-', len);
-    if (!dash) {
-        if (parse_uint(p, len, SS_MAX_COLS - 1, lo))
-            return -1;
-        *hi = *lo;
-        return 0;
-    }
-    size_t a = (size_t)(dash - p);
-    if (parse_uint(p, a, SS_MAX_COLS - 1, lo) ||
-        parse_uint(dash + 1, len - a - 1, SS_MAX_COLS - 1, hi))
-        return -1;
-    return *lo > *hi ? -1 : 0;
-}
-
-int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const char *key)
-{
-    int n = 0;
-    key = key ? key : "columns";
-    if (!*s)
-        return 0;
-    for (const char *p = s;;) {
-        const char *end = strchrnul(p, ',');
-        int64_t lo, hi;
-        if (parse_col_item(p, (size_t)(end - p), &lo, &hi))
-            return ss_fail(e, SS_EINVAL,
-                           "config: %s = \"%s\" is not columns like 1-13,20 (0-based, below %d)",
-                           key, s, SS_MAX_COLS);
-        if (hi - lo + 1 > max - n)
-            return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" lists more than %d columns", key, s,
-                           max);
-        for (int64_t i = lo; i <= hi; i++)
-            cols[n++] = (int)i;
-        if (!*end)
-            return n;
-        p = end + 1;
-    }
-}
