@@ -512,6 +512,97 @@ static void sum_floats(void *arg, float *v, size_t n)
     MPI_Allreduce(MPI_IN_PLACE, v, (int)n, MPI_FLOAT, MPI_SUM, w->p->trainers);
 }
 
+/* Every rank's name (by role, rank and host), and what this trainer's
+ * waits on its peers say. */
+static void wire_names(struct wiring *w, const struct ss_config *c)
+{
+    struct job_plan *p = w->p;
+    w->names = ss_xcalloc(p->size, sizeof *w->names);
+    for (int r = 0; r < p->size; r++)
+        rpc_rank_name(p, r, w->names[r], sizeof w->names[r]);
+    w->pw.timeout_s = c->sync.timeout_s; /* trainer r is rank r */
+    snprintf(w->pw.me, sizeof w->pw.me, "%s", w->names[p->rank]);
+    if (p->count[ROLE_TRAINER] == 2)
+        snprintf(w->pw.others, sizeof w->pw.others, "%s", w->names[1 - p->rank]);
+    else
+        snprintf(w->pw.others, sizeof w->pw.others, "one of the other %d trainers",
+                 p->count[ROLE_TRAINER] - 1);
+}
+
+/* Every service started (*alike: one could not, which every trainer sees
+ * in one table: the job ends at its barrier, where that service says why);
+ * the master says where each listens. */
+static int services_up(struct wiring *w, const struct ss_config *c, int *alike,
+                       struct ss_err *e)
+{
+    struct job_plan *p = w->p;
+    int rc = 0;
+    for (int r = 0; rc == 0 && r < p->size; r++)
+        if (w->all[r].port < 0) {
+            *alike = 1;
+            rc = ss_fail(e, SS_EIO, "%s could not start its service%s%s; its own line says why",
+                         w->names[r], *w->all[r].host ? " at " : "", w->all[r].host);
+        }
+    int ps0 = p->count[ROLE_TRAINER], ps_end = ps0 + p->count[ROLE_EMBEDDING_PS];
+    for (int r = 0; p->rank == 0 && !c->output.quiet && r < p->size; r++)
+        if (w->all[r].port > 0)
+            printf("# %s listens on %s:%d\n", w->names[r], w->all[r].host, w->all[r].port);
+        else if (w->all[r].port == 0 && r >= ps0 && r < ps_end) /* (-1: failed, said above) */
+            printf("# %s holds no shard of the plan (placement.strategy = %s): it idles\n",
+                   w->names[r], c->placement.strategy);
+    fflush(stdout);
+    return rc;
+}
+
+/* What this trainer trains through, into env: the embedding PSs'
+ * endpoints, its device, the trainers' collective or the EASGD center on
+ * the sync PSs (*sps), the reader services' feed (*rds). */
+static int connect_env(struct wiring *w, struct trainer_env *env, const struct model_layout *l,
+                       const struct ss_config *c, struct sync_endpoint **sps,
+                       struct reader_endpoint **rds, struct ss_err *e)
+{
+    struct job_plan *p = w->p;
+    struct endpoint *all = w->all;
+    w->dim = l->dim;
+    w->ps = ss_xcalloc(w->n_ps, sizeof *w->ps);
+    int first = p->count[ROLE_TRAINER];
+    for (int s = 0; s < w->n_ps; s++)
+        w->ps[s] = (struct emb_endpoint){w->names[first + s], all[first + s].host,
+                                         all[first + s].port};
+    const char *algo = c->sync.algo;
+    int dev, count, local;
+    MPI_Comm node; /* this node's trainers: their index spreads them over its GPUs */
+    MPI_Comm_split_type(p->trainers, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    int rc = trainer_device(c, p->rank == 0 && !c->output.quiet, local, &dev, &count, e);
+    env->gpu = dev >= 0, env->gpu_dev = dev;
+    int crowded = shared_gpu(node, env->gpu ? dev : -1);
+    MPI_Comm_free(&node);
+    if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE)
+        env->coll = trainers_collective(p, env->gpu, dev, crowded, &w->pw, !c->output.quiet);
+    if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
+        int S = p->count[ROLE_SYNC_PS], s0 = first + w->n_ps;
+        *sps = ss_xcalloc(S, sizeof **sps);
+        for (int s = 0; s < S; s++)
+            (*sps)[s] = (struct sync_endpoint){w->names[s0 + s], all[s0 + s].host,
+                                               all[s0 + s].port};
+        size_t n = l->n_params + (p->hot ? (size_t)p->hot->n * l->dim : 0); /* + hot rows */
+        rc = center_thrift(&env->center, *sps, S, n, p->token, w->timeout_ms, e);
+    }
+    int R = p->count[ROLE_READER], r0 = first + w->n_ps + p->count[ROLE_SYNC_PS];
+    if (rc < 0 || R == 0)
+        return rc;
+    *rds = ss_xcalloc(R, sizeof **rds);
+    for (int r = 0; r < R; r++)
+        (*rds)[r] = (struct reader_endpoint){w->names[r0 + r], all[r0 + r].host,
+                                             all[r0 + r].port};
+    char state[4400] = "";
+    if (p->resume_from[0])
+        snprintf(state, sizeof state, "%s/feed-%d.pos", p->resume_from, p->role_index);
+    return feed_start(&env->feed, *rds, R, p->token, c->trainer.batch_size,
+                      4 * c->trainer.worker_threads, w->timeout_ms, state[0] ? state : NULL, e);
+}
+
 int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
 {
     if (p->rank != 0) /* a signal once the training has ended: the master says so */
@@ -519,39 +610,17 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     struct endpoint me = {{0}, 0}, *all = ss_xcalloc(p->size, sizeof *all);
     rpc_exchange_endpoints(p, &me, all);
     struct model_layout l;
-    int rc = model_layout_init(&l, c, e);
+    int rc = model_layout_init(&l, c, e), alike = 0;
     struct wiring w = {.p = p, .n_ps = p->count[ROLE_EMBEDDING_PS],
                        .timeout_ms = (int)ceil(c->job.rpc_timeout_s * 1000), .all = all,
                        .ctrl = MPI_COMM_NULL};
     MPI_Comm_dup(p->trainers, &w.ctrl);
     w.beats = beats_new(p->trainers, c);
-    w.names = ss_xcalloc(p->size, sizeof *w.names);
-    for (int r = 0; r < p->size; r++)
-        rpc_rank_name(p, r, w.names[r], sizeof w.names[r]);
-    w.pw.timeout_s = c->sync.timeout_s; /* trainer r is rank r */
-    snprintf(w.pw.me, sizeof w.pw.me, "%s", w.names[p->rank]);
-    if (p->count[ROLE_TRAINER] == 2)
-        snprintf(w.pw.others, sizeof w.pw.others, "%s", w.names[1 - p->rank]);
-    else
-        snprintf(w.pw.others, sizeof w.pw.others, "one of the other %d trainers",
-                 p->count[ROLE_TRAINER] - 1);
-    int alike = 0; /* a service that could not start: every trainer sees one table, and
-                    * the job ends at its barrier, where that service says why */
-    for (int r = 0; rc == 0 && r < p->size; r++)
-        if (all[r].port < 0) {
-            alike = 1;
-            rc = ss_fail(e, SS_EIO, "%s could not start its service%s%s; its own line says why",
-                         w.names[r], *all[r].host ? " at " : "", all[r].host);
-        }
-    int ps0 = p->count[ROLE_TRAINER], ps_end = ps0 + p->count[ROLE_EMBEDDING_PS];
-    for (int r = 0; p->rank == 0 && !c->output.quiet && r < p->size; r++)
-        if (all[r].port > 0)
-            printf("# %s listens on %s:%d\n", w.names[r], all[r].host, all[r].port);
-        else if (all[r].port == 0 && r >= ps0 && r < ps_end) /* (-1: failed, said below) */
-            printf("# %s holds no shard of the plan (placement.strategy = %s): it idles\n",
-                   w.names[r], c->placement.strategy);
-    fflush(stdout);
+    wire_names(&w, c);
+    if (rc == 0)
+        rc = services_up(&w, c, &alike, e);
     struct sync_endpoint *sps = NULL;
+    struct reader_endpoint *rds = NULL;
     struct trainer_env env = {
         .index = p->role_index,
         .count = p->count[ROLE_TRAINER],
@@ -572,48 +641,8 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
                  .final = ckpt_final, .final_done = ckpt_final_done},
         .figures = p->figures,
     };
-    struct reader_endpoint *rds = NULL;
-    if (rc == 0) {
-        w.dim = l.dim;
-        w.ps = ss_xcalloc(w.n_ps, sizeof *w.ps);
-        int first = p->count[ROLE_TRAINER];
-        for (int s = 0; s < w.n_ps; s++)
-            w.ps[s] = (struct emb_endpoint){w.names[first + s], all[first + s].host,
-                                            all[first + s].port};
-        const char *algo = c->sync.algo;
-        int dev, count, local;
-        MPI_Comm node; /* this node's trainers: their index spreads them over its GPUs */
-        MPI_Comm_split_type(p->trainers, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &local);
-        rc = trainer_device(c, p->rank == 0 && !c->output.quiet, local, &dev, &count, e);
-        env.gpu = dev >= 0, env.gpu_dev = dev;
-        int crowded = shared_gpu(node, env.gpu ? dev : -1);
-        MPI_Comm_free(&node);
-        if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_COLLECTIVE)
-            env.coll = trainers_collective(p, env.gpu, dev, crowded, &w.pw, !c->output.quiet);
-        if (rc == 0 && sync_algo_needs(algo) == SYNC_NEEDS_CENTER) {
-            int S = p->count[ROLE_SYNC_PS], s0 = first + w.n_ps;
-            sps = ss_xcalloc(S, sizeof *sps);
-            for (int s = 0; s < S; s++)
-                sps[s] = (struct sync_endpoint){w.names[s0 + s], all[s0 + s].host,
-                                                all[s0 + s].port};
-            size_t n = l.n_params + (p->hot ? (size_t)p->hot->n * l.dim : 0); /* + hot rows */
-            rc = center_thrift(&env.center, sps, S, n, p->token, w.timeout_ms, e);
-        }
-        int R = p->count[ROLE_READER], r0 = first + w.n_ps + p->count[ROLE_SYNC_PS];
-        if (rc == 0 && R > 0) {
-            rds = ss_xcalloc(R, sizeof *rds);
-            for (int r = 0; r < R; r++)
-                rds[r] = (struct reader_endpoint){w.names[r0 + r], all[r0 + r].host,
-                                                  all[r0 + r].port};
-            char state[4400] = "";
-            if (p->resume_from[0])
-                snprintf(state, sizeof state, "%s/feed-%d.pos", p->resume_from, p->role_index);
-            rc = feed_start(&env.feed, rds, R, p->token, c->trainer.batch_size,
-                            4 * c->trainer.worker_threads, w.timeout_ms,
-                            state[0] ? state : NULL, e);
-        }
-    }
+    if (rc == 0)
+        rc = connect_env(&w, &env, &l, c, &sps, &rds, e);
     if (rc == 0 && env.des.plan) { /* every trainer alike, in one order */
         w.n_xs = c->trainer.worker_threads + 1;
         w.xs = ss_xcalloc(w.n_xs, sizeof *w.xs);
