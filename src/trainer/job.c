@@ -267,7 +267,7 @@ static int check_keys(const struct ss_config *c, struct ss_err *e)
 }
 
 /* The model here: its device, the room for it, its tables or their
- * clients, the caches' room, a lookup's message size. */
+ * clients, the caches' room. */
 static int prepare_model(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
@@ -291,12 +291,6 @@ static int prepare_model(struct job *j, struct ss_err *e)
                            need / 1048576, j->n_tr * j->n_wk, (long long)rows, j->l.dim,
                            (long long)(avail >> 20));
     }
-    if (env && c->embedding.placement != EMB_ON_TRAINERS &&
-        (double)c->trainer.batch_size * j->l.n_tables * j->l.dim * 4 > SS_MAX_FIELD_BYTES)
-        return ss_fail(e, SS_EINVAL, "config: trainer.batch_size = %d x %d tables x model.dim = "
-                       "%d floats is more than the %u bytes one message between a trainer and "
-                       "an embedding PS holds: a smaller trainer.batch_size",
-                       c->trainer.batch_size, j->l.n_tables, j->l.dim, SS_MAX_FIELD_BYTES);
     return 0;
 }
 
