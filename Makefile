@@ -94,7 +94,7 @@ $(BUILD)/shadowsync: $(BUILD)/src/main.o $(BUILD)/libshadowsync.a
 	@echo "  LINK    $@"
 	@$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h tests/rpc_check.h $(BUILD)/libshadowsync.a
+$(BUILD)/tests/%: tests/%.c tests/check.h tests/layout.h tests/rpc_check.h $(BUILD)/libshadowsync.a
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	@$(CC) $(CFLAGS) $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)

@@ -6,6 +6,7 @@
  * when it leaves the cache, and at a flush; the row clocks count every
  * update. */
 #include "check.h"
+#include "layout.h"
 #include "shadowsync/trainer.h"
 
 #include <math.h>
@@ -40,14 +41,7 @@ static void configure(int opt, int cache_rows, int staleness)
     char *sets[] = {r, s, o, "optim.emb_lr=0.1", "optim.eps=1e-8", "optim.init_acc=0.01",
                     "model.dim=4", "model.rows=100,50", "data.cat_cols=1-2",
                     "model.bottom=13-4", "model.top=auto-8-1"};
-    struct ss_err e = {0};
-    ss_config_free(&cfg);
-    if (lay.rows)
-        model_layout_free(&lay);
-    memset(&lay, 0, sizeof lay);
-    if (ss_config_load(&cfg, NULL, sets, sizeof sets / sizeof *sets, &e) < 0 ||
-        model_layout_init(&lay, &cfg, &e) < 0)
-        CHECK(0, "test config loads", "%s", e.msg);
+    load_layout(&cfg, &lay, sets, sizeof sets / sizeof *sets);
 }
 
 /* A batch of n examples, bags of 0-3 ids skewed to low rows (repeats). */

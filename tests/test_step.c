@@ -6,6 +6,7 @@
  * diverged forward trains nothing and pushes nothing; a failed push is
  * returned with its error. */
 #include "check.h"
+#include "layout.h"
 #include "../src/trainer/step.h"
 
 #include <math.h>
@@ -67,17 +68,7 @@ static int configure(const char *pooling, const char *opt)
     snprintf(o, sizeof o, "optim.dense=%s", opt);
     char *sets[] = {p, o, "model.dim=4", "model.rows=100,50", "data.cat_cols=1-2",
                     "model.bottom=13-8-4", "model.top=auto-8-1"};
-    struct ss_err e = {0};
-    ss_config_free(&cfg);
-    if (lay.rows)
-        model_layout_free(&lay);
-    memset(&lay, 0, sizeof lay);
-    if (ss_config_load(&cfg, NULL, sets, sizeof sets / sizeof *sets, &e) < 0 ||
-        model_layout_init(&lay, &cfg, &e) < 0) {
-        CHECK(0, "test config loads", "%s", e.msg);
-        return -1;
-    }
-    return 0;
+    return load_layout(&cfg, &lay, sets, sizeof sets / sizeof *sets);
 }
 
 /* A batch of n examples: dense values, labels, bags of 1-3 ids. */
