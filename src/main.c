@@ -1,11 +1,13 @@
 /* The `shadowsync` command: parses the verb and its flags, nothing else;
  * the work is the modules' (trainer_launch, trainer_eval_saved,
- * gen_run, reader_convert_config, trainer_check, trainer_plan).
+ * gen_run, reader_convert_config, reader_inspect, trainer_check,
+ * trainer_plan).
  *   shadowsync train CONFIG [--set section.key=value ...] [--resume [DIR]] [--help-config]
  *   shadowsync eval CONFIG --model DIR [--predictions FILE] [--set ...]
  *   shadowsync gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]
  *                  [--bag-size K] [--set ...]
  *   shadowsync convert [CONFIG] --in PATH --out DIR [--shard-examples N] [--set ...]
+ *   shadowsync inspect CONFIG [--sample N] [--json FILE] [--set ...]
  *   shadowsync check|plan CONFIG [--set ...]
  *   shadowsync --version | --help
  * Exit status 0 on success, non-zero with a one-line reason on stderr (2:
@@ -45,6 +47,13 @@ static const char usage[] =
     "  convert [CONFIG] --in PATH --out DIR [--shard-examples N] [--set ...]\n"
     "                                               text data to binary shards (of N\n"
     "                                               examples each; default: one shard)\n"
+    "  inspect CONFIG [--sample N] [--json FILE] [--set ...]\n"
+    "                                               data.train per column: distinct ids\n"
+    "                                               (estimated; exact in the first N\n"
+    "                                               examples), lookups on shared rows at\n"
+    "                                               model.rows and the rows for under 1 %,\n"
+    "                                               dense missing/min/max/mean, CTR, bad\n"
+    "                                               lines; FILE gets them as JSON\n"
     "  check CONFIG [--set ...]                     the config as train would resolve it:\n"
     "                                               its errors, or the role counts (tools/\n"
     "                                               submit asks before it launches)\n"
@@ -372,6 +381,31 @@ static int cmd_convert(int argc, char **argv)
     return rc < 0 ? die(&e) : 0;
 }
 
+static int cmd_inspect(int argc, char **argv)
+{
+    static const char *const allowed[] = {"sample", "json", NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (!a.config)
+        return bad_usage("inspect needs a CONFIG file");
+    struct inspect_opts o = {.json_path = opt(&a, "json")};
+    if (opt(&a, "sample") && (rc = parse_count(opt(&a, "sample"), "--sample", &o.sample)))
+        return rc;
+    if (opt(&a, "sample") && o.sample == 0)
+        return bad_usage("inspect: --sample 0 reads no example (at least 1)");
+    if (o.json_path && !*o.json_path)
+        return bad_usage("inspect: --json needs a FILE");
+    struct ss_config c;
+    if ((rc = load_config(&c, &a)))
+        return rc;
+    struct ss_err e = {0};
+    rc = reader_inspect(&c, &o, stdout, &e);
+    ss_config_free(&c);
+    return rc < 0 ? die(&e) : 0;
+}
+
 /* A verb of CONFIG [--set ...] alone: its config loaded into c (0), or
  * the exit status of its usage's or config's error. */
 static int verb_config(int argc, char **argv, const char *verb, struct ss_config *c)
@@ -437,6 +471,8 @@ int main(int argc, char **argv)
         return cmd_gen(argc - 2, argv + 2);
     if (!strcmp(verb, "convert"))
         return cmd_convert(argc - 2, argv + 2);
+    if (!strcmp(verb, "inspect"))
+        return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(verb, "plan"))
         return cmd_config_verb(argc - 2, argv + 2, "plan", trainer_plan);
     if (!strcmp(verb, "check"))

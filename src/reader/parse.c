@@ -94,12 +94,13 @@ static int parse_number(const char *p, size_t n, double *out)
     return 0;
 }
 
-/* A dense value; empty = 0 (missing). Small non-negative integers (all of
- * Criteo but its few negatives) take the short path. */
-static inline int dense_value(const char *p, size_t n, float *out)
+/* A dense value; empty = missing (0, or NAN for inspect). Small
+ * non-negative integers (all of Criteo but its few negatives) take the
+ * short path. */
+static inline int dense_value(const char *p, size_t n, float missing, float *out)
 {
     if (n == 0) {
-        *out = 0.0f;
+        *out = missing;
         return 0;
     }
     if (n <= 9) {
@@ -319,9 +320,10 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
 
     int i = b->n;
     float *dense = b->dense + (size_t)i * (size_t)s->n_dense;
+    const float missing = s->missing_is_nan ? NAN : 0.0f;
     for (int j = 0; j < s->n_dense; j++) {
         int c = s->dense_cols[j];
-        if (dense_value(FIELD(c), FLEN(c), &dense[j])) {
+        if (dense_value(FIELD(c), FLEN(c), missing, &dense[j])) {
             size_t n = FLEN(c);
             return ss_fail(e, SS_EFORMAT, "column %d: dense value \"%s\" is not a number", c,
                            show(FIELD(c), n).s);

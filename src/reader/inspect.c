@@ -1,0 +1,621 @@
+/* `shadowsync inspect`: a look at data.train before training (issue 29).
+ *
+ * One pass through the reader, with the config's schema, so the ids are
+ * the ones training looks up (a token's value or hash; row = id mod rows,
+ * DESIGN §1) and the bad lines are the ones training would skip. Per
+ * categorical feature it counts lookups and distinct ids; per dense
+ * feature the missing share (an empty field, read as NAN here: the schema's
+ * missing_is_nan), min, max and mean of the values present; the label's CTR.
+ *
+ * A feature's ids are kept with their lookups in a hash set while they
+ * are few (up to EXACT_IDS distinct, HyperLogLog++'s sparse idea): their
+ * count is exact, and the share of lookups on a shared row is counted on
+ * the real mapping id mod rows, each lookup weighted by its id's
+ * frequency. Past that, over the whole data, the ids go into a HyperLogLog
+ * sketch of 2^14 one-byte registers (16 KiB a feature, whatever the data's
+ * size, so memory stays constant), and the shared share is the formula for
+ * uniformly hashed ids at the estimated count. With a sample (the first N
+ * examples) the set has no bound: every count is exact. Either way the
+ * rows for a shared share under 1 % follow from the formula. */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define INSPECT_BATCH 4096
+#define TARGET_SHARE 0.01
+#define EXACT_IDS 4096 /* distinct ids of a feature counted exactly before it is sketched */
+#define HLL_M (1u << INSPECT_HLL_BITS)
+#define HLL_Q (64 - INSPECT_HLL_BITS) /* hash bits a register's rank is read from */
+
+/* ---- HyperLogLog ------------------------------------------------------ */
+
+void inspect_hll_add(struct inspect_hll *h, uint64_t id)
+{
+    /* splitmix64 of id as its counter (a bijection: no two ids merge) */
+    uint64_t x = ss_mix64((id + 1) * 0x9E3779B97F4A7C15ull);
+    uint32_t idx = (uint32_t)(x >> HLL_Q);
+    uint64_t w = x << INSPECT_HLL_BITS | 1ull << (INSPECT_HLL_BITS - 1); /* rank <= HLL_Q + 1 */
+    uint8_t rank = (uint8_t)(__builtin_clzll(w) + 1);
+    if (rank > h->reg[idx])
+        h->reg[idx] = rank;
+}
+
+/* Ertl's sigma and tau (arXiv:1702.01284, algorithm 6). */
+static double hll_sigma(double x)
+{
+    if (x == 1.0)
+        return INFINITY;
+    double y = 1.0, z = x, prev;
+    do {
+        x *= x;
+        prev = z;
+        z += x * y;
+        y += y;
+    } while (z != prev);
+    return z;
+}
+
+static double hll_tau(double x)
+{
+    if (x == 0.0 || x == 1.0)
+        return 0.0;
+    double y = 1.0, z = 1.0 - x, prev;
+    do {
+        x = sqrt(x);
+        prev = z;
+        y *= 0.5;
+        z -= (1.0 - x) * (1.0 - x) * y;
+    } while (z != prev);
+    return z / 3.0;
+}
+
+double inspect_hll_estimate(const struct inspect_hll *h)
+{
+    int64_t c[HLL_Q + 2] = {0};
+    for (uint32_t i = 0; i < HLL_M; i++)
+        c[h->reg[i]]++;
+    const double m = HLL_M;
+    double z = m * hll_tau(1.0 - (double)c[HLL_Q + 1] / m);
+    for (int k = HLL_Q; k >= 1; k--)
+        z = 0.5 * (z + (double)c[k]);
+    z += m * hll_sigma((double)c[0] / m);
+    return m * m / (2.0 * log(2.0)) / z; /* alpha_inf m^2 / z; 0 when empty (z infinite) */
+}
+
+double inspect_hll_std_error(void) { return 1.04 / sqrt((double)HLL_M); }
+
+double inspect_shared_share(double n, double rows)
+{
+    if (n <= 1.0 || rows <= 0.0)
+        return 0.0;
+    if (rows <= 1.0)
+        return 1.0;
+    return -expm1((n - 1.0) * log1p(-1.0 / rows));
+}
+
+int64_t inspect_rows_for(double n, double share)
+{
+    if (n <= 1.0)
+        return 1;
+    double r = ceil((n - 1.0) / -log1p(-share));
+    int64_t rows = r >= 9.0e18 ? INT64_MAX : (int64_t)r;
+    while (rows > 1 && inspect_shared_share(n, (double)(rows - 1)) <= share)
+        rows--; /* the formula's ceiling can be one above the fewest */
+    while (rows < INT64_MAX && inspect_shared_share(n, (double)rows) > share)
+        rows++;
+    return rows;
+}
+
+/* ---- exact counts (a sample) ----------------------------------------- */
+
+/* An open-addressing map id -> count (count 0: an empty slot). */
+struct id_count {
+    uint64_t *key;
+    int64_t *count;
+    size_t cap, n;
+};
+
+static size_t slot_of(const struct id_count *s, uint64_t id)
+{
+    size_t i = (size_t)ss_mix64(id) & (s->cap - 1);
+    while (s->count[i] && s->key[i] != id)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+static void count_add(struct id_count *s, uint64_t id, int64_t k);
+
+static void count_grow(struct id_count *s)
+{
+    struct id_count old = *s;
+    s->cap = old.cap ? old.cap * 2 : 1024;
+    s->key = ss_xmalloc(s->cap * sizeof *s->key);
+    s->count = ss_xcalloc(s->cap, sizeof *s->count);
+    s->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.count[i])
+            count_add(s, old.key[i], old.count[i]);
+    free(old.key);
+    free(old.count);
+}
+
+static void count_add(struct id_count *s, uint64_t id, int64_t k)
+{
+    if (2 * (s->n + 1) > s->cap)
+        count_grow(s);
+    size_t i = slot_of(s, id);
+    if (!s->count[i]) {
+        s->key[i] = id;
+        s->n++;
+    }
+    s->count[i] += k;
+}
+
+static int64_t count_get(const struct id_count *s, uint64_t id)
+{
+    return s->cap ? s->count[slot_of(s, id)] : 0;
+}
+
+static void count_free(struct id_count *s)
+{
+    free(s->key);
+    free(s->count);
+    memset(s, 0, sizeof *s);
+}
+
+/* The lookups of ids whose row (id mod rows) holds another id too. */
+static int64_t counted_shared(const struct id_count *ids, int64_t rows)
+{
+    struct id_count per_row = {0};
+    int64_t shared = 0;
+    for (size_t i = 0; i < ids->cap; i++)
+        if (ids->count[i])
+            count_add(&per_row, ids->key[i] % (uint64_t)rows, 1);
+    for (size_t i = 0; i < ids->cap; i++)
+        if (ids->count[i] && count_get(&per_row, ids->key[i] % (uint64_t)rows) > 1)
+            shared += ids->count[i];
+    count_free(&per_row);
+    return shared;
+}
+
+/* ---- the pass -------------------------------------------------------- */
+
+struct cat_stats {
+    struct id_count ids;    /* each id and its lookups, while exact */
+    int sketched;           /* past EXACT_IDS ids (whole data): hll holds them, ids nothing */
+    int64_t lookups, empty; /* empty: id 0, what an empty field reads as */
+    struct inspect_hll hll;
+};
+
+struct dense_stats {
+    int64_t present, missing;
+    double min, max, sum;
+};
+
+struct cat_figures {
+    int exact;              /* ids counted and shared counted (not estimated) */
+    double ids, shared, shared_uniform;
+    int64_t rows_1pct;
+};
+
+struct inspection {
+    const struct ss_config *c;
+    const struct inspect_opts *o;
+    struct schema s;
+    int64_t *rows;          /* [n_cat]: model.rows */
+    struct cat_stats *cat;  /* [n_cat] */
+    struct dense_stats *dense; /* [n_dense] */
+    struct cat_figures *fig;   /* [n_cat], after the pass */
+    int64_t labeled;
+    double label_sum;
+    struct reader_stats rs;
+    double seconds;
+};
+
+/* model.rows for each of the data's n_cat features: one number for all,
+ * or one per feature. */
+static int table_rows(struct inspection *in, struct ss_err *e)
+{
+    const char *p = in->c->model.rows;
+    int n = 0, n_cat = in->s.n_cat;
+    int64_t first = 0;
+    in->rows = ss_xcalloc((size_t)n_cat + 1, sizeof *in->rows);
+    while (*p) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (n == 0)
+            first = v;
+        if (n < n_cat)
+            in->rows[n] = v;
+        n++;
+        p = *end ? end + 1 : end;
+    }
+    if (n == 1)
+        for (int t = 0; t < n_cat; t++)
+            in->rows[t] = first;
+    else if (n != n_cat)
+        return ss_config_fail(e, in->c, "model.rows data.cat_cols", "inspect: model.rows lists "
+                              "%d tables, the data in data.train = %s has %d categorical "
+                              "features", n, in->c->data.train, n_cat);
+    return 0;
+}
+
+/* One lookup of id; cap: the distinct ids kept exactly (0: all). */
+static void cat_add(struct cat_stats *cs, uint64_t id, int64_t cap)
+{
+    cs->lookups++;
+    cs->empty += id == 0;
+    if (cs->sketched) {
+        inspect_hll_add(&cs->hll, id);
+        return;
+    }
+    count_add(&cs->ids, id, 1);
+    if (cap && (int64_t)cs->ids.n > cap) {
+        for (size_t i = 0; i < cs->ids.cap; i++)
+            if (cs->ids.count[i])
+                inspect_hll_add(&cs->hll, cs->ids.key[i]);
+        count_free(&cs->ids);
+        cs->sketched = 1;
+    }
+}
+
+static void take_batch(struct inspection *in, const struct batch *b)
+{
+    const int64_t cap = in->o->sample ? 0 : EXACT_IDS;
+    const int nd = b->n_dense, T = b->n_tables;
+    for (int i = 0; i < b->n; i++) {
+        if (!isnan(b->label[i])) {
+            in->labeled++;
+            in->label_sum += b->label[i];
+        }
+        const float *x = b->dense + (size_t)i * (size_t)nd;
+        for (int j = 0; j < nd; j++) {
+            struct dense_stats *d = &in->dense[j];
+            if (isnan(x[j])) {
+                d->missing++;
+                continue;
+            }
+            d->min = d->present && d->min <= x[j] ? d->min : x[j];
+            d->max = d->present && d->max >= x[j] ? d->max : x[j];
+            d->sum += x[j];
+            d->present++;
+        }
+        const int32_t *off = b->off + (size_t)i * (size_t)T;
+        for (int t = 0; t < T; t++) {
+            for (int32_t k = off[t]; k < off[t + 1]; k++)
+                cat_add(&in->cat[t], b->ids[k], cap);
+        }
+    }
+}
+
+static int run_pass(struct inspection *in, struct ss_err *e)
+{
+    struct reader *r;
+    int rc = reader_open(&r, in->c->data.train, &in->s, in->o->sample,
+                         in->c->data.report_bad_lines, e);
+    if (rc)
+        return ss_fail(e, rc, "data.train: %s", e->msg);
+    struct batch b;
+    batch_init(&b, INSPECT_BATCH, in->s.n_dense, in->s.n_cat);
+    double t0 = ss_now(), last = t0, every = in->c->output.log_interval_s;
+    int64_t n = 0;
+    while ((rc = reader_next(r, &b, e)) == 0 && b.n > 0) {
+        take_batch(in, &b);
+        n += b.n;
+        double now = ss_now();
+        if (!in->c->output.quiet && now - last >= every) {
+            struct reader_stats st;
+            reader_stats(r, &st);
+            ss_log("inspect: %lld examples, %lld bad lines, done %.1f%% (%.0f examples/s)",
+                   (long long)n, (long long)st.bad_lines, 100 * reader_fraction(r),
+                   (double)n / (now - t0));
+            last = now;
+        }
+    }
+    reader_stats(r, &in->rs);
+    in->seconds = ss_now() - t0;
+    batch_free(&b);
+    reader_close(r);
+    if (rc == 0 && in->rs.examples == 0)
+        rc = ss_fail(e, SS_EFORMAT, "inspect: no example was read from data.train = %s (%lld "
+                     "bad lines%s): check data.format, data.separator, data.header and the "
+                     "columns (data.*_cols)", in->c->data.train, (long long)in->rs.bad_lines,
+                     in->rs.bad_lines && in->c->data.report_bad_lines ? ", the first named above"
+                                                                      : "");
+    return rc;
+}
+
+/* ---- the figures ----------------------------------------------------- */
+
+static int bytes_per_row(const struct ss_config *c)
+{
+    return 4 * (c->model.dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD));
+}
+
+static void cat_figures(const struct inspection *in, int t, struct cat_figures *f)
+{
+    const struct cat_stats *cs = &in->cat[t];
+    f->exact = !cs->sketched;
+    f->ids = f->exact ? (double)cs->ids.n : round(inspect_hll_estimate(&cs->hll));
+    f->shared_uniform = inspect_shared_share(f->ids, (double)in->rows[t]);
+    f->shared = f->exact && cs->lookups
+                    ? (double)counted_shared(&cs->ids, in->rows[t]) / (double)cs->lookups
+                    : f->shared_uniform;
+    f->rows_1pct = inspect_rows_for(f->ids, TARGET_SHARE);
+}
+
+static const char *mem_text(double bytes, char buf[32])
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 5)
+        bytes /= 1024, u++;
+    snprintf(buf, 32, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+    return buf;
+}
+
+static const char *share_text(double v, char buf[32])
+{
+    if (isnan(v))
+        snprintf(buf, 32, "-");
+    else
+        snprintf(buf, 32, "%.1f %%", 100 * v);
+    return buf;
+}
+
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : NAN;
+}
+
+static void report_head(const struct inspection *in, FILE *out)
+{
+    const struct ss_config *c = in->c;
+    const struct reader_stats *rs = &in->rs;
+    fprintf(out, "# data.train = %s: %lld lines read, %lld examples, %lld bad lines (%s)\n",
+            c->data.train, (long long)(rs->examples + rs->bad_lines), (long long)rs->examples,
+            (long long)rs->bad_lines, in->o->sample ? "the sample: --sample" : "the whole data");
+    if (in->labeled)
+        fprintf(out, "# label: CTR %.4f over %lld labeled examples\n",
+                in->label_sum / (double)in->labeled, (long long)in->labeled);
+    else
+        fprintf(out, "# label: none (data.label_col = -1)\n");
+    if (in->o->sample)
+        fprintf(out, "# ids: distinct ids, counted exactly in the sample\n");
+    else
+        fprintf(out, "# ids: distinct ids, counted exactly up to %d; ~: past that, a "
+                "HyperLogLog estimate (2^%d registers, standard error %.2f %%)\n", EXACT_IDS,
+                INSPECT_HLL_BITS, 100 * inspect_hll_std_error());
+    fprintf(out, "# shared: the lookups whose row (id mod model.rows) holds another id too, "
+            "counted where the ids are; ~: for ids hashed uniformly, 1 - (1 - 1/rows)^(ids - "
+            "1)\n# empty: lookups of id 0 (an empty field); rows_1pct: the rows for shared "
+            "under 1 %% (uniform hashing); memory: rows_1pct x %d bytes (model.dim %d%s)\n",
+            bytes_per_row(c), c->model.dim,
+            c->optim.emb == OPT_ROWWISE_ADAGRAD ? " + 1, optim.emb = rowwise_adagrad" : "");
+}
+
+static void report_text(const struct inspection *in, FILE *out)
+{
+    char a[32], b[32], m[32];
+    double bpr = bytes_per_row(in->c), mem_rows = 0, mem_1pct = 0;
+    report_head(in, out);
+    fprintf(out, "%-7s %5s %12s %12s %8s %12s %8s %12s %10s\n", "table", "col", "ids", "lookups",
+            "empty", "rows", "shared", "rows_1pct", "memory");
+    for (int t = 0; t < in->s.n_cat; t++) {
+        const struct cat_stats *cs = &in->cat[t];
+        const struct cat_figures f = in->fig[t];
+        char col[16], ids[32], shared[40];
+        snprintf(col, sizeof col, "%d", in->s.format == FMT_BINARY ? -1 : in->s.cat_cols[t]);
+        snprintf(ids, sizeof ids, "%s%.0f", f.exact ? "" : "~", f.ids);
+        snprintf(shared, sizeof shared, "%s%s", f.exact ? "" : "~", share_text(f.shared, b));
+        fprintf(out, "%-7d %5s %12s %12lld %8s %12lld %8s %12lld %10s\n", t,
+                in->s.format == FMT_BINARY ? "-" : col, ids, (long long)cs->lookups,
+                share_text(cs->lookups ? (double)cs->empty / (double)cs->lookups : NAN, a),
+                (long long)in->rows[t], shared, (long long)f.rows_1pct,
+                mem_text((double)f.rows_1pct * bpr, m));
+        mem_rows += (double)in->rows[t] * bpr;
+        mem_1pct += (double)f.rows_1pct * bpr;
+    }
+    fprintf(out, "# all tables: %s at model.rows, %s at rows_1pct\n", mem_text(mem_rows, a),
+            mem_text(mem_1pct, b));
+    fprintf(out, "%-7s %5s %8s %14s %14s %14s\n", "dense", "col", "missing", "min", "max",
+            "mean");
+    for (int j = 0; j < in->s.n_dense; j++) {
+        const struct dense_stats *d = &in->dense[j];
+        int64_t all = d->present + d->missing;
+        double miss = in->s.format == FMT_BINARY || !all ? NAN : (double)d->missing / (double)all;
+        char col[16];
+        snprintf(col, sizeof col, "%d", in->s.dense_cols[j]);
+        if (d->present)
+            fprintf(out, "%-7d %5s %8s %14.6g %14.6g %14.6g\n", j,
+                    in->s.format == FMT_BINARY ? "-" : col, share_text(miss, a), d->min, d->max,
+                    d->sum / (double)d->present);
+        else
+            fprintf(out, "%-7d %5s %8s %14s %14s %14s\n", j,
+                    in->s.format == FMT_BINARY ? "-" : col, share_text(miss, a), "-", "-", "-");
+    }
+    fprintf(out, "# %.1f s, peak RSS %.0f MB%s\n", in->seconds, peak_rss_mb(),
+            in->s.format == FMT_BINARY ? "; binary shards keep no missing mark (dense 0)" : "");
+}
+
+/* ---- JSON ------------------------------------------------------------ */
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* v as a JSON number: a count exactly, NAN or infinity as null. */
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v) && v == floor(v) && fabs(v) < 9007199254740992.0)
+        fprintf(f, "%.0f", v);
+    else if (isfinite(v))
+        fprintf(f, "%.8g", v);
+    else
+        fputs("null", f);
+}
+
+/* Top-level keys one to a line, each feature's object on a line of its own. */
+static void json_key(FILE *f, const char *k, double v)
+{
+    fprintf(f, "  \"%s\": ", k);
+    json_num(f, v);
+    fputs(",\n", f);
+}
+
+static void json_field(FILE *f, const char *k, double v, int first)
+{
+    fprintf(f, "%s\"%s\": ", first ? "" : ", ", k);
+    json_num(f, v);
+}
+
+static void json_tables(const struct inspection *in, FILE *f)
+{
+    double bpr = bytes_per_row(in->c);
+    fputs("  \"categorical\": [\n", f);
+    for (int t = 0; t < in->s.n_cat; t++) {
+        const struct cat_stats *cs = &in->cat[t];
+        const struct cat_figures g = in->fig[t];
+        fputs("    {", f);
+        json_field(f, "table", t, 1);
+        json_field(f, "col", in->s.format == FMT_BINARY ? NAN : in->s.cat_cols[t], 0);
+        json_field(f, "ids", g.ids, 0);
+        fprintf(f, ", \"ids_exact\": %s", g.exact ? "true" : "false");
+        json_field(f, "lookups", (double)cs->lookups, 0);
+        json_field(f, "empty", cs->lookups ? (double)cs->empty / (double)cs->lookups : NAN, 0);
+        json_field(f, "rows", (double)in->rows[t], 0);
+        json_field(f, "shared", g.shared, 0);
+        fprintf(f, ", \"shared_method\": \"%s\"", g.exact ? "counted" : "uniform hashing");
+        json_field(f, "shared_uniform", g.shared_uniform, 0);
+        json_field(f, "rows_1pct", (double)g.rows_1pct, 0);
+        json_field(f, "memory_bytes", (double)in->rows[t] * bpr, 0);
+        json_field(f, "memory_bytes_1pct", (double)g.rows_1pct * bpr, 0);
+        fprintf(f, "}%s\n", t + 1 < in->s.n_cat ? "," : "");
+    }
+    fputs("  ],\n  \"dense\": [\n", f);
+    for (int j = 0; j < in->s.n_dense; j++) {
+        const struct dense_stats *d = &in->dense[j];
+        int64_t all = d->present + d->missing;
+        fputs("    {", f);
+        json_field(f, "feature", j, 1);
+        json_field(f, "col", in->s.format == FMT_BINARY ? NAN : in->s.dense_cols[j], 0);
+        json_field(f, "missing", in->s.format == FMT_BINARY || !all ? NAN
+                                 : (double)d->missing / (double)all, 0);
+        json_field(f, "min", d->present ? d->min : NAN, 0);
+        json_field(f, "max", d->present ? d->max : NAN, 0);
+        json_field(f, "mean", d->present ? d->sum / (double)d->present : NAN, 0);
+        fprintf(f, "}%s\n", j + 1 < in->s.n_dense ? "," : "");
+    }
+    fputs("  ]\n", f);
+}
+
+static void report_json(const struct inspection *in, FILE *f)
+{
+    fputs("{\n  \"data_train\": ", f);
+    json_str(f, in->c->data.train);
+    fprintf(f, ",\n  \"pass\": \"%s\",\n", in->o->sample ? "sample" : "whole");
+    json_key(f, "sample", in->o->sample ? (double)in->o->sample : NAN);
+    json_key(f, "lines", (double)(in->rs.examples + in->rs.bad_lines));
+    json_key(f, "examples", (double)in->rs.examples);
+    json_key(f, "bad_lines", (double)in->rs.bad_lines);
+    json_key(f, "labeled", (double)in->labeled);
+    json_key(f, "ctr", in->labeled ? in->label_sum / (double)in->labeled : NAN);
+    json_key(f, "exact_ids_max", in->o->sample ? NAN : EXACT_IDS);
+    json_key(f, "hll_registers", HLL_M);
+    json_key(f, "ids_std_error", inspect_hll_std_error());
+    json_key(f, "dim", in->c->model.dim);
+    json_key(f, "bytes_per_row", bytes_per_row(in->c));
+    json_key(f, "seconds", in->seconds);
+    json_key(f, "peak_rss_mb", peak_rss_mb());
+    json_tables(in, f);
+    fputs("}\n", f);
+}
+
+/* ---- the verb -------------------------------------------------------- */
+
+static int prepare(struct inspection *in, struct ss_err *e)
+{
+    const struct ss_config *c = in->c;
+    if (!c->data.train || !*c->data.train)
+        return ss_fail(e, SS_EINVAL, "config: data.train is empty: give the data to inspect "
+                       "(a file, a directory or a glob)");
+    int rc = reader_check_train(c->data.train, e);
+    if (rc == 0 && in->o->json_path)
+        rc = reader_check_output("--json", in->o->json_path, "data.train", c->data.train, e);
+    if (rc == 0)
+        rc = schema_from_config(&in->s, c, c->data.train, e);
+    if (rc == 0)
+        rc = table_rows(in, e);
+    if (rc < 0)
+        return rc;
+    in->s.missing_is_nan = 1;
+    in->cat = ss_xcalloc((size_t)in->s.n_cat + 1, sizeof *in->cat);
+    in->dense = ss_xcalloc((size_t)in->s.n_dense + 1, sizeof *in->dense);
+    return 0;
+}
+
+static void inspection_free(struct inspection *in)
+{
+    for (int t = 0; in->cat && t < in->s.n_cat; t++)
+        count_free(&in->cat[t].ids);
+    free(in->cat);
+    free(in->dense);
+    free(in->fig);
+    free(in->rows);
+}
+
+int reader_inspect(const struct ss_config *c, const struct inspect_opts *o, FILE *out,
+                   struct ss_err *e)
+{
+    struct inspection in = {.c = c, .o = o};
+    FILE *jf = NULL;
+    struct stat was;
+    int json_new = o->json_path && stat(o->json_path, &was) != 0;
+    int rc = prepare(&in, e);
+    if (rc == 0 && o->json_path && !(jf = fopen(o->json_path, "w"))) /* before a long pass */
+        rc = ss_fail(e, SS_EIO, "--json %s: %s", o->json_path, strerror(errno));
+    if (rc == 0)
+        rc = run_pass(&in, e);
+    if (rc == 0) {
+        in.fig = ss_xcalloc((size_t)in.s.n_cat + 1, sizeof *in.fig);
+        for (int t = 0; t < in.s.n_cat; t++)
+            cat_figures(&in, t, &in.fig[t]);
+        report_text(&in, out);
+        fflush(out);
+        reader_warn_bad_share("data.train", c->data.train, in.rs.bad_lines, in.rs.examples,
+                              c->data.report_bad_lines > 0);
+    }
+    if (rc == 0 && jf) {
+        report_json(&in, jf);
+        int bad = ferror(jf);
+        if (fclose(jf) || bad)
+            rc = ss_fail(e, SS_EIO, "--json %s: write failed: %s", o->json_path,
+                         strerror(errno));
+        jf = NULL;
+    }
+    if (jf) {
+        fclose(jf);
+        if (json_new) /* a failed pass leaves no empty file of ours */
+            unlink(o->json_path);
+    }
+    inspection_free(&in);
+    return rc;
+}
