@@ -1,5 +1,5 @@
 #!/bin/sh
-# `shadowsync inspect` end to end (docs/data.md#inspect): on gen data of
+# `shadowsync inspect` end to end (docs/data.md, "inspect"): on gen data of
 # known shape, the whole pass's distinct ids within 3 % of the exact count
 # (a --sample over the whole file), the exact counts as awk counts the
 # fields, a short --sample, the JSON's fields, CTR and dense figures as awk

@@ -198,10 +198,10 @@ struct inspect_opts {
 int reader_inspect(const struct ss_config *c, const struct inspect_opts *o, FILE *out,
                    struct ss_err *e);
 /* Its distinct-id estimate: a HyperLogLog sketch of 2^INSPECT_HLL_BITS
- * one-byte registers (standard error 1.04 / sqrt(2^14) = 0.81 %), read
+ * one-byte registers (standard error 1.04 / sqrt(2^16) = 0.41 %), read
  * with Ertl's improved estimator (2017), which needs no bias table and
  * matches linear counting at small counts. Exposed for tests. */
-#define INSPECT_HLL_BITS 14
+#define INSPECT_HLL_BITS 16
 struct inspect_hll {
     uint8_t reg[1u << INSPECT_HLL_BITS];
 };

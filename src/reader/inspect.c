@@ -12,7 +12,7 @@
  * count is exact, and the share of lookups on a shared row is counted on
  * the real mapping id mod rows, each lookup weighted by its id's
  * frequency. Past that, over the whole data, the ids go into a HyperLogLog
- * sketch of 2^14 one-byte registers (16 KiB a feature, whatever the data's
+ * sketch of 2^16 one-byte registers (64 KiB a feature, whatever the data's
  * size, so memory stays constant), and the shared share is the formula for
  * uniformly hashed ids at the estimated count. With a sample (the first N
  * examples) the set has no bound: every count is exact. Either way the
