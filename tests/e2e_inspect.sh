@@ -124,3 +124,47 @@ expect 1 "no example was read from data.train = $T/bad.tsv (1 bad lines" $CFG \
     --set data.train=$T/bad.tsv --json $T/bad.json
 check "inspect: errors name the flag or key, usage errors exit 2${errs:+:$errs}" \
     sh -c "[ -z '$errs' ] && [ ! -e $T/bad.json ]"
+
+# A run's start-up collision check (data.collision_check_batches, docs/data.md):
+# configs/criteo_kaggle.ini's tables (at dim 2, to allocate little: the check
+# reads model.rows alone) on data of the peer's shape, 200,000 ids a
+# column, warn of its 16 tables with fewer rows than the ids in the first
+# 200 batches; on data of its own shape (gen --config), none
+$BIN gen --out $T/peer --examples 30000 --eval-examples 10 --seed 5 --config configs/peer.ini > /dev/null 2>&1
+$BIN gen --out $T/ck --examples 30000 --eval-examples 10 --seed 5 --config configs/criteo_kaggle.ini > /dev/null 2>&1
+ck() { # OUT DATA [--set ...]: criteo_kaggle.ini, briefly, its stderr in $T/OUT.err
+    _o=$1 _d=$2; shift 2
+    $BIN train configs/criteo_kaggle.ini --set data.train=$T/$_d/train.tsv --set data.eval= \
+        --set data.max_examples=256 --set output.dir=$T/$_o --set output.quiet=true \
+        --set model.dim=2 --set model.bottom=13-2 --set model.top=auto-1 \
+        --set trainer.worker_threads=1 "$@" > $T/$_o.out 2> $T/$_o.err
+}
+ck ckpeer peer
+rc=$?
+W='^shadowsync: warning: table'
+check "collision check: criteo_kaggle.ini on the peer's data names its small tables, once, even with output.quiet ($rc)" \
+    sh -c "[ $rc = 0 ] && grep -q '$W 5 (data.cat_cols column 19): [0-9,]* distinct ids in the first 25,600 examples share model.rows = 24 rows: 100.0 % of its lookups land on a row shared with another id; model.rows >= [0-9,]* would bring that under 1 % ([0-9.]* MiB)' $T/ckpeer.err && grep -q '$W 8 (data.cat_cols column 22): .* model.rows = 3 rows' $T/ckpeer.err && [ \$(grep -c '$W' $T/ckpeer.err) = 10 ] && grep -q 'warning: and 6 more tables like them' $T/ckpeer.err && grep -q 'warning: 16 of 26 tables hold more distinct ids than rows, over 10 % of their lookups on shared rows (data.collision_warn), in the first 25,600 examples of data.train' $T/ckpeer.err && ! grep -q '$W 2 ' $T/ckpeer.err"
+ck ckown ck
+rc=$?
+check "collision check: criteo_kaggle.ini on data of its own shape warns of nothing ($rc)" \
+    sh -c "[ $rc = 0 ] && ! grep -q 'distinct ids' $T/ckown.err && grep -q '^train: examples 256 ' $T/ckown.out"
+ck ckoff peer --set data.collision_check_batches=0
+rc=$?
+check "collision check: data.collision_check_batches = 0 checks nothing ($rc)" \
+    sh -c "[ $rc = 0 ] && ! grep -q 'distinct ids' $T/ckoff.err"
+tiny() { # OUT [--set ...]: tiny.ini with 50 rows a table on the peer's data
+    _o=$1; shift
+    $BIN train $CFG --set data.train=$T/peer/train.tsv --set data.eval= --set model.rows=50 \
+        --set data.max_examples=256 --set output.dir=$T/$_o "$@" > $T/$_o.out 2> $T/$_o.err
+}
+tiny t2 --set data.collision_check_batches=2
+check "collision check: 2 batches of 128 examples, the first 10 tables named, then the rest counted" \
+    sh -c "[ \$(grep -c '$W [0-9]* (.*in the first 256 examples share model.rows = 50 rows' $T/t2.err) = 10 ] && grep -q 'warning: and 16 more tables like them' $T/t2.err && grep -q 'warning: 26 of 26 tables .* in the first 256 examples' $T/t2.err"
+tiny t1 --set data.collision_warn=1
+check "collision check: none over data.collision_warn = 1" sh -c "! grep -q 'distinct ids' $T/t1.err && [ -s $T/t1.out ]"
+timeout -k 10 120 $MPIRUN -np 2 $BIN train $CFG --set job.embedding_ps=1 --set job.bind=127.0.0.1 \
+    --set trainer.worker_threads=1 --set data.train=$T/peer/train.tsv --set data.eval= \
+    --set model.rows=50 --set data.max_examples=256 --set output.dir=$T/tc > $T/tc.log 2>&1
+rc=$?
+check "collision check: a cluster job's master warns as the embedded default does, once ($rc)" \
+    sh -c "[ $rc = 0 ] && [ \$(grep -c '$W [0-9]* (.*in the first 25,600 examples share model.rows = 50 rows' $T/tc.log) = 10 ] && [ \$(grep -c 'warning: 26 of 26 tables' $T/tc.log) = 1 ]"

@@ -240,6 +240,8 @@ struct ss_config {
         int64_t max_examples;        /* 0 = all */
         int epochs;                  /* passes over data.train */
         int split;                   /* enum data_split */
+        int collision_check_batches; /* batches of data.train checked at start (0: none) */
+        double collision_warn;       /* shared share of a table that the check warns of */
     } data;
     struct { char *rows; int dim; char *bottom, *top; int pooling; } model;
     struct {

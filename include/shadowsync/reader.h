@@ -197,6 +197,34 @@ struct inspect_opts {
 };
 int reader_inspect(const struct ss_config *c, const struct inspect_opts *o, FILE *out,
                    struct ss_err *e);
+/* The run's start-up collision check (issue 29): the first `examples`
+ * examples of data.train (a pipe is not read: the run would lose them),
+ * every id counted exactly, per table the distinct ids seen, the share of
+ * lookups on a row (id mod model.rows) shared with another id, counted as
+ * inspect counts it, and the rows that bring it under 1 %. */
+struct collision_table {
+    int col;                    /* its data.cat_cols column; -1 in binary shards */
+    int64_t ids, rows, rows_1pct;
+    int has_empty;              /* id 0 (an empty field) is among ids */
+    double shared, bytes_1pct;  /* bytes_1pct: rows_1pct rows' memory */
+};
+struct collision_check {
+    int64_t examples;           /* read (0: nothing was, e.g. a pipe) */
+    int n_tables;
+    struct collision_table *t;  /* [n_tables] */
+};
+int reader_collision_check(const struct ss_config *c, int64_t examples,
+                           struct collision_check *out, struct ss_err *e);
+void reader_collision_free(struct collision_check *k);
+/* What a run says of it at start, whatever output.quiet: with
+ * data.collision_check_batches > 0, that check on that many batches of
+ * trainer.batch_size examples, and a warning on f for each table (the
+ * first 10, then their count) that holds more distinct ids than rows (the
+ * empty field's id 0 aside) with over data.collision_warn of its lookups
+ * on a shared row, and a line that
+ * sums them up. A check that cannot read the data says nothing (the run
+ * names why). Returns the tables warned of. */
+int reader_warn_collisions(const struct ss_config *c, FILE *f);
 /* Its distinct-id estimate: a HyperLogLog sketch of 2^INSPECT_HLL_BITS
  * one-byte registers (standard error 1.04 / sqrt(2^16) = 0.41 %), read
  * with Ertl's improved estimator (2017), which needs no bias table and

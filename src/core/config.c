@@ -118,6 +118,12 @@ static const struct key_desc keys[] = {
          "0) split it: lines = every n-th line of every file, each reader reading all; files = "
          "whole files, balanced by size, each reader reading its own; auto = files where the "
          "busiest reader gets at most 1.1x the even share of bytes, else lines"),
+    INT(data, collision_check_batches, "200", 0, 1000000,
+        "batches (trainer.batch_size examples) of data.train whose ids the run counts at start, "
+        "warning of a table with more distinct ids than rows (0 = no check)"),
+    DBL(data, collision_warn, "0.1", 0, 1, 0,
+        "the start-up check warns of such a table when more than this share of its lookups "
+        "land on a row shared with another id"),
 
     STR(model, rows, "200000", "rows per embedding table: one number for all or a comma list"),
     INT(model, dim, "16", 1, 1024, "embedding dimension (the width of every table's rows)"),

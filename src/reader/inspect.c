@@ -16,7 +16,11 @@
  * size, so memory stays constant), and the shared share is the formula for
  * uniformly hashed ids at the estimated count. With a sample (the first N
  * examples) the set has no bound: every count is exact. Either way the
- * rows for a shared share under 1 % follow from the formula. */
+ * rows for a shared share under 1 % follow from the formula.
+ *
+ * A run's start-up check (reader_warn_collisions) is the same pass over
+ * the first batches of data.train, quiet, and a warning of each table
+ * that its rows cannot hold. */
 #include "internal.h"
 
 #include <errno.h>
@@ -216,6 +220,7 @@ struct inspection {
     double label_sum;
     struct reader_stats rs;
     double seconds;
+    int startup;            /* a run's check: no progress, no bad line named */
 };
 
 /* model.rows for each of the data's n_cat features: one number for all,
@@ -298,7 +303,7 @@ static int run_pass(struct inspection *in, struct ss_err *e)
 {
     struct reader *r;
     int rc = reader_open(&r, in->c->data.train, &in->s, in->o->sample,
-                         in->c->data.report_bad_lines, e);
+                         in->startup ? 0 : in->c->data.report_bad_lines, e);
     if (rc)
         return ss_fail(e, rc, "data.train: %s", e->msg);
     struct batch b;
@@ -309,7 +314,7 @@ static int run_pass(struct inspection *in, struct ss_err *e)
         take_batch(in, &b);
         n += b.n;
         double now = ss_now();
-        if (!in->c->output.quiet && now - last >= every) {
+        if (!in->c->output.quiet && !in->startup && now - last >= every) {
             struct reader_stats st;
             reader_stats(r, &st);
             ss_log("inspect: %lld examples, %lld bad lines, done %.1f%% (%.0f examples/s)",
@@ -551,6 +556,33 @@ static void report_json(const struct inspection *in, FILE *f)
 
 /* ---- the verb -------------------------------------------------------- */
 
+/* The schema, each table's rows and the counters. */
+static int prepare_tables(struct inspection *in, struct ss_err *e)
+{
+    const struct ss_config *c = in->c;
+    int rc = schema_from_config(&in->s, c, c->data.train, e);
+    if (rc == 0)
+        rc = table_rows(in, e);
+    if (rc < 0)
+        return rc;
+    in->s.missing_is_nan = 1;
+    in->cat = ss_xcalloc((size_t)in->s.n_cat + 1, sizeof *in->cat);
+    in->dense = ss_xcalloc((size_t)in->s.n_dense + 1, sizeof *in->dense);
+    return 0;
+}
+
+/* The pass, then each table's figures. */
+static int inspect_pass(struct inspection *in, struct ss_err *e)
+{
+    int rc = run_pass(in, e);
+    if (rc == 0) {
+        in->fig = ss_xcalloc((size_t)in->s.n_cat + 1, sizeof *in->fig);
+        for (int t = 0; t < in->s.n_cat; t++)
+            cat_figures(in, t, &in->fig[t]);
+    }
+    return rc;
+}
+
 static int prepare(struct inspection *in, struct ss_err *e)
 {
     const struct ss_config *c = in->c;
@@ -560,16 +592,7 @@ static int prepare(struct inspection *in, struct ss_err *e)
     int rc = reader_check_train(c->data.train, e);
     if (rc == 0 && in->o->json_path)
         rc = reader_check_output("--json", in->o->json_path, "data.train", c->data.train, e);
-    if (rc == 0)
-        rc = schema_from_config(&in->s, c, c->data.train, e);
-    if (rc == 0)
-        rc = table_rows(in, e);
-    if (rc < 0)
-        return rc;
-    in->s.missing_is_nan = 1;
-    in->cat = ss_xcalloc((size_t)in->s.n_cat + 1, sizeof *in->cat);
-    in->dense = ss_xcalloc((size_t)in->s.n_dense + 1, sizeof *in->dense);
-    return 0;
+    return rc < 0 ? rc : prepare_tables(in, e);
 }
 
 static void inspection_free(struct inspection *in)
@@ -593,11 +616,8 @@ int reader_inspect(const struct ss_config *c, const struct inspect_opts *o, FILE
     if (rc == 0 && o->json_path && !(jf = fopen(o->json_path, "w"))) /* before a long pass */
         rc = ss_fail(e, SS_EIO, "--json %s: %s", o->json_path, strerror(errno));
     if (rc == 0)
-        rc = run_pass(&in, e);
+        rc = inspect_pass(&in, e);
     if (rc == 0) {
-        in.fig = ss_xcalloc((size_t)in.s.n_cat + 1, sizeof *in.fig);
-        for (int t = 0; t < in.s.n_cat; t++)
-            cat_figures(&in, t, &in.fig[t]);
         report_text(&in, out);
         fflush(out);
         reader_warn_bad_share("data.train", c->data.train, in.rs.bad_lines, in.rs.examples,
@@ -618,4 +638,129 @@ int reader_inspect(const struct ss_config *c, const struct inspect_opts *o, FILE
     }
     inspection_free(&in);
     return rc;
+}
+
+/* ---- a run's start-up check ------------------------------------------ */
+
+#define WARN_TABLES 10 /* tables named one to a line; past them, their count */
+
+/* data.train's files are all regular: reading them takes nothing from the
+ * run (a pipe's lines would be gone). */
+static int train_rereadable(const char *train)
+{
+    char **f;
+    int n, ok = 1;
+    struct ss_err ignored = {0};
+    if (reader_list_files(train, PICK_ALL, &f, &n, &ignored) < 0)
+        return 0;
+    for (int i = 0; i < n && ok; i++) {
+        struct stat st;
+        ok = stat(f[i], &st) == 0 && S_ISREG(st.st_mode);
+    }
+    reader_free_files(f, n);
+    return ok;
+}
+
+int reader_collision_check(const struct ss_config *c, int64_t examples,
+                           struct collision_check *out, struct ss_err *e)
+{
+    struct inspect_opts o = {.sample = examples > 0 ? examples : 1};
+    struct inspection in = {.c = c, .o = &o, .startup = 1};
+    memset(out, 0, sizeof *out);
+    if (!c->data.train || !*c->data.train || !train_rereadable(c->data.train))
+        return 0;
+    int rc = prepare_tables(&in, e);
+    if (rc == 0)
+        rc = inspect_pass(&in, e);
+    if (rc == 0) {
+        out->examples = in.rs.examples;
+        out->n_tables = in.s.n_cat;
+        out->t = ss_xcalloc((size_t)in.s.n_cat + 1, sizeof *out->t);
+        for (int t = 0; t < in.s.n_cat; t++) {
+            struct collision_table *k = &out->t[t];
+            k->col = in.s.format == FMT_BINARY ? -1 : in.s.cat_cols[t];
+            k->ids = (int64_t)in.fig[t].ids;
+            k->has_empty = in.cat[t].empty > 0;
+            k->rows = in.rows[t];
+            k->shared = in.fig[t].shared;
+            k->rows_1pct = in.fig[t].rows_1pct;
+            k->bytes_1pct = (double)k->rows_1pct * bytes_per_row(c);
+        }
+    }
+    inspection_free(&in);
+    return rc;
+}
+
+void reader_collision_free(struct collision_check *k)
+{
+    free(k->t);
+    memset(k, 0, sizeof *k);
+}
+
+/* n with a comma between each three digits. */
+static const char *grouped(int64_t n, char buf[32])
+{
+    char d[24];
+    int len = snprintf(d, sizeof d, "%lld", (long long)n), j = 0;
+    for (int i = 0; i < len; i++) {
+        if (i && d[i - 1] != '-' && (len - i) % 3 == 0)
+            buf[j++] = ',';
+        buf[j++] = d[i];
+    }
+    buf[j] = 0;
+    return buf;
+}
+
+/* A table that its rows cannot hold: more ids than rows, the empty field's
+ * id 0 aside (a table sized to a feature's values, as Criteo's cardinalities
+ * are, is one row short of them and it), and too many lookups on a shared
+ * row. Ids hashed into a table of their own count share rows too (up to
+ * 1 - 1/e of them): inspect shows that; this is the data outgrowing rows. */
+static int over_rows(const struct ss_config *c, const struct collision_table *k)
+{
+    return k->ids - k->has_empty > k->rows && k->shared > c->data.collision_warn;
+}
+
+static void warn_table(const struct collision_check *k, int t, FILE *f)
+{
+    const struct collision_table *x = &k->t[t];
+    char col[48], ids[32], ex[32], rows[32], r1[32], mem[32];
+    if (x->col >= 0)
+        snprintf(col, sizeof col, "data.cat_cols column %d", x->col);
+    else
+        snprintf(col, sizeof col, "binary shards");
+    fprintf(f, "shadowsync: warning: table %d (%s): %s distinct ids in the first %s examples "
+            "share model.rows = %s rows: %.1f %% of its lookups land on a row shared with "
+            "another id; model.rows >= %s would bring that under 1 %% (%s)\n", t, col,
+            grouped(x->ids, ids), grouped(k->examples, ex), grouped(x->rows, rows),
+            100 * x->shared, grouped(x->rows_1pct, r1), mem_text(x->bytes_1pct, mem));
+}
+
+int reader_warn_collisions(const struct ss_config *c, FILE *f)
+{
+    if (c->data.collision_check_batches <= 0)
+        return 0;
+    struct collision_check k;
+    struct ss_err ignored = {0};
+    int64_t n = (int64_t)c->data.collision_check_batches * c->trainer.batch_size;
+    if (reader_collision_check(c, n, &k, &ignored) < 0)
+        return 0;
+    int over = 0;
+    for (int t = 0; t < k.n_tables; t++)
+        if (over_rows(c, &k.t[t]) && over++ < WARN_TABLES)
+            warn_table(&k, t, f);
+    if (over > WARN_TABLES)
+        fprintf(f, "shadowsync: warning: and %d more tables like them\n", over - WARN_TABLES);
+    if (over) {
+        char ex[32];
+        fprintf(f, "shadowsync: warning: %d of %d tables hold more distinct ids than rows, over "
+                "%g %% of their lookups on shared rows (data.collision_warn), in the first %s "
+                "examples of data.train: their ids train one vector between several. Size the "
+                "tables for your data (model.rows; docs/data.md, `shadowsync inspect`); "
+                "data.collision_check_batches = 0 turns this check off\n", over, k.n_tables,
+                100 * c->data.collision_warn, grouped(k.examples, ex));
+        fflush(f);
+    }
+    reader_collision_free(&k);
+    return over;
 }

@@ -159,6 +159,7 @@ static int embedded_train(const struct ss_config *c, const char *resume)
                    c->job.embedding_ps, c->job.sync_ps, c->job.readers);
         fflush(stdout);
     }
+    reader_warn_collisions(c, stderr); /* after the config, where it is seen */
     ss_halt_on_signals(1);
     if (trainer_run(c, resume, &e) < 0) {
         fprintf(stderr, "shadowsync: %s\n", e.msg);

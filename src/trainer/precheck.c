@@ -160,6 +160,8 @@ int trainer_master_checks(struct job_plan *p, const struct ss_config *c, const c
     }
     if (p->rank == 0 && rc == 0)
         rc = trainer_prerun_checks(c, resume, &shared);
+    if (p->rank == 0 && rc == 0)
+        reader_warn_collisions(c, stderr); /* as the embedded default warns */
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(p->resume_from, sizeof p->resume_from, MPI_CHAR, 0, MPI_COMM_WORLD);
