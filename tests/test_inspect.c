@@ -2,8 +2,9 @@
  * HyperLogLog estimate within 3 % of the true distinct count from 100 to
  * 1M ids, random and consecutive, repeats not counted; the shared-row
  * formula against a simulation of ids hashed into rows; the rows it asks
- * for; and the parser's missing mark (an empty dense field reads NAN for
- * inspect, 0 for training). */
+ * for; the parser's missing mark (an empty dense field reads NAN for
+ * inspect, 0 for training); and a run's start-up collision check on ids
+ * whose rows are known. */
 #include "check.h"
 #include "shadowsync/reader.h"
 
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static double rel_err(double est, double n) { return fabs(est - n) / n; }
 
@@ -149,10 +151,71 @@ static void missing_mark(void)
     batch_free(&b);
 }
 
+/* The start-up check on ids whose rows are known: a csv of dec ids 1, 0
+ * (an empty field), 2, 3, 6, 1, one table. In 4 rows ids 2 and 6 share
+ * row 2 (2 of 6 lookups), and the 4 ids besides the empty one's fit the
+ * 4 rows: no warning. In 3 rows ids 0, 3 and 6 share row 0 (3 of 6) and
+ * 4 ids outnumber 3 rows: a warning naming the table. */
+static void startup_check(void)
+{
+    char path[] = "/tmp/test_inspect_XXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "1,0.5,1\n0,1,\n0,2,2\n1,3,3\n0,4,6\n1,5,1\n";
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+        printf("FAIL startup check: cannot write %s\n", path);
+        return;
+    }
+    close(fd);
+    for (int rows = 3; rows <= 4; rows++) {
+        char train[64], nrows[32];
+        snprintf(train, sizeof train, "data.train=%s", path);
+        snprintf(nrows, sizeof nrows, "model.rows=%d", rows);
+        char *ov[] = {train, nrows, "data.format=csv", "data.separator=,", "data.label_col=0",
+                      "data.dense_cols=1", "data.cat_cols=2", "data.cat_encoding=dec",
+                      "trainer.batch_size=6", "data.collision_check_batches=1"};
+        struct ss_config c;
+        struct ss_err e = {0};
+        struct collision_check k = {0};
+        int rc = ss_config_load(&c, NULL, ov, (int)(sizeof ov / sizeof *ov), &e);
+        if (rc == 0)
+            rc = reader_collision_check(&c, 6, &k, &e);
+        double want = rows == 4 ? 2.0 / 6 : 3.0 / 6;
+        CHECK(rc == 0 && k.examples == 6 && k.n_tables == 1 && k.t[0].ids == 5 &&
+                  k.t[0].has_empty && k.t[0].rows == rows && k.t[0].col == 2 &&
+                  fabs(k.t[0].shared - want) < 1e-12 &&
+                  k.t[0].rows_1pct == inspect_rows_for(5, 0.01),
+              rows == 4 ? "startup check: 5 ids (0 among them) in 4 rows, 2 of 6 lookups shared"
+                        : "startup check: in 3 rows, 3 of 6 lookups shared",
+              "rc %d %s: %lld examples, ids %lld, shared %g", rc, e.msg, (long long)k.examples,
+              k.n_tables ? (long long)k.t[0].ids : -1LL, k.n_tables ? k.t[0].shared : -1.0);
+        reader_collision_free(&k);
+        FILE *f = tmpfile();
+        int warned = rc == 0 && f ? reader_warn_collisions(&c, f) : -1;
+        char line[1024] = "";
+        if (f) {
+            rewind(f);
+            if (!fgets(line, sizeof line, f))
+                line[0] = 0;
+            fclose(f);
+        }
+        if (rows == 4)
+            CHECK(warned == 0 && !line[0], "startup check: a row for each id, 0 aside: no "
+                  "warning", "%d: %s", warned, line);
+        else
+            CHECK(warned == 1 && strstr(line, "shadowsync: warning: table 0 (data.cat_cols "
+                                        "column 2): 5 distinct ids in the first 6 examples"),
+                  "startup check: more ids than rows: a warning naming the table", "%d: %s",
+                  warned, line);
+        ss_config_free(&c);
+    }
+    unlink(path);
+}
+
 int main(void)
 {
     hll_counts();
     shared_rows();
     missing_mark();
+    startup_check();
     CHECK_DONE();
 }
