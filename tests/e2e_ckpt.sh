@@ -445,7 +445,7 @@ if unshare -rm true 2>/dev/null; then
             --set output.dir=$T/small/out --set checkpoint.dir=$T/ckfill --set trainer.worker_threads=1 \
             --set data.epochs=3 --set output.log_interval_s=0.1 > $T/fill.log 2>&1 &
         p=\$!
-        for i in \$(seq 1 400); do grep -q '^\\[' $T/fill.log && break; sleep 0.025; done
+        for i in \$(seq 1 400); do grep -q '^\\[ *[0-9.]*s\\] examples' $T/fill.log && break; sleep 0.025; done
         dd if=/dev/zero of=$T/small/fill bs=64k > /dev/null 2>&1
         wait \$p; echo \$? > $T/fill.rc
         rm $T/small/fill
