@@ -144,7 +144,7 @@ struct sync_algo_ops {
     const char *name;
     int needs;                  /* enum sync_needs */
     unsigned uses;              /* enum sync_uses */
-    const char *advice;         /* what else to lower when the model diverges (NULL: nothing) */
+    const char *advice;         /* what to change when the model diverges (NULL: the rates) */
     int (*init)(struct sync_ctx *c, struct ss_err *e);
     /* One round. active: this trainer still has data. Returns how many
      * trainers were active in the round as far as it can tell (0: this was

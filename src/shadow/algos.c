@@ -221,6 +221,7 @@ static const struct sync_algo_ops algos[] = {
     {"ma", SYNC_NEEDS_COLLECTIVE, SYNC_ROUNDS | SYNC_USES_ALPHA | SYNC_MEAN, NULL,
      collective_init, ma_sync, NULL, NULL},
     {"bmuf", SYNC_NEEDS_COLLECTIVE, SYNC_ROUNDS | SYNC_USES_ALPHA | SYNC_USES_BMUF,
+     "lower optim.dense_lr or optim.emb_lr, add an optim.warmup_examples, or lower "
      "sync.bmuf_lr or sync.bmuf_momentum, which the schedule does not scale", bmuf_init,
      bmuf_sync, bmuf_free, bmuf_state},
     {"allreduce", SYNC_NEEDS_COLLECTIVE, SYNC_ROUNDS | SYNC_MEAN, NULL, allreduce_init,
@@ -251,12 +252,8 @@ static unsigned uses_of(const char *name)
 const char *sync_diverged_advice(const struct ss_config *c)
 {
     const struct sync_algo_ops *a = sync_algo_find(c->sync.algo);
-    static __thread char buf[256];
-    if (!a || !a->advice)
-        return "lower optim.dense_lr or optim.emb_lr, or add an optim.warmup_examples";
-    snprintf(buf, sizeof buf, "lower optim.dense_lr or optim.emb_lr, add an "
-             "optim.warmup_examples, or lower %s", a->advice);
-    return buf;
+    return a && a->advice ? a->advice
+                          : "lower optim.dense_lr or optim.emb_lr, or add an optim.warmup_examples";
 }
 
 int sync_foreground_gap(const struct ss_config *c)

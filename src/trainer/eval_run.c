@@ -66,8 +66,8 @@ int job_noeval(struct ss_err *e, const char *path, const char *so)
 
 /* An eval whose predictions were NaN: the model diverged in when (after
  * the advice: what became of its checkpoint, or ""). */
-int job_nan_model(struct ss_err *e, const struct ss_config *c, const struct eval_result *ev,
-                  const char *when, const char *ckpt)
+static int nan_model(struct ss_err *e, const struct ss_config *c, const struct eval_result *ev,
+                     const char *when, const char *ckpt)
 {
     return ss_fail(e, SS_EINVAL, "the model diverged: %lld of its %lld predictions on %s are "
                    "NaN (its parameters overflow a forward pass) in %s; %s%s",
@@ -77,7 +77,7 @@ int job_nan_model(struct ss_err *e, const struct ss_config *c, const struct eval
 
 /* Threads for an eval with the workers done: the cores this process may
  * run on (at most 32). */
-int job_eval_threads(void)
+static int eval_threads(void)
 {
     cpu_set_t set;
     int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
@@ -88,9 +88,9 @@ int job_eval_threads(void)
  * the config c (the run's, or the mid-run evals' copy) on threads threads
  * (one with DES); cancel as trainer_eval's. Each thread looks up through
  * s->emb or, in a cluster job, a client of its own to the embedding PSs. */
-int job_eval_with(const struct eval_src *s, const struct ss_config *c, const float *w,
-                  const char *path, FILE *pred, const int *cancel, int threads,
-                  struct eval_result *ev, struct ss_err *e)
+static int eval_with(const struct eval_src *s, const struct ss_config *c, const float *w,
+                     const char *path, FILE *pred, const int *cancel, int threads,
+                     struct eval_result *ev, struct ss_err *e)
 {
     if (s->des)
         return job_des_eval(s, c, w, path, pred, ev, e);
@@ -137,7 +137,7 @@ static void *mid_eval_main(void *arg)
     struct job *j = arg;
     struct mid_eval *m = &j->mid;
     struct eval_src src = job_eval_src(j);
-    m->rc = job_eval_with(&src, &m->c, m->w, j->c->data.eval, NULL, &m->cancel, 1, &m->ev, &m->err);
+    m->rc = eval_with(&src, &m->c, m->w, j->c->data.eval, NULL, &m->cancel, 1, &m->ev, &m->err);
     __atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
     pthread_mutex_lock(&j->mu);
     pthread_cond_broadcast(&j->cv); /* the main thread reports it */
@@ -292,9 +292,9 @@ int job_final_eval(struct job *j, const struct figures *f, const struct reader_s
 {
     const struct ss_config *c = j->c;
     double t0 = ss_now();
-    int threads = j->des ? 1 : job_eval_threads(); /* DES: a collective, one thread */
+    int threads = j->des ? 1 : eval_threads(); /* DES: a collective, one thread */
     struct eval_src src = job_eval_src(j);
-    int rc = job_eval_with(&src, c, w, c->data.eval, NULL, NULL, threads, ev, e);
+    int rc = eval_with(&src, c, w, c->data.eval, NULL, NULL, threads, ev, e);
     if (rc < 0) {
         struct ss_err why = *e, ignored;
         *ev = (struct eval_result)NO_EVAL;
@@ -323,9 +323,9 @@ int job_final_eval(struct job *j, const struct figures *f, const struct reader_s
             ckpt_remove(j->final_ckpt);
             snprintf(ckpt, sizeof ckpt, "; its final checkpoint %s is removed", j->final_ckpt);
         }
-        return job_nan_model(e, c, ev, !c->output.save_model ? "the training (none saved)"
-                                       : j->env ? "the training (the model saved is not usable)"
-                                                : "the training: no model saved", ckpt);
+        return nan_model(e, c, ev, !c->output.save_model ? "the training (none saved)"
+                                   : j->env ? "the training (the model saved is not usable)"
+                                            : "the training: no model saved", ckpt);
     }
     job_eval_row(j, f->examples, f->elapsed, ev);
     reader_warn_bad_share("data.eval", c->data.eval, ev->bad_lines, ev->examples,
@@ -474,7 +474,7 @@ static int report_saved_eval(const struct ss_config *c, const struct eval_result
             "\"eval_auc\": %s, \"eval_calibration\": %s, \"eval_bad_lines\": %lld}\n",
             (long long)ev->examples, v[0], v[1], v[2], v[3], (long long)ev->bad_lines);
     if (ev->nan_preds)
-        return job_nan_model(e, c, ev, "its training", "");
+        return nan_model(e, c, ev, "its training", "");
     return ev->examples == 0 ? job_noeval(e, c->data.eval, "nothing is scored") : 0;
 }
 
@@ -521,7 +521,7 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         rc = load_saved_model(&m, &cc, src, is_ckpt, say, e);
     struct eval_src s = {.l = &m.l, .emb = m.emb, .hot = m.hot, .n_tr = 1, .is_master = 1};
     if (rc == 0)
-        rc = job_eval_with(&s, &cc, m.w, cc.data.eval, pred, NULL, job_eval_threads(), &ev, e);
+        rc = eval_with(&s, &cc, m.w, cc.data.eval, pred, NULL, eval_threads(), &ev, e);
     if (pred) /* whole, or removed */
         rc = close_predictions(pred, predictions, part, rc, e);
     if (rc == 0 && predictions)

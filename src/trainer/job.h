@@ -171,9 +171,6 @@ enum { MODEL_FILES = 4 }; /* the first of report.c's run_end_files: the model's 
 
 /* eval_run.c: evaluations */
 int job_noeval(struct ss_err *e, const char *path, const char *so);
-int job_nan_model(struct ss_err *e, const struct ss_config *c, const struct eval_result *ev,
-                  const char *when, const char *ckpt);
-int job_eval_threads(void);
 /* What an eval looks up through: a run's clients, or the eval command's
  * own tables. */
 struct eval_src {
@@ -188,9 +185,6 @@ struct eval_src {
 };
 int job_des_eval(const struct eval_src *s, const struct ss_config *c, const float *w,
                  const char *path, FILE *pred, struct eval_result *ev, struct ss_err *e);
-int job_eval_with(const struct eval_src *s, const struct ss_config *c, const float *w,
-                  const char *path, FILE *pred, const int *cancel, int threads,
-                  struct eval_result *ev, struct ss_err *e);
 struct eval_src job_eval_src(const struct job *j);
 void job_mid_eval_poll(struct job *j, int64_t examples);
 void job_mid_eval_end(struct job *j, int cancel, int64_t examples);
@@ -199,18 +193,12 @@ int job_final_eval(struct job *j, const struct figures *f, const struct reader_s
 
 /* report.c: figures, lines and files */
 void job_collect(struct job *j, struct figures *f);
-const char *job_gap_text(double gap, int csv, char buf[32]);
 int job_progress(struct job *j, int final, int print);
-void job_schedule_note(const struct job *j);
 double job_stale_files(const char *dir, int n, int remove);
 int job_open_run_dir(struct job *j, struct ss_err *e);
 void job_clear_stale(struct job *j);
 int job_open_csvs(struct job *j, struct ss_err *e);
-void job_blas_note(const struct ss_config *c, const struct model_layout *l);
 void job_client_figures(struct job *j, struct figures *f);
-void job_print_cache(const struct cache_stats *k);
-void job_print_des(const struct des_stats *d);
-void job_print_hot(const struct job *j, const struct hot_stats *h);
 int job_write_metrics(struct job *j, const struct figures *f, const struct eval_result *ev,
                       const struct reader_stats *rs, struct ss_err *e);
 void job_print_eval_to(FILE *f, const char *what, const struct eval_result *ev);
@@ -243,7 +231,6 @@ void job_free_trainers(struct job *j);
 /* snapshot.c: checkpoints and the saved model */
 void job_mean_add(float *w, const float *v, size_t n, int count);
 float *job_output_model(struct job *j);
-int job_save_shards(struct job *j, const char *dir, struct ss_err *e);
 int job_save_model(struct job *j, const float *w, struct ss_err *e);
 void job_checkpoint_now(struct job *j, int final);
 int job_serve_checkpoints(struct job *j);

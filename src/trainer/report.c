@@ -86,7 +86,7 @@ static const char *num_text(double v, int csv, const char *fmt, char buf[32])
     return buf;
 }
 
-const char *job_gap_text(double gap, int csv, char buf[32])
+static const char *gap_text(double gap, int csv, char buf[32])
 {
     return num_text(gap, csv, csv ? "%.4f" : "%.2f", buf);
 }
@@ -150,11 +150,11 @@ int job_progress(struct job *j, int final, int print)
         printf("[%8.1fs] examples %lld  eps %.0f  train_ne %s  syncs/s %.1f  sync_gap %s%s%s\n",
                f.elapsed, (long long)f.examples, f.eps, num_text(f.train_ne, 0, "%.4f", ne),
                f.syncs_per_s,
-               job_gap_text(f.sync_gap, 0, gap), rate, done_text(j, frac, 0, done));
+               gap_text(f.sync_gap, 0, gap), rate, done_text(j, frac, 0, done));
     fflush(stdout);
     if (j->csv) {
         fprintf(j->csv, "%.3f,%lld,%.1f,%s,%.3f,%s,", f.elapsed, (long long)f.examples, f.eps,
-                num_text(f.train_ne, 1, "%.6f", ne), f.syncs_per_s, job_gap_text(f.sync_gap, 1, gap));
+                num_text(f.train_ne, 1, "%.6f", ne), f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
         fprintf(j->csv, "%s\n", done_text(j, frac, 1, done));
         fflush(j->csv);
     }
@@ -162,7 +162,7 @@ int job_progress(struct job *j, int final, int print)
 }
 
 /* The rates' schedule, said at start: where it is, and what it does. */
-void job_schedule_note(const struct job *j)
+static void schedule_note(const struct job *j)
 {
     const struct ss_config *c = j->c;
     printf("# learning rates x%.3g at %lld examples:", optim_lr_scale(c, j->sched_base),
@@ -351,7 +351,7 @@ static int blas_kernel_below_cpu(const char *core)
     return ss_cpu_has_avx512();
 }
 
-void job_blas_note(const struct ss_config *c, const struct model_layout *l)
+static void blas_note(const struct ss_config *c, const struct model_layout *l)
 {
     openblas_set_num_threads(1);
     if (c->output.quiet)
@@ -397,7 +397,7 @@ static const char *pct(char buf[24], int64_t part, int64_t whole, int digits)
     return buf;
 }
 
-void job_print_cache(const struct cache_stats *k)
+static void print_cache(const struct cache_stats *k)
 {
     char a[24], b[24];
     printf("cache: hits %s  rows fetched %lld  refreshed %lld  deltas pushed %lld  "
@@ -406,14 +406,14 @@ void job_print_cache(const struct cache_stats *k)
            pct(b, k->uncached, k->lookups, 2), k->bytes_sent / 1e6, k->bytes_plain / 1e6);
 }
 
-void job_print_des(const struct des_stats *d)
+static void print_des(const struct des_stats *d)
 {
     printf("des: rounds %lld  lookups %lld  pushes %lld  wire MB %.1f (the rows would be %.1f)  "
            "in the exchange %.1f s\n", (long long)d->rounds, (long long)d->lookups,
            (long long)d->pushes, d->bytes_sent / 1e6, d->bytes_rows / 1e6, d->wait_s);
 }
 
-void job_print_hot(const struct job *j, const struct hot_stats *h)
+static void print_hot(const struct job *j, const struct hot_stats *h)
 {
     char a[24], b[24];
     printf("hot: rows %lld  lookups %s  examples without the tables %s  batches "
@@ -661,14 +661,14 @@ void job_start_notes(struct job *j)
                 "caches: copies that far behind train apart, and their deltas add up at the "
                 "PS (in a sweep 1000000 scored an eval NE of 1.85 against 0.96); a few updates "
                 "(the default 2) keep them close\n", c->embedding_cache.staleness, copies);
-    job_blas_note(c, &j->l);
+    blas_note(c, &j->l);
     if (say)
         printf("# training: %d trainer(s) x %d worker(s), sync %s/%s, %zu dense params, "
                "%d tables\n", trainers, j->n_wk, c->sync.algo,
                c->sync.mode == SYNC_FOREGROUND ? "foreground" : "shadow", j->l.n_params,
                j->l.n_tables);
     if (j->sched_on && say)
-        job_schedule_note(j);
+        schedule_note(j);
     if (say)
         sync_config_notes(c, trainers, stdout);
 }
@@ -689,18 +689,18 @@ void job_end_notes(struct job *j, const struct figures *f, const struct reader_s
     char gap[32];
     printf("train: examples %lld  seconds %.2f  eps %.0f  train_ne %.5f  syncs %lld  "
            "sync_gap %s  bad_lines %lld\n", (long long)f->examples, f->elapsed, f->eps,
-           f->train_ne, (long long)f->syncs, job_gap_text(f->sync_gap, 0, gap),
+           f->train_ne, (long long)f->syncs, gap_text(f->sync_gap, 0, gap),
            (long long)rs->bad_lines);
     fflush(stdout); /* seen before the eval, which may take a while */
     /* both the job's so far: a resumed reader's bad lines go on from its checkpoint's */
     reader_warn_bad_share("data.train", c->data.train, rs->bad_lines, f->examples,
                           c->data.report_bad_lines);
     if (j->hot)
-        job_print_hot(j, &f->hot);
+        print_hot(j, &f->hot);
     if (c->embedding_cache.rows > 0)
-        job_print_cache(&f->cache);
+        print_cache(&f->cache);
     if (j->des)
-        job_print_des(&f->des);
+        print_des(&f->des);
 }
 
 /* A run stopped by a signal says how it goes on (and fails where nothing

@@ -48,7 +48,7 @@ static void write_back_hot(struct job *j, const float *w)
 }
 
 /* DES: each of this process's trainers' shards, as dir/tables-trainerT.bin. */
-int job_save_shards(struct job *j, const char *dir, struct ss_err *e)
+static int save_shards(struct job *j, const char *dir, struct ss_err *e)
 {
     int first = j->env ? j->env->index : 0, rc = 0;
     char p[4500];
@@ -81,7 +81,7 @@ int job_save_model(struct job *j, const float *w, struct ss_err *e)
             return rc;
     }
     if (!j->tables) /* cluster job: each embedding PS saves its shards, tables-psK.bin; */
-        return 0;   /* DES: each trainer its own (job_save_shards) */
+        return 0;   /* DES: each trainer its own (save_shards) */
     write_back_hot(j, w);
     snprintf(p, sizeof p, "%s/model/tables.bin", j->c->output.dir);
     return embps_save(j->tables, p, e);
@@ -179,7 +179,7 @@ static int write_own_parts(struct job *j, const char *dir, struct ss_err *e)
         rc = embps_save(j->tables, p, e);
     }
     if (rc == 0)
-        rc = job_save_shards(j, dir, e);
+        rc = save_shards(j, dir, e);
     if (rc == 0 && j->hot && first == 0) { /* which rows the replicas hold */
         snprintf(p, sizeof p, "%s/hot-rows.bin", dir);
         rc = hot_save(j->hot, p, e);
@@ -459,5 +459,5 @@ int job_save_des_shards(struct job *j, struct ss_err *e)
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/model", j->c->output.dir);
     int rc = ss_mkdir_p(dir, e);
-    return rc < 0 ? rc : job_save_shards(j, dir, e);
+    return rc < 0 ? rc : save_shards(j, dir, e);
 }

@@ -10,7 +10,6 @@
 int step_init(struct step *st, const struct model_layout *l, int opt, float eps, float *w,
               float *state, struct gpu_dense *gpu, int cap, struct ss_err *e)
 {
-    memset(st, 0, sizeof *st);
     *st = (struct step){.l = l, .opt = opt, .eps = eps, .w = w, .state = state,
                         .advice = "lower the learning rates"};
     if (gpu) { /* a GPU worker keeps its scratch on the device */
