@@ -7,8 +7,8 @@
 # device trainer (trainer.device = cuda) on the CPU simulation of the device
 # library (src/gpu/sim.c) with Adagrad and MA in the shadow thread: its
 # parity test and a 2x2 run; DES (embedding.placement = trainers) with
-# checkpoints; under ASan, tests/e2e_inspect.sh (an inspect that leaks,
-# even on an error path, exits 23 and fails its checks). Any sanitizer
+# checkpoints; under ASan, tests/e2e_inspect.sh and tests/e2e_data.sh (a
+# run that leaks, even on an error path, exits 23 and fails its checks). Any sanitizer
 # report fails. SKIP_SANITIZE=1
 # skips (for quick local runs).
 [ -n "$SKIP_SANITIZE" ] && { echo "PASS sanitizers skipped (SKIP_SANITIZE set)"; exit 0; }
@@ -49,14 +49,15 @@ for kind in asan tsan; do
             echo "FAIL $kind: 2x2 train with $run"; head -40 $T/run.log
         fi
     done
-    if [ $kind = asan ]; then
-        if BIN=$B/shadowsync sh tests/e2e_inspect.sh > $T/out.log 2>&1 && grep -q '^PASS' $T/out.log \
+    for script in tests/e2e_inspect.sh tests/e2e_data.sh; do
+        [ $kind = asan ] || continue
+        if BIN=$B/shadowsync sh $script > $T/out.log 2>&1 && grep -q '^PASS' $T/out.log \
            && ! grep -q '^FAIL' $T/out.log; then
-            echo "PASS $kind: tests/e2e_inspect.sh"
+            echo "PASS $kind: $script"
         else
-            echo "FAIL $kind: tests/e2e_inspect.sh"; grep -v '^PASS' $T/out.log | head -30
+            echo "FAIL $kind: $script"; grep -v '^PASS' $T/out.log | head -30
         fi
-    fi
+    done
     SIM=$(pwd)/$B/libshadowsync_gpusim.so
     if SS_GPU_LIB=$SIM $B/tests/test_gpu > $T/out.log 2>&1 && grep -q '^PASS CPU simulation' $T/out.log; then
         echo "PASS $kind: test_gpu on the CPU simulation of the device library"

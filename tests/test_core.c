@@ -102,6 +102,26 @@ static void test_tables(void)
     embps_pool(t, &b, out);
     CHECK(near(out[0], before[0] - 2.5, 1e-6), "a push at lr_scale 0.25 steps a quarter as far",
           "%g vs %g", out[0], before[0] - 2.5);
+
+    /* weighted bags (libsvm values): ids 1 and 6 share table 0's row 1, weights 0.5 and 2
+     * pool to 2.5 x the row; a push moves the row by lr x (0.5 + 2) x g */
+    b.lr_scale = 1;
+    float row0[8], wout[8];
+    embps_pool(t, &b, row0);
+    batch_weigh(&b, 4);
+    b.wts[0] = 0.5f, b.wts[1] = 2.0f, b.wts[2] = -1.0f;
+    embps_pool(t, &b, wout);
+    CHECK(near(wout[0], 1.25 * row0[0], 1e-6) && near(wout[2], -row0[2], 1e-7) &&
+              wout[4] == row0[4],
+          "a weighted bag pools each row times its weight", "%g vs %g", wout[0], row0[0]);
+    embps_push(t, &b, g);
+    embps_pool(t, &b, out);
+    CHECK(near(out[0], wout[0] - 2.5 * 0.5 * 2.5, 1e-5),
+          "a weighted push steps each row by its weight's share", "%g vs %g", out[0],
+          wout[0] - 3.125);
+    batch_clear(&b);
+    CHECK(!b.weighted && batch_wt(&b, 0) == 1.0f, "a cleared batch weighs every id 1", "%d",
+          b.weighted);
     batch_free(&b);
     embps_free(t);
 }

@@ -260,6 +260,94 @@ static uint64_t fnv(const char *p)
     return h;
 }
 
+/* libSVM/libFM lines: fields to tables and dense features, values as
+ * weights, absent fields as id 0, each bad line named. */
+static void test_parse_libsvm(void)
+{
+    struct ss_config c;
+    struct schema s;
+    struct ss_err e;
+    memset(&c, 0, sizeof c);
+    c.data.format = FMT_LIBSVM;
+    c.data.dense_cols = "0";
+    c.data.cat_cols = "2,1";
+    int rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == 0 && s.format == FMT_LIBSVM && s.n_dense == 1 && s.n_cat == 2 &&
+              s.field_role[0] == -1 && s.field_role[2] == 1 && s.field_role[1] == 2,
+          "libFM schema: fields to dense and tables", "rc %d %s", rc, rc ? e.msg : "");
+    struct batch b;
+    batch_init(&b, 4, 1, 2);
+    char l1[] = "1 1:7:1 0:3:2.5 2:40:1 1:9:1 5:1:3 # a comment";
+    rc = parse_line(&s, l1, strlen(l1), &b, &e);
+    CHECK(rc == 0 && b.n == 1 && b.label[0] == 1 && b.dense[0] == 2.5f && b.off[1] == 1 &&
+              b.off[2] == 3 && b.ids[0] == 40 && b.ids[1] == 7 && b.ids[2] == 9 && !b.weighted,
+          "libFM line: a field's features in its bag, an unread field skipped, values 1 unweighted",
+          "rc %d %s off %d %d ids %llu %llu", rc, rc ? e.msg : "", b.off[1], b.off[2],
+          (unsigned long long)b.ids[0], (unsigned long long)b.ids[1]);
+    char l2[] = "-1\t1:8:0.5\tqid:3";
+    rc = parse_line(&s, l2, strlen(l2), &b, &e);
+    CHECK(rc == 0 && b.n == 2 && b.label[1] == 0 && b.dense[1] == 0 && b.off[3] == 4 &&
+              b.ids[3] == 0 && b.off[4] == 5 && b.ids[4] == 8 && b.weighted &&
+              b.wts[4] == 0.5f && b.wts[3] == 1.0f && b.wts[0] == 1.0f,
+          "label -1 is 0; an absent field is id 0 weighing 1; a value 0.5 weighs the bag",
+          "rc %d %s off %d %d wts %g", rc, rc ? e.msg : "", b.off[3], b.off[4],
+          b.weighted ? b.wts[4] : -1);
+    static const struct {
+        const char *line, *want, *name;
+    } bad[] = {
+        {"2 1:3:1", "label \"2\" is not 0/1 or -1/+1", "libsvm: a label not 0/1/-1/+1"},
+        {"1 1:x:1", "feature \"1:x:1\" is not", "libsvm: a bad index"},
+        {"1 7", "feature \"7\" is not index:value", "libsvm: a token without a colon"},
+        {"1 3:1", "names no field", "libsvm: index:value without data.fields"},
+        {"0 0:1:1 0:2:1", "dense field 0 twice", "libsvm: a dense field twice"},
+        {"", "no label", "libsvm: an empty line"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "%s", bad[i].line);
+        rc = parse_line(&s, line, strlen(line), &b, &e);
+        CHECK(rc == SS_EFORMAT && strstr(e.msg, bad[i].want) && b.n == 2, bad[i].name,
+              "rc %d %s", rc, e.msg);
+    }
+    batch_free(&b);
+
+    /* libSVM's index:value with data.fields' ranges */
+    c.data.fields = "1-2, 10-19,20-29";
+    c.data.dense_cols = "0";
+    c.data.cat_cols = "2,1";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc == 0 && s.n_fields == 3 && s.field_lo[1] == 10 && s.field_hi[2] == 29,
+          "data.fields: a range per field", "rc %d %s", rc, rc ? e.msg : "");
+    batch_init(&b, 2, 1, 2);
+    char l3[] = "+1 25:1 2:4 12:1";
+    rc = parse_line(&s, l3, strlen(l3), &b, &e);
+    CHECK(rc == 0 && b.dense[0] == 4 && b.ids[0] == 25 && b.ids[1] == 12 && b.off[2] == 2,
+          "libSVM line: each index's field from data.fields", "rc %d %s", rc, rc ? e.msg : "");
+    char l4[] = "1 30:1";
+    rc = parse_line(&s, l4, strlen(l4), &b, &e);
+    CHECK(rc == SS_EFORMAT && strstr(e.msg, "index 30 is in no range of data.fields"),
+          "libSVM: an index outside every field is a bad line", "rc %d %s", rc, e.msg);
+    batch_free(&b);
+    static const struct {
+        const char *fields, *dense, *cat, *want;
+    } cfg[] = {
+        {"1-5,3-9", "0", "1", "data.fields: fields 0 and 1 share indices"},
+        {"1-5,x", "0", "1", "field 1 is not an index range"},
+        {"1-5,6-9", "0", "2", "data.cat_cols names field 2, but data.fields has 2 fields"},
+        {"", "1", "1", "data.cat_cols: field 1 is also a dense field"}};
+    for (size_t i = 0; i < sizeof cfg / sizeof *cfg; i++) {
+        c.data.fields = (char *)cfg[i].fields;
+        c.data.dense_cols = (char *)cfg[i].dense;
+        c.data.cat_cols = (char *)cfg[i].cat;
+        rc = schema_from_config(&s, &c, NULL, &e);
+        CHECK(rc < 0 && strstr(e.msg, cfg[i].want), cfg[i].want, "rc %d %s", rc, e.msg);
+    }
+    c.data.format = FMT_CSV;
+    c.data.fields = "1-5";
+    rc = schema_from_config(&s, &c, NULL, &e);
+    CHECK(rc < 0 && strstr(e.msg, "data.fields applies to data.format = libsvm"),
+          "data.fields on csv is refused", "rc %d %s", rc, e.msg);
+}
+
 static void test_parse_csv(void)
 {
     struct ss_config c;
@@ -1795,6 +1883,7 @@ int main(void)
     test_batch();
     test_parse_criteo();
     test_parse_csv();
+    test_parse_libsvm();
     test_reader_bad_lines();
     test_exactly_once();
     test_blank_run();

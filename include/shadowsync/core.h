@@ -205,10 +205,11 @@ SS_HOGWILD static inline void ss_copy(float *dst, const float *src, size_t n)
 
 /* ---- config (DESIGN §7) ---------------------------------------------- */
 #define SS_MAX_TABLES 1024
+#define SS_MAX_DIM 1024 /* model.dim's most */
 #define SS_MAX_LAYERS 16
 #define SS_MAX_COLS 4096
 
-enum data_format { FMT_AUTO, FMT_CRITEO, FMT_CSV, FMT_BINARY };
+enum data_format { FMT_AUTO, FMT_CRITEO, FMT_CSV, FMT_BINARY, FMT_LIBSVM };
 enum cat_encoding { CAT_HEX, CAT_DEC, CAT_HASH };
 enum opt_kind { OPT_SGD, OPT_ADAGRAD, OPT_ROWWISE_ADAGRAD };
 enum sync_mode { SYNC_SHADOW, SYNC_FOREGROUND };
@@ -235,6 +236,7 @@ struct ss_config {
         int label_col;               /* 0-based column numbers */
         char *dense_cols, *cat_cols, *multihot_cols; /* lists "1-13,15" */
         char *multihot_sep;
+        char *fields;                /* libsvm: each field's index range, "1-13,14-5000" */
         int cat_encoding;            /* enum cat_encoding */
         int report_bad_lines;        /* first N bad lines printed as file:line: reason */
         int64_t max_examples;        /* 0 = all */
@@ -319,6 +321,10 @@ struct batch {
     float *dense;               /* [cap*n_dense], raw values (transformed by the model) */
     int32_t *off;               /* [cap*n_tables+1] */
     uint64_t *ids;              /* [id_cap] */
+    float *wts;                 /* [id_cap], each id's weight in its bag; read only when
+                                 * weighted (libsvm values other than 1), else every id
+                                 * weighs 1 (NULL until a weight is first set) */
+    int weighted;
     uint64_t *example_id;       /* [cap]: (source file index << 40) | record index */
     float lr_scale;             /* the factor on the learning rates of the steps this batch
                                  * makes (optim_lr_scale); batch_init sets 1 */
@@ -331,6 +337,29 @@ struct batch {
 void batch_init(struct batch *b, int cap, int n_dense, int n_tables);
 void batch_reserve_ids(struct batch *b, size_t need);
 void batch_clear(struct batch *b);
+/* Weights for ids [0, at) of b, each 1 (the ids before the first weight
+ * that is not 1), and b->weighted set. */
+void batch_weigh(struct batch *b, size_t at);
+/* dst's weighting as src's, for a part of src built id by id
+ * (batch_put_id). */
+static inline void batch_weigh_like(struct batch *dst, const struct batch *src)
+{
+    dst->weighted = 0;
+    if (src->weighted)
+        batch_weigh(dst, 0);
+}
+/* Id q of src as id at of dst (dst weighed like src). */
+static inline void batch_put_id(struct batch *dst, size_t at, const struct batch *src, size_t q)
+{
+    dst->ids[at] = src->ids[q];
+    if (dst->weighted)
+        dst->wts[at] = src->wts[q];
+}
+/* Id q's weight in its bag. */
+static inline float batch_wt(const struct batch *b, size_t q)
+{
+    return b->weighted ? b->wts[q] : 1.0f;
+}
 void batch_free(struct batch *b);
 
 /* ---- model (DESIGN §1) ----------------------------------------------- */

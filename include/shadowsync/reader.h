@@ -35,7 +35,7 @@
 #define SHARD_HEADER_BYTES 64
 
 struct schema {
-    int format;                 /* FMT_CRITEO, FMT_CSV or FMT_BINARY (resolved) */
+    int format;                 /* FMT_CRITEO, FMT_CSV, FMT_LIBSVM or FMT_BINARY (resolved) */
     char sep;
     int header_lines;
     int label_col;              /* -1: none (unlabeled data, label NAN) */
@@ -48,6 +48,11 @@ struct schema {
     int n_cols;                 /* fields a line must have */
     int missing_is_nan;         /* an empty dense field reads as NAN, not 0 (inspect counts
                                  * them; schema_from_config leaves it 0) */
+    /* libsvm: field f's role (field_role[f]: t + 1 for table t, -(j + 1) for dense
+     * feature j, 0 unread), and with data.fields each field's index range */
+    int32_t field_role[SS_MAX_COLS];
+    int n_fields;               /* data.fields' ranges; 0: libFM's field:index:value */
+    uint64_t field_lo[SS_MAX_COLS], field_hi[SS_MAX_COLS];
 };
 
 /* Resolves the schema for a data path from the config (format auto: ".bin"

@@ -56,7 +56,8 @@ struct key_desc {
     { #sec, #key, T_STRING, OFF(sec, key), def, 0, 0, 0, ch, doc }
 
 static const struct choice formats[] = {
-    {"auto", FMT_AUTO}, {"criteo", FMT_CRITEO}, {"csv", FMT_CSV}, {"binary", FMT_BINARY}, {NULL, 0}};
+    {"auto", FMT_AUTO}, {"criteo", FMT_CRITEO}, {"csv", FMT_CSV}, {"binary", FMT_BINARY},
+    {"libsvm", FMT_LIBSVM}, {NULL, 0}};
 static const struct choice cat_encodings[] = {
     {"hex", CAT_HEX}, {"dec", CAT_DEC}, {"hash", CAT_HASH}, {NULL, 0}};
 static const struct choice dense_opts[] = {{"sgd", OPT_SGD}, {"adagrad", OPT_ADAGRAD}, {NULL, 0}};
@@ -106,6 +107,9 @@ static const struct key_desc keys[] = {
     STR(data, multihot_cols, "",
         "categorical columns that hold several ids separated by data.multihot_sep"),
     STR(data, multihot_sep, ",", "separator of the ids in a multi-hot column (one character)"),
+    STR(data, fields, "",
+        "libsvm without libFM's field:index:value: each field's index range, in field order "
+        "(\"1-13,14-90000\": field 0 is indices 1-13)"),
     ENUM(data, cat_encoding, "hex", cat_encodings, "how a categorical token becomes an id"),
     INT(data, report_bad_lines, "5", 0, 1000000, "bad lines reported as file:line: reason"),
     I64(data, max_examples, "0", 0, P62,
@@ -126,7 +130,7 @@ static const struct key_desc keys[] = {
         "land on a row shared with another id"),
 
     STR(model, rows, "200000", "rows per embedding table: one number for all or a comma list"),
-    INT(model, dim, "16", 1, 1024, "embedding dimension (the width of every table's rows)"),
+    INT(model, dim, "16", 1, SS_MAX_DIM, "embedding dimension (the width of every table's rows)"),
     STR(model, bottom, "13-512-256-64-16", "bottom MLP widths, dense input first, last = model.dim"),
     STR(model, top, "367-512-256-1",
         "top MLP widths, interaction width first (\"auto\" = computed), last = 1"),

@@ -275,6 +275,20 @@ enum { PREFETCH_AHEAD = 4 };
                 __builtin_prefetch(row_of((t), k_, (b)->ids[j_]), (rw));                           \
     } while (0)
 
+/* A weighted bag's sum: each row times its id's weight (libsvm values). */
+static void weighed_bag(struct emb_tables *t, int k, const struct batch *b, int32_t lo,
+                        int32_t hi, float *o)
+{
+    int d = t->o.dim;
+    memset(o, 0, d * sizeof(float));
+    for (int32_t j = lo; j < hi; j++) {
+        const float *r = row_of(t, k, b->ids[j]);
+        float w = b->wts[j];
+        for (int c = 0; c < d; c++)
+            o[c] += w * r[c];
+    }
+}
+
 /* The pooled bags into out: every bag (an empty one as zeros), or with
  * compact only the non-empty ones, one after another (the wire's layout). */
 SS_HOGWILD static void pool(struct emb_tables *t, const struct batch *b, float *out, int compact)
@@ -291,6 +305,11 @@ SS_HOGWILD static void pool(struct emb_tables *t, const struct batch *b, float *
                 o = out + ((size_t)i * T + k) * d;
             if (lo == hi) {
                 memset(o, 0, d * sizeof(float));
+                continue;
+            }
+            if (b->weighted) {
+                weighed_bag(t, k, b, lo, hi, o);
+                o += d;
                 continue;
             }
             ss_copy(o, row_of(t, k, b->ids[lo]), d);
@@ -319,7 +338,7 @@ static void push(struct emb_tables *t, const struct batch *b, const float *g, in
 {
     int T = t->o.n_tables, d = t->o.dim;
     const float *gk = g;
-    float lr = t->o.lr * b->lr_scale;
+    float lr = t->o.lr * b->lr_scale, gw[SS_MAX_DIM];
     for (int i = 0; i < b->n; i++) {
         PREFETCH_ROWS(t, b, i + PREFETCH_AHEAD, 1);
         for (int k = 0; k < T; k++) {
@@ -330,7 +349,13 @@ static void push(struct emb_tables *t, const struct batch *b, const float *g, in
                 gk = g + ((size_t)i * T + k) * d;
             for (int32_t j = lo; j < hi; j++) {
                 float *r = row_of(t, k, b->ids[j]);
-                optim_row_step(t->o.opt, r, r + d, gk, d, lr, t->o.eps);
+                const float *gj = gk;
+                if (b->weighted) { /* a weighted id's row moves by its weight's share */
+                    for (int c = 0; c < d; c++)
+                        gw[c] = b->wts[j] * gk[c];
+                    gj = gw;
+                }
+                optim_row_step(t->o.opt, r, r + d, gj, d, lr, t->o.eps);
                 if (t->clock)
                     tick(t, k, b->ids[j], 1);
             }

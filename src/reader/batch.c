@@ -1,6 +1,6 @@
 /* struct batch (core.h): example-major arrays for up to cap examples, with
- * an id array that grows when multi-hot bags need more than one id per
- * table. Allocation aborts on OOM: the sizes are ours, not the input's. */
+ * an id array (and its weights, once a weight is not 1) that grows when
+ * multi-hot bags need more than one id per table. Allocation aborts on OOM: the sizes are ours, not the input's. */
 #include "shadowsync/core.h"
 
 #include <stdlib.h>
@@ -34,18 +34,31 @@ void batch_reserve_ids(struct batch *b, size_t need)
     if (cap < need)
         cap = need;
     uint64_t *ids = realloc(b->ids, cap * sizeof *ids);
-    if (!ids) {
+    float *wts = b->wts ? realloc(b->wts, cap * sizeof *wts) : NULL;
+    if (!ids || (b->wts && !wts)) {
         fprintf(stderr, "shadowsync: out of memory growing a batch to %zu ids\n", cap);
         abort();
     }
     b->ids = ids;
+    if (b->wts)
+        b->wts = wts;
     b->id_cap = cap;
+}
+
+void batch_weigh(struct batch *b, size_t at)
+{
+    if (!b->wts)
+        b->wts = ss_xmalloc(b->id_cap * sizeof *b->wts);
+    for (size_t q = 0; q < at; q++)
+        b->wts[q] = 1.0f;
+    b->weighted = 1;
 }
 
 void batch_clear(struct batch *b)
 {
     b->n = 0;
     b->off[0] = 0;
+    b->weighted = 0;
 }
 
 void batch_free(struct batch *b)
@@ -54,6 +67,7 @@ void batch_free(struct batch *b)
     free(b->dense);
     free(b->off);
     free(b->ids);
+    free(b->wts);
     free(b->example_id);
     memset(b, 0, sizeof *b);
 }

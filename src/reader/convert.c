@@ -58,6 +58,9 @@ static int writer_begin(struct shard_writer *w, const struct schema *s, struct s
 
 static int writer_example(struct shard_writer *w, const struct batch *b, int i, struct ss_err *e)
 {
+    if (b->weighted)
+        return ss_fail(e, SS_EINVAL, "the data holds feature values other than 1 (libsvm's "
+                       "weighted bags), which binary shards do not keep: train on the text");
     const int nd = b->n_dense, T = b->n_tables;
     const int32_t *off = b->off + (size_t)i * (size_t)T;
     size_t k = (size_t)(off[T] - off[0]);

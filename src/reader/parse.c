@@ -1,4 +1,5 @@
-/* Text lines into batch slots: Criteo TSV and schema-driven CSV/TSV.
+/* Text lines into batch slots: Criteo TSV, schema-driven CSV/TSV and
+ * libSVM/libFM (a line's features by field, each a weighted bag).
  *
  * This is on the training path, so a line is parsed in one pass with no
  * allocation: the separators are found eight bytes at a time (SWAR), the
@@ -274,6 +275,158 @@ static int parse_bag(const struct schema *s, int col, const char *p, size_t n, s
     return 0;
 }
 
+/* ---- libSVM / libFM: "label [field:]index:value ..." ----------------------
+ * The label 0/1 or -1/+1; blanks (spaces, tabs) between features; "#"
+ * opens a comment, "qid:" tokens are skipped. A feature's field is libFM's
+ * or the data.fields range its index falls in; a field no column key names
+ * is not read. A table's bag holds its field's indices as ids, each
+ * weighing its value; a field absent from the line is id 0, as an empty
+ * TSV cell. A dense field's value is the feature's. */
+
+struct feature {
+    int field;
+    uint64_t idx;
+    double val;
+};
+
+static int field_of(const struct schema *s, uint64_t idx)
+{
+    for (int f = 0; f < s->n_fields; f++) /* few: a walk */
+        if (idx >= s->field_lo[f] && idx <= s->field_hi[f])
+            return f;
+    return -1;
+}
+
+/* One token [field:]index:value into f; 1 when it is to be skipped. */
+static int feature(const struct schema *s, const char *p, size_t n, struct feature *f,
+                   struct ss_err *e)
+{
+    const char *c1 = memchr(p, ':', n);
+    if (!c1)
+        return ss_fail(e, SS_EFORMAT, "feature \"%s\" is not index:value or "
+                       "field:index:value", show(p, n).s);
+    if (c1 - p == 3 && !memcmp(p, "qid", 3))
+        return 1;
+    const char *c2 = memchr(c1 + 1, ':', (size_t)(p + n - c1 - 1));
+    const char *ix = c2 ? c1 + 1 : p, *v = (c2 ? c2 : c1) + 1;
+    uint64_t field = 0;
+    if ((c2 && (dec_id(p, (size_t)(c1 - p), &field) || p[0] == '-')) ||
+        dec_id(ix, (size_t)((c2 ? c2 : c1) - ix), &f->idx) || ix[0] == '-' ||
+        parse_number(v, (size_t)(p + n - v), &f->val))
+        return ss_fail(e, SS_EFORMAT, "feature \"%s\" is not index:value or "
+                       "field:index:value (decimal field and index, a number)", show(p, n).s);
+    if (c2) {
+        if (field >= SS_MAX_COLS)
+            return ss_fail(e, SS_EFORMAT, "feature \"%s\": field %llu is past %d",
+                           show(p, n).s, (unsigned long long)field, SS_MAX_COLS - 1);
+        f->field = (int)field;
+    } else if (!s->n_fields) {
+        return ss_fail(e, SS_EFORMAT, "feature \"%s\" names no field: write libFM's "
+                       "field:index:value, or set data.fields (each field's index range)",
+                       show(p, n).s);
+    } else if ((f->field = field_of(s, f->idx)) < 0) {
+        return ss_fail(e, SS_EFORMAT, "feature \"%s\": index %llu is in no range of "
+                       "data.fields", show(p, n).s, (unsigned long long)f->idx);
+    }
+    return 0;
+}
+
+/* The next blank-separated token of [*p, end) (up to a "#"), or 0. */
+static size_t next_token(const char **p, const char *end, const char **tok)
+{
+    const char *q = *p;
+    while (q < end && (*q == ' ' || *q == '\t'))
+        q++;
+    if (q == end || *q == '#') {
+        *p = end;
+        return 0;
+    }
+    *tok = q;
+    while (q < end && *q != ' ' && *q != '\t')
+        q++;
+    *p = q;
+    return (size_t)(q - *tok);
+}
+
+static int libsvm_label(const char *p, size_t n, float *out, struct ss_err *e)
+{
+    double v;
+    if (parse_number(p, n, &v) || (v != 0.0 && v != 1.0 && v != -1.0))
+        return ss_fail(e, SS_EFORMAT, "label \"%s\" is not 0/1 or -1/+1", show(p, n).s);
+    *out = v > 0 ? 1.0f : 0.0f;
+    return 0;
+}
+
+/* Two passes over the features: the first counts each table's ids (and
+ * reads the dense ones), the second places them. */
+static int parse_libsvm(const struct schema *s, const char *line, size_t len, struct batch *b,
+                        struct ss_err *e)
+{
+    const char *p = line, *end = line + len, *tok;
+    size_t n = next_token(&p, end, &tok);
+    float label = 0;
+    if (!n)
+        return ss_fail(e, SS_EFORMAT, "no label");
+    if (libsvm_label(tok, n, &label, e))
+        return SS_EFORMAT;
+    int i = b->n, T = s->n_cat, rc;
+    float *dense = b->dense + (size_t)i * (size_t)s->n_dense;
+    const float missing = s->missing_is_nan ? NAN : 0.0f;
+    for (int j = 0; j < s->n_dense; j++)
+        dense[j] = missing;
+    int32_t count[SS_MAX_COLS + 1];
+    unsigned char dense_seen[SS_MAX_COLS];
+    memset(count, 0, (size_t)(T + 1) * sizeof *count);
+    memset(dense_seen, 0, (size_t)s->n_dense);
+    const char *feats = p;
+    struct feature f;
+    while ((n = next_token(&p, end, &tok))) {
+        if ((rc = feature(s, tok, n, &f, e)) > 0)
+            continue;
+        if (rc < 0)
+            return rc;
+        int role = s->field_role[f.field];
+        if (role > 0) {
+            count[role]++;
+        } else if (role < 0) {
+            if (dense_seen[-role - 1]++)
+                return ss_fail(e, SS_EFORMAT, "dense field %d twice", f.field);
+            if (!isfinite((float)f.val))
+                return ss_fail(e, SS_EFORMAT, "dense field %d: %g is past a float", f.field, f.val);
+            dense[-role - 1] = (float)f.val;
+        }
+    }
+    size_t base = (size_t)i * (size_t)T, pos = (size_t)b->off[base], ids = 0;
+    for (int t = 1; t <= T; t++) { /* count[t]: where table t - 1's bag starts */
+        int32_t k = count[t] ? count[t] : 1;
+        count[t] = (int32_t)(pos + ids);
+        ids += (size_t)k;
+        if (pos + ids > INT32_MAX)
+            return ss_fail(e, SS_EINVAL, "parse_line: more than 2^31 ids in one batch");
+        b->off[base + (size_t)t] = (int32_t)(pos + ids);
+    }
+    batch_reserve_ids(b, pos + ids);
+    for (int t = 0; t < T; t++) { /* an absent field: id 0, as an empty TSV cell */
+        b->ids[b->off[base + t]] = 0;
+        if (b->weighted)
+            b->wts[b->off[base + t]] = 1.0f;
+    }
+    for (p = feats; (n = next_token(&p, end, &tok));) {
+        int role = feature(s, tok, n, &f, e) == 0 ? s->field_role[f.field] : 0;
+        if (role <= 0)
+            continue;
+        int32_t at = count[role]++;
+        b->ids[at] = f.idx;
+        if ((float)f.val != 1.0f && !b->weighted)
+            batch_weigh(b, pos + ids);
+        if (b->weighted)
+            b->wts[at] = (float)f.val;
+    }
+    b->label[i] = label;
+    b->n = i + 1;
+    return 0;
+}
+
 int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, struct ss_err *e)
 {
     if (s->format == FMT_BINARY || s->n_cols <= 0 || s->n_cols > SS_MAX_COLS)
@@ -288,6 +441,8 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
         len--;
     if (len >= UINT32_MAX - 1)
         return ss_fail(e, SS_EFORMAT, "line longer than %u bytes", UINT32_MAX - 2);
+    if (s->format == FMT_LIBSVM)
+        return parse_libsvm(s, line, len, b, e);
 
     uint32_t fs[SS_MAX_COLS + 1];
     int want = s->n_cols;

@@ -708,7 +708,8 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
                 int64_t max_examples, int report_bad, struct ss_err *e)
 {
     *out = NULL;
-    if (s->format != FMT_CRITEO && s->format != FMT_CSV && s->format != FMT_BINARY)
+    if (s->format != FMT_CRITEO && s->format != FMT_CSV && s->format != FMT_BINARY &&
+        s->format != FMT_LIBSVM)
         return ss_fail(e, SS_EINVAL, "reader: the schema's format is not resolved");
     if (s->n_dense < 0 || s->n_cat < 0 || s->n_dense > SS_MAX_COLS || s->n_cat > SS_MAX_COLS)
         return ss_fail(e, SS_EINVAL, "reader: bad schema feature counts");

@@ -2,13 +2,15 @@
  * when the path says so (a *.bin file, a directory or glob of only *.bin
  * files) or data.format = binary, their feature counts taken from the first
  * shard's header; otherwise Criteo TSV (format criteo, or auto with the
- * column keys at their defaults) or the column keys (format csv, or auto
- * with any of them set). */
+ * column keys at their defaults), the column keys (format csv, or auto
+ * with any of them set), or libSVM/libFM lines whose fields the column keys
+ * name (format libsvm). */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -172,6 +174,95 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
     return 0;
 }
 
+/* data.fields: "lo-hi,lo-hi,...", a range per field in field order, none
+ * overlapping (a lone number is a field of one index). */
+static int field_ranges(struct schema *s, const struct ss_config *c, struct ss_err *e)
+{
+    const char *p = c->data.fields;
+    if (!p || !*p)
+        return 0;
+    while (*p) {
+        char *end;
+        while (*p == ' ')
+            p++;
+        uint64_t lo = strtoull(p, &end, 10), hi = lo;
+        int ok = end > p && *p != '-';
+        if (ok && *end == '-') {
+            p = end + 1;
+            hi = strtoull(p, &end, 10);
+            ok = end > p && *p != '-' && hi >= lo;
+        }
+        while (ok && *end == ' ')
+            end++;
+        if (!ok || (*end && *end != ','))
+            return ss_config_fail(e, c, "data.fields", "data.fields = \"%s\": field %d is not "
+                                  "an index range lo-hi", c->data.fields, s->n_fields);
+        if (s->n_fields == SS_MAX_COLS)
+            return ss_config_fail(e, c, "data.fields", "data.fields lists more than %d fields",
+                                  SS_MAX_COLS);
+        for (int f = 0; f < s->n_fields; f++)
+            if (lo <= s->field_hi[f] && s->field_lo[f] <= hi)
+                return ss_config_fail(e, c, "data.fields", "data.fields: fields %d and %d "
+                                      "share indices", f, s->n_fields);
+        s->field_lo[s->n_fields] = lo;
+        s->field_hi[s->n_fields++] = hi;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* format = libsvm: data.dense_cols and data.cat_cols name fields (libFM's
+ * field numbers, or data.fields' ranges by place); the label opens each
+ * line. */
+static int libsvm_schema(struct schema *s, const struct ss_config *c, struct ss_err *e)
+{
+    int rc = field_ranges(s, c, e);
+    if (rc)
+        return rc;
+    s->format = FMT_LIBSVM;
+    s->label_col = 0;
+    s->n_cols = 1;
+    s->cat_encoding = CAT_DEC;
+    int nd = cols(c->data.dense_cols, s->dense_cols, "data.dense_cols", e);
+    if (nd < 0)
+        return nd;
+    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", e);
+    if (nc < 0)
+        return nc;
+    s->n_dense = nd;
+    s->n_cat = nc;
+    for (int j = 0; j < nd; j++) {
+        int f = s->dense_cols[j];
+        if (s->field_role[f])
+            return ss_config_fail(e, c, "data.dense_cols", "data.dense_cols: field %d is listed "
+                                  "twice", f);
+        s->field_role[f] = -(j + 1);
+    }
+    for (int t = 0; t < nc; t++) {
+        int f = s->cat_cols[t];
+        if (s->field_role[f])
+            return ss_config_fail(e, c, s->field_role[f] < 0 ? "data.cat_cols data.dense_cols"
+                                                             : "data.cat_cols",
+                                  "data.cat_cols: field %d is %s", f,
+                                  s->field_role[f] < 0 ? "also a dense field" : "listed twice");
+        s->field_role[f] = t + 1;
+    }
+    for (int k = 0; k < nd + nc && s->n_fields; k++) {
+        int f = k < nd ? s->dense_cols[k] : s->cat_cols[k - nd];
+        if (f >= s->n_fields)
+            return ss_config_fail(e, c, k < nd ? "data.dense_cols data.fields"
+                                               : "data.cat_cols data.fields",
+                                  "%s names field %d, but data.fields has %d fields (0-%d)",
+                                  k < nd ? "data.dense_cols" : "data.cat_cols", f, s->n_fields,
+                                  s->n_fields - 1);
+    }
+    if (c->data.multihot_cols && *c->data.multihot_cols)
+        return ss_config_fail(e, c, "data.multihot_cols data.format", "data.multihot_cols "
+                              "applies to csv and criteo: a libsvm line's field is a bag "
+                              "already (every feature of the field in it)");
+    return 0;
+}
+
 /* The first column key set away from Criteo's layout (label 0, dense 1-13,
  * categorical 14-39 in hex; an empty one is unset), or NULL. */
 static const char *column_key_set(const struct ss_config *c)
@@ -189,13 +280,22 @@ int schema_from_config(struct schema *s, const struct ss_config *c, const char *
 {
     memset(s, 0, sizeof *s);
     int fmt = c->data.format;
-    if (fmt != FMT_AUTO && fmt != FMT_CRITEO && fmt != FMT_CSV && fmt != FMT_BINARY)
+    if (fmt != FMT_AUTO && fmt != FMT_CRITEO && fmt != FMT_CSV && fmt != FMT_BINARY &&
+        fmt != FMT_LIBSVM)
         return ss_fail(e, SS_EINVAL, "config: data.format %d is unknown", fmt);
-    if ((fmt == FMT_CRITEO || fmt == FMT_CSV) && path_is_binary(path))
+    if ((fmt == FMT_CRITEO || fmt == FMT_CSV || fmt == FMT_LIBSVM) && path_is_binary(path))
         return ss_fail(e, SS_EINVAL, "%s holds binary shards (*.bin), but data.format = %s: set "
-                       "data.format = binary (or auto)", path, fmt == FMT_CSV ? "csv" : "criteo");
+                       "data.format = binary (or auto)", path,
+                       fmt == FMT_CSV ? "csv" : fmt == FMT_LIBSVM ? "libsvm" : "criteo");
     if (fmt == FMT_BINARY || path_is_binary(path))
         return binary_schema(s, path, e);
+    if (c->data.fields && *c->data.fields && fmt != FMT_LIBSVM)
+        return ss_config_fail(e, c, "data.fields data.format", "data.fields applies to "
+                              "data.format = libsvm");
+    if (fmt == FMT_LIBSVM) {
+        s->header_lines = c->data.header > 0 ? c->data.header : 0;
+        return libsvm_schema(s, c, e);
+    }
     const char *cols = column_key_set(c); /* a layout of the user's: the column keys apply */
     if (fmt == FMT_CRITEO && cols) {
         char keys[64];

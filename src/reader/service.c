@@ -86,6 +86,10 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     b->cap = max;
     int rc = reader_next(s->r, b, &e);
     b->cap = s->cap;
+    if (rc >= 0 && b->weighted)
+        rc = ss_fail(&e, SS_EINVAL, "the data holds feature values other than 1 (libsvm's "
+                     "weighted bags), which a reader service does not send yet: train in "
+                     "the embedded default");
     if (rc < 0) {
         rd_put_back(s, sp);
         return rpc_refuse(&s->refused, err, rc, "reader failed: %s", e.msg);

@@ -359,7 +359,7 @@ void cache_stats_add(struct cache_stats *to, const struct cache_stats *from)
 }
 
 static const struct emb_client_ops cache_ops = {"embedding cache", cache_lookup, cache_push,
-                                                cache_free, NULL, cache_flush};
+                                                cache_free, NULL, cache_flush, 0};
 
 int64_t emb_cache_rows(const struct ss_config *c, const struct model_layout *l)
 {

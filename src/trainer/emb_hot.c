@@ -147,7 +147,7 @@ void hot_stats_add(struct hot_stats *to, const struct hot_stats *from)
 }
 
 static const struct emb_client_ops hot_ops = {"hot rows", hot_lookup, hot_push, hot_close, NULL,
-                                                hot_flush};
+                                                hot_flush, 0};
 
 struct emb_client *emb_client_hot(struct emb_client *inner, int own_inner,
                                   const struct hot_replica *r, int cap, struct hot_stats *st)

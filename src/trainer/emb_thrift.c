@@ -342,7 +342,7 @@ static int thrift_rows(struct emb_client *c, const struct row_req *r, struct ss_
 }
 
 static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free,
-                                                   thrift_rows, NULL};
+                                                   thrift_rows, NULL, 0};
 
 int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim,
                       const struct emb_endpoint *ps, const char *token, int timeout_ms,

@@ -1,0 +1,107 @@
+#!/bin/sh
+# Bringing one's own data (docs/data.md): a libFM file and its TSV twin
+# train to the same eval NE (1 worker: the same steps in the same order);
+# a weight of 2 trains as the id written twice; libSVM's index:value with
+# data.fields; inspect reads libsvm; the paths that do not carry weights
+# say so; the bad lines and keys are named.
+BIN=${BIN:-${BUILD:-build}/shadowsync}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+CFG=configs/tiny.ini
+. tests/lib.sh
+PY=/usr/bin/python3
+
+$BIN gen --out $T/d --examples 20000 --eval-examples 4000 --seed 5 --config $CFG > /dev/null 2>&1
+# to_fm W [FIELDS]: gen's TSV as libFM lines (dense field j = column 1 + j,
+# table t = field 13 + t, its hex token as a decimal index, value W; W dup:
+# the feature twice, each of value 1); with
+# FIELDS, libSVM's index:value instead (dense j at index j + 1, table t's
+# ids moved past 100 + t * 2^32: data.fields' ranges)
+cat > $T/to_fm.py <<'PYEOF'
+import sys
+w, plain = sys.argv[1], len(sys.argv) > 2
+for line in sys.stdin:
+    f = line.rstrip('\n').split('\t')
+    out = [f[0] if f[0] == '1' else ('-1' if plain else '0')]
+    for j in range(13):
+        if f[1 + j] != '':
+            out.append('%d:%s' % (j + 1, f[1 + j]) if plain else '%d:%d:%s' % (j, j, f[1 + j]))
+    for t in range(26):
+        if f[14 + t] != '':
+            v = int(f[14 + t], 16)
+            if plain:
+                out.append('%d:%s' % (100 + (t << 32) + v, w))
+            elif w == 'dup':  # the id twice, weight 1 each
+                out += ['%d:%d:1' % (13 + t, v)] * 2
+            else:
+                out.append('%d:%d:%s' % (13 + t, v, w))
+    print(' '.join(out))
+PYEOF
+for s in train eval; do
+    $PY $T/to_fm.py 1 < $T/d/$s.tsv > $T/$s.fm
+done
+FM="--set data.format=libsvm --set data.dense_cols=0-12 --set data.cat_cols=13-38 --set data.eval=$T/eval.fm"
+ONE="--set trainer.worker_threads=1"
+
+train tsv $ONE
+$BIN train $CFG $FM $ONE --set data.train=$T/train.fm --set output.dir=$T/fm > $T/fm.log 2>&1
+rc=$?
+a=$(json eval_ne $T/tsv/metrics.json); b=$(json eval_ne $T/fm/metrics.json)
+check "libFM and its TSV twin: the same eval NE to 1e-6 with 1 worker ($a, $b; rc $rc)" \
+    near "$a" "$b" 0.000001
+check "libFM: the run trained every line ($(json examples $T/fm/metrics.json) examples, bad lines $(json bad_lines $T/fm/metrics.json))" \
+    sh -c "[ \"$(json examples $T/fm/metrics.json)\" = 20000 ] && [ \"$(json bad_lines $T/fm/metrics.json)\" = 0 ]"
+
+# libSVM's index:value, fields by range (labels -1/+1)
+ranges="1-1,2-2,3-3,4-4,5-5,6-6,7-7,8-8,9-9,10-10,11-11,12-12,13-13"
+for t in $(seq 0 25); do
+    lo=$((100 + (t << 32))); ranges="$ranges,$lo-$((lo + 4294967295))"
+done
+for s in train eval; do
+    $PY $T/to_fm.py 1 plain < $T/d/$s.tsv > $T/$s.svm
+done
+head -c 200 $T/train.svm > $T/head.svm
+$BIN train $CFG $ONE --set data.format=libsvm --set data.fields=$ranges --set data.dense_cols=0-12 \
+    --set data.cat_cols=13-38 --set data.train=$T/train.svm --set data.eval=$T/eval.svm \
+    --set model.rows=1000 --set output.dir=$T/svm > $T/svm.log 2>&1
+c=$(json eval_ne $T/svm/metrics.json)
+check "libSVM index:value with data.fields trains (eval NE $c, the twin's $a: ids moved past 2^32 hash to other rows)" \
+    sh -c "[ -n '$c' ] && awk -v c=$c -v a=$a 'BEGIN { d = c - a; exit !(d < 0.02 && d > -0.02) }'"
+
+# weighted bags: a weight of 2 is the id twice (SGD on the rows: the same steps)
+$PY $T/to_fm.py 2 < $T/d/train.tsv > $T/w2.fm
+$PY $T/to_fm.py dup < $T/d/train.tsv > $T/dup.fm
+SGD="--set optim.emb=sgd --set optim.emb_lr=0.02"
+for f in w2 dup; do
+    $BIN train $CFG $FM $ONE $SGD --set data.train=$T/$f.fm --set output.dir=$T/$f > $T/$f.log 2>&1
+done
+w=$(json eval_ne $T/w2/metrics.json); d=$(json eval_ne $T/dup/metrics.json)
+check "a weight of 2 trains as the id written twice (eval NE $w, $d)" near "$w" "$d" 0.0001
+check "the weights change the model (weight 2: $w; weight 1: $b)" \
+    sh -c "! awk -v a=$w -v b=$b 'BEGIN { d = a - b; exit !(d < 0.0001 && d > -0.0001) }'"
+
+# where weights do not travel yet: named, nothing trained on wrong sums
+$BIN train $CFG $FM $ONE --set data.train=$T/w2.fm --set hot_embeddings.memory_mb=1 \
+    --set output.dir=$T/hot > $T/hot.log 2>&1
+rc=$?
+check "weights with hot rows: refused, naming the client and the way out (rc $rc)" \
+    sh -c "[ $rc != 0 ] && grep -q 'values other than 1 .*hot rows embedding client does not carry them' $T/hot.log"
+$BIN convert $CFG $FM --in $T/w2.fm --out $T/bin > $T/conv.log 2>&1
+rc=$?
+check "weights into binary shards: refused (rc $rc)" \
+    sh -c "[ $rc != 0 ] && grep -q 'binary shards do not keep' $T/conv.log"
+
+# inspect reads libsvm
+$BIN inspect $CFG $FM --set data.train=$T/train.fm --sample 5000 --json $T/fm.json > $T/fm.txt 2>&1
+$BIN inspect $CFG --set data.train=$T/d/train.tsv --sample 5000 --json $T/tsv.json > /dev/null 2>&1
+ids() { sed -n 's/.*{"table": [0-9]*, .*"ids": \([0-9]*\),.*/\1/p' "$1" | tr '\n' ' '; }
+check "inspect on libFM: each table's ids as on its TSV twin" \
+    sh -c "[ -n \"$(ids $T/fm.json)\" ] && [ \"$(ids $T/fm.json)\" = \"$(ids $T/tsv.json)\" ]"
+
+# bad lines and keys, named
+printf '1 13:5:1\n2 13:5:1\nx\n0 13:zz:1\n' > $T/bad.fm
+$BIN train $CFG $FM --set data.train=$T/bad.fm --set data.eval= --set output.dir=$T/bad > $T/bad.log 2>&1
+check "libsvm bad lines named by file:line and reason" \
+    sh -c "grep -q 'bad.fm:2: label \"2\" is not 0/1 or -1/+1' $T/bad.log && grep -q 'bad.fm:4: feature \"13:zz:1\" is not' $T/bad.log"
+$BIN train $CFG $FM --set data.fields=1-5,3-9 --set data.train=$T/train.fm > $T/key.log 2>&1
+check "an overlapping data.fields is named" grep -q "data.fields: fields 0 and 1 share indices" $T/key.log
