@@ -3,7 +3,8 @@
 # train to the same eval NE (1 worker: the same steps in the same order);
 # a weight of 2 trains as the id written twice; libSVM's index:value with
 # data.fields; inspect reads libsvm; the paths that do not carry weights
-# say so; the bad lines and keys are named.
+# say so; the bad lines and keys are named; configs/avazu.ini on a small
+# file of Avazu's CSV format (columns by name, no dense column).
 BIN=${BIN:-${BUILD:-build}/shadowsync}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -105,3 +106,26 @@ check "libsvm bad lines named by file:line and reason" \
     sh -c "grep -q 'bad.fm:2: label \"2\" is not 0/1 or -1/+1' $T/bad.log && grep -q 'bad.fm:4: feature \"13:zz:1\" is not' $T/bad.log"
 $BIN train $CFG $FM --set data.fields=1-5,3-9 --set data.train=$T/train.fm > $T/key.log 2>&1
 check "an overlapping data.fields is named" grep -q "data.fields: fields 0 and 1 share indices" $T/key.log
+
+# configs/avazu.ini on a small file in Avazu's own format (tests/avazu_like.py:
+# its header and columns, clicks from a few of them): columns by name, no
+# dense column (the bottom MLP's constant input), ids hashed
+$PY tests/avazu_like.py 30000 1 > $T/av_train.csv
+$PY tests/avazu_like.py 5000 2 > $T/av_eval.csv
+AV="--set data.train=$T/av_train.csv --set data.eval=$T/av_eval.csv --set model.rows=20000"
+$BIN train configs/avazu.ini $AV --set output.dir=$T/av > $T/av.log 2>&1
+rc=$?
+ne=$(json eval_ne $T/av/metrics.json); auc=$(json eval_auc $T/av/metrics.json)
+check "configs/avazu.ini trains on Avazu's CSV (rc $rc, eval NE $ne, AUC $auc: the clicks follow site, app and hour)" \
+    sh -c "[ $rc = 0 ] && [ \"$(json bad_lines $T/av/metrics.json)\" = 0 ] && awk -v n=$ne -v a=$auc 'BEGIN { exit !(n < 0.95 && a > 0.7) }'"
+$BIN inspect configs/avazu.ini $AV --json $T/av.json > $T/av.txt 2>&1
+check "inspect on Avazu's CSV: 22 tables by name, hour's 24 ids exact, no dense column" \
+    sh -c "[ \$(grep -c '{\"table\": ' $T/av.json) = 22 ] && grep -q '{\"table\": 0, \"col\": 2, \"ids\": 24,' $T/av.json && grep -q '^0 *none ' $T/av.txt"
+$BIN train configs/avazu.ini $AV --set data.cat_cols=hour,C99 > $T/avbad.log 2>&1
+check "a column name not in the header is named, with the file and its names" \
+    grep -q "no column is named \"C99\" in the header of $T/av_train.csv (data.separator \",\"): id, click, hour" $T/avbad.log
+$BIN train configs/avazu.ini $AV --set data.header=0 > $T/avh.log 2>&1
+check "names without data.header say to set it" grep -q "set data.header = 1" $T/avh.log
+$BIN train configs/avazu.ini $AV --set model.bottom=13-16 > $T/avb.log 2>&1
+check "no dense column with a bottom MLP of 13 inputs: told to start model.bottom at 1" \
+    grep -q "start model.bottom at 1" $T/avb.log

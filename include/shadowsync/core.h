@@ -308,6 +308,12 @@ int ss_check_rows(const char *rows, struct ss_err *e);
 int ss_check_top(const char *top, struct ss_err *e);
 /* Parses "1-13,20" into 0-based column indices. */
 int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const char *key);
+/* The same, a column also by its name in names[n_names] (a file's header);
+ * names NULL: each name is SS_COL_NAMED, to be resolved once the header is
+ * read; n_names < 0: no names (ss_parse_cols). */
+#define SS_COL_NAMED (-2)
+int ss_parse_named_cols(const char *s, int *cols, int max, char *const *names, int n_names,
+                        struct ss_err *e, const char *key);
 
 /* ---- batch (DESIGN §5) ----------------------------------------------- */
 /* Example-major: example i's dense features at dense[i*n_dense], the bag of

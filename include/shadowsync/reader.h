@@ -40,7 +40,8 @@ struct schema {
     int header_lines;
     int label_col;              /* -1: none (unlabeled data, label NAN) */
     int n_dense, n_cat;
-    int dense_cols[SS_MAX_COLS];
+    int dense_cols[SS_MAX_COLS]; /* -1: no column (data with no dense feature: one constant 0,
+                                  * the bottom MLP's one input, model.bottom = 1-...) */
     int cat_cols[SS_MAX_COLS];  /* column of each categorical feature */
     int is_multihot[SS_MAX_COLS];
     char multihot_sep;

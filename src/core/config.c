@@ -102,8 +102,10 @@ static const struct key_desc keys[] = {
     INT(data, header, "0", 0, 1000000, "lines to skip at the top of every text file"),
     INT(data, label_col, "0", -1, SS_MAX_COLS - 1,
         "label column (0-based; -1 = none: unlabeled data, which only eval --predictions scores)"),
-    STR(data, dense_cols, "1-13", "dense feature columns (0-based, ranges allowed)"),
-    STR(data, cat_cols, "14-39", "categorical columns (0-based, ranges allowed)"),
+    STR(data, dense_cols, "1-13",
+        "dense feature columns (0-based, ranges allowed; libsvm: fields; empty: none, the "
+        "bottom MLP's one input a constant, model.bottom = 1-...)"),
+    STR(data, cat_cols, "14-39", "categorical columns (0-based, ranges allowed; libsvm: fields)"),
     STR(data, multihot_cols, "",
         "categorical columns that hold several ids separated by data.multihot_sep"),
     STR(data, multihot_sep, ",", "separator of the ids in a multi-hot column (one character)"),
@@ -809,9 +811,12 @@ static int check_config(struct ss_config *c, struct ss_err *e)
     if (check_char(&c->data.separator, "data.separator", e) ||
         check_char(&c->data.multihot_sep, "data.multihot_sep", e))
         return SS_EINVAL;
-    if (ss_parse_cols(c->data.dense_cols, cols, SS_MAX_COLS, e, "data.dense_cols") < 0 ||
-        ss_parse_cols(c->data.cat_cols, cols, SS_MAX_COLS, e, "data.cat_cols") < 0 ||
-        ss_parse_cols(c->data.multihot_cols, cols, SS_MAX_COLS, e, "data.multihot_cols") < 0)
+    /* a column's name is found in the data's header when the schema is read */
+    if (ss_parse_named_cols(c->data.dense_cols, cols, SS_MAX_COLS, NULL, 0, e,
+                            "data.dense_cols") < 0 ||
+        ss_parse_named_cols(c->data.cat_cols, cols, SS_MAX_COLS, NULL, 0, e, "data.cat_cols") < 0 ||
+        ss_parse_named_cols(c->data.multihot_cols, cols, SS_MAX_COLS, NULL, 0, e,
+                            "data.multihot_cols") < 0)
         return SS_EINVAL;
     if (check_pins(c->placement.pin, e) < 0) /* its syntax now; its tables and PSs at placement */
         return SS_EINVAL;

@@ -114,7 +114,19 @@ static int parse_col_item(const char *p, size_t len, int64_t *lo, int64_t *hi)
     return *lo > *hi ? -1 : 0;
 }
 
-int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const char *key)
+/* A column's name: a letter or _ first, then letters, digits, _ . - */
+static int is_name(const char *p, size_t len)
+{
+    if (!len || !(g_ascii_isalpha(*p) || *p == '_'))
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if (!(g_ascii_isalnum(p[i]) || p[i] == '_' || p[i] == '.' || p[i] == '-'))
+            return 0;
+    return 1;
+}
+
+int ss_parse_named_cols(const char *s, int *cols, int max, char *const *names, int n_names,
+                        struct ss_err *e, const char *key)
 {
     int n = 0;
     key = key ? key : "columns";
@@ -123,10 +135,25 @@ int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const cha
     for (const char *p = s;;) {
         const char *end = strchrnul(p, ',');
         int64_t lo, hi;
-        if (parse_col_item(p, (size_t)(end - p), &lo, &hi))
+        const char *q = p;
+        size_t len = (size_t)(end - p);
+        while (len && g_ascii_isspace(*q))
+            q++, len--;
+        while (len && g_ascii_isspace(q[len - 1]))
+            len--;
+        if (n_names >= 0 && is_name(q, len)) {
+            lo = hi = SS_COL_NAMED;
+            for (int k = 0; names && k < n_names && lo < 0; k++)
+                if (strlen(names[k]) == len && !memcmp(names[k], q, len))
+                    lo = hi = k;
+            if (names && lo < 0)
+                return ss_fail(e, SS_EINVAL, "config: %s: no column is named \"%.*s\" in the "
+                               "header", key, (int)len, q);
+        } else if (parse_col_item(p, (size_t)(end - p), &lo, &hi)) {
             return ss_fail(e, SS_EINVAL,
-                           "config: %s = \"%s\" is not columns like 1-13,20 (0-based, below %d)",
-                           key, s, SS_MAX_COLS);
+                           "config: %s = \"%s\" is not columns like 1-13,20 (0-based, below %d)%s",
+                           key, s, SS_MAX_COLS, n_names >= 0 ? " or the header's names" : "");
+        }
         if (hi - lo + 1 > max - n)
             return ss_fail(e, SS_EINVAL, "config: %s = \"%s\" lists more than %d columns", key, s,
                            max);
@@ -136,4 +163,9 @@ int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const cha
             return n;
         p = end + 1;
     }
+}
+
+int ss_parse_cols(const char *s, int *cols, int max, struct ss_err *e, const char *key)
+{
+    return ss_parse_named_cols(s, cols, max, NULL, -1, e, key);
 }

@@ -53,7 +53,8 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
     int ncat = nt;
     if (nt == 1) {
         int cols[SS_MAX_COLS];
-        ncat = ss_parse_cols(c->data.cat_cols, cols, SS_MAX_COLS, e, "data.cat_cols");
+        ncat = ss_parse_named_cols(c->data.cat_cols, cols, SS_MAX_COLS, NULL, 0, e,
+                                   "data.cat_cols");
         if (ncat < 0)
             return ncat;
         if (ncat == 0)

@@ -437,7 +437,7 @@ static void report_text(const struct inspection *in, FILE *out)
         int64_t all = d->present + d->missing;
         double miss = in->s.format == FMT_BINARY || !all ? NAN : (double)d->missing / (double)all;
         char col[16];
-        snprintf(col, sizeof col, "%d", in->s.dense_cols[j]);
+        snprintf(col, sizeof col, in->s.dense_cols[j] < 0 ? "none" : "%d", in->s.dense_cols[j]);
         if (d->present)
             fprintf(out, "%-7d %5s %8s %14.6g %14.6g %14.6g\n", j,
                     in->s.format == FMT_BINARY ? "-" : col, share_text(miss, a), d->min, d->max,
@@ -521,7 +521,8 @@ static void json_tables(const struct inspection *in, FILE *f)
         int64_t all = d->present + d->missing;
         fputs("    {", f);
         json_field(f, "feature", j, 1);
-        json_field(f, "col", in->s.format == FMT_BINARY ? NAN : in->s.dense_cols[j], 0);
+        json_field(f, "col", in->s.format == FMT_BINARY || in->s.dense_cols[j] < 0
+                                 ? NAN : in->s.dense_cols[j], 0);
         json_field(f, "missing", in->s.format == FMT_BINARY || !all ? NAN
                                  : (double)d->missing / (double)all, 0);
         json_field(f, "min", d->present ? d->min : NAN, 0);

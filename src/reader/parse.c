@@ -373,7 +373,7 @@ static int parse_libsvm(const struct schema *s, const char *line, size_t len, st
     float *dense = b->dense + (size_t)i * (size_t)s->n_dense;
     const float missing = s->missing_is_nan ? NAN : 0.0f;
     for (int j = 0; j < s->n_dense; j++)
-        dense[j] = missing;
+        dense[j] = s->dense_cols[j] < 0 ? 0.0f : missing;
     int32_t count[SS_MAX_COLS + 1];
     unsigned char dense_seen[SS_MAX_COLS];
     memset(count, 0, (size_t)(T + 1) * sizeof *count);
@@ -478,6 +478,10 @@ int parse_line(const struct schema *s, char *line, size_t len, struct batch *b, 
     const float missing = s->missing_is_nan ? NAN : 0.0f;
     for (int j = 0; j < s->n_dense; j++) {
         int c = s->dense_cols[j];
+        if (c < 0) { /* no dense column: the constant input */
+            dense[j] = 0;
+            continue;
+        }
         if (dense_value(FIELD(c), FLEN(c), missing, &dense[j])) {
             size_t n = FLEN(c);
             return ss_fail(e, SS_EFORMAT, "column %d: dense value \"%s\" is not a number", c,

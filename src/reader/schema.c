@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <glib.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -91,20 +92,97 @@ static void criteo_schema(struct schema *s)
     s->n_cols = 40;
 }
 
-static int cols(const char *v, int *out, const char *key, struct ss_err *e)
+/* A text file's first line, its columns' names (data.cat_cols = hour,C1,...). */
+struct header {
+    const struct ss_config *c;
+    const char *path; /* the data: its first text file holds the names */
+    char sep;
+    int lines;        /* data.header */
+    char *buf, *file;
+    char **name;
+    int n;            /* -1: not read yet */
+};
+
+static int read_header(struct header *h, const char *key, struct ss_err *e)
+{
+    if (h->n >= 0)
+        return 0;
+    if (h->lines < 1 || !h->path || !*h->path)
+        return ss_config_fail(e, h->c, h->lines < 1 ? "data.header" : key, "%s names columns, which are read from the data's "
+                              "header: %s", key, h->lines < 1 ? "set data.header = 1 (the first "
+                              "line of each file holds the names)" : "no data path to read it from");
+    char **f;
+    int nf, rc = reader_list_files(h->path, PICK_TEXT, &f, &nf, e);
+    if (rc)
+        return rc;
+    gzFile gz = gzopen(f[0], "rb");
+    size_t cap = 1u << 20;
+    h->buf = ss_xmalloc(cap);
+    if (!gz || !gzgets(gz, h->buf, (int)cap))
+        rc = ss_fail(e, SS_EIO, "%s: no header line to find %s's names in", f[0], key);
+    if (gz)
+        gzclose(gz);
+    h->file = g_strdup(f[0]);
+    reader_free_files(f, nf);
+    if (rc)
+        return rc;
+    char *p = h->buf;
+    if (!memcmp(p, "\xef\xbb\xbf", 3)) /* a UTF-8 byte order mark */
+        p += 3;
+    p[strcspn(p, "\r\n")] = 0;
+    h->name = ss_xmalloc(SS_MAX_COLS * sizeof *h->name);
+    for (h->n = 0; h->n < SS_MAX_COLS;) {
+        char *q = strchr(p, h->sep);
+        h->name[h->n++] = p;
+        if (!q)
+            break;
+        *q = 0;
+        p = q + 1;
+    }
+    return 0;
+}
+
+static int cols(const char *v, int *out, const char *key, struct header *h, struct ss_err *e)
 {
     if (!v || !*v)
         return 0;
-    return ss_parse_cols(v, out, SS_MAX_COLS, e, key);
+    int n = ss_parse_named_cols(v, out, SS_MAX_COLS, NULL, 0, e, key);
+    for (int k = 0; k < n; k++)
+        if (out[k] == SS_COL_NAMED) {
+            int rc = read_header(h, key, e);
+            if (rc || (rc = ss_parse_named_cols(v, out, SS_MAX_COLS, h->name, h->n, e, key)) >= 0)
+                return rc;
+            char names[256];
+            int at = 0;
+            for (int i = 0; i < h->n && at < (int)sizeof names - 1; i++)
+                at += snprintf(names + at, sizeof names - (size_t)at, "%s%s", i ? ", " : "",
+                               h->name[i]);
+            char why[sizeof e->msg];
+            snprintf(why, sizeof why, "%s", e->msg + strlen("config: "));
+            return ss_config_fail(e, h->c, key, "%s of %s (data.separator \"%c\"): %s%s", why,
+                                  h->file, h->sep, names, at >= (int)sizeof names - 1 ? "..." : "");
+        }
+    return n;
+}
+
+/* Data with no dense column gives the model one dense input, always 0: the
+ * bottom MLP's biases learn the vector the interaction pairs with each
+ * table's (a DLRM needs one), and the reader and model keep one shape. */
+static int dense_or_constant(const char *v, int *out, struct header *h, struct ss_err *e)
+{
+    int nd = cols(v, out, "data.dense_cols", h, e);
+    if (nd == 0)
+        out[nd++] = -1;
+    return nd;
 }
 
 /* data.multihot_cols: which categorical features hold bags (every column
  * one of the categorical columns, those of `where`). */
 static int mark_multihot(struct schema *s, const struct ss_config *c, const char *where,
-                         struct ss_err *e)
+                         struct header *h, struct ss_err *e)
 {
     int multihot[SS_MAX_COLS];
-    int nm = cols(c->data.multihot_cols, multihot, "data.multihot_cols", e);
+    int nm = cols(c->data.multihot_cols, multihot, "data.multihot_cols", h, e);
     if (nm < 0)
         return nm;
     for (int m = 0; m < nm; m++) {
@@ -124,7 +202,8 @@ static int mark_multihot(struct schema *s, const struct ss_config *c, const char
 }
 
 /* format = csv: the column keys, checked for overlaps. */
-static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err *e)
+static int csv_schema(struct schema *s, const struct ss_config *c, struct header *h,
+                      struct ss_err *e)
 {
     int rc;
     unsigned char role[SS_MAX_COLS] = {0}; /* 1 label, 2 dense, 3 categorical */
@@ -132,10 +211,10 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
     s->label_col = c->data.label_col;
     if (s->label_col < -1 || s->label_col >= SS_MAX_COLS)
         return ss_fail(e, SS_EINVAL, "config: data.label_col = %d is out of range", s->label_col);
-    int nd = cols(c->data.dense_cols, s->dense_cols, "data.dense_cols", e);
+    int nd = dense_or_constant(c->data.dense_cols, s->dense_cols, h, e);
     if (nd < 0)
         return nd;
-    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", e);
+    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", h, e);
     if (nc < 0)
         return nc;
     s->n_dense = nd;
@@ -143,7 +222,7 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
     if (s->label_col >= 0) /* -1: no label (unlabeled data to score) */
         role[s->label_col] = 1;
     int maxc = s->label_col;
-    for (int j = 0; j < nd; j++) {
+    for (int j = 0; j < nd && s->dense_cols[0] >= 0; j++) {
         int k = s->dense_cols[j];
         if (role[k])
             return ss_config_fail(e, c, role[k] == 1 ? "data.dense_cols data.label_col"
@@ -165,7 +244,7 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct ss_err
         role[k] = 3;
         maxc = k > maxc ? k : maxc;
     }
-    if ((rc = mark_multihot(s, c, "data.cat_cols", e)) < 0)
+    if ((rc = mark_multihot(s, c, "data.cat_cols", h, e)) < 0)
         return rc;
     s->cat_encoding = c->data.cat_encoding;
     if (s->cat_encoding != CAT_HEX && s->cat_encoding != CAT_DEC && s->cat_encoding != CAT_HASH)
@@ -214,7 +293,8 @@ static int field_ranges(struct schema *s, const struct ss_config *c, struct ss_e
 /* format = libsvm: data.dense_cols and data.cat_cols name fields (libFM's
  * field numbers, or data.fields' ranges by place); the label opens each
  * line. */
-static int libsvm_schema(struct schema *s, const struct ss_config *c, struct ss_err *e)
+static int libsvm_schema(struct schema *s, const struct ss_config *c, struct header *h,
+                         struct ss_err *e)
 {
     int rc = field_ranges(s, c, e);
     if (rc)
@@ -223,15 +303,15 @@ static int libsvm_schema(struct schema *s, const struct ss_config *c, struct ss_
     s->label_col = 0;
     s->n_cols = 1;
     s->cat_encoding = CAT_DEC;
-    int nd = cols(c->data.dense_cols, s->dense_cols, "data.dense_cols", e);
+    int nd = dense_or_constant(c->data.dense_cols, s->dense_cols, h, e);
     if (nd < 0)
         return nd;
-    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", e);
+    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", h, e);
     if (nc < 0)
         return nc;
     s->n_dense = nd;
     s->n_cat = nc;
-    for (int j = 0; j < nd; j++) {
+    for (int j = 0; j < nd && s->dense_cols[0] >= 0; j++) {
         int f = s->dense_cols[j];
         if (s->field_role[f])
             return ss_config_fail(e, c, "data.dense_cols", "data.dense_cols: field %d is listed "
@@ -249,6 +329,8 @@ static int libsvm_schema(struct schema *s, const struct ss_config *c, struct ss_
     }
     for (int k = 0; k < nd + nc && s->n_fields; k++) {
         int f = k < nd ? s->dense_cols[k] : s->cat_cols[k - nd];
+        if (f < 0)
+            continue;
         if (f >= s->n_fields)
             return ss_config_fail(e, c, k < nd ? "data.dense_cols data.fields"
                                                : "data.cat_cols data.fields",
@@ -292,11 +374,7 @@ int schema_from_config(struct schema *s, const struct ss_config *c, const char *
     if (c->data.fields && *c->data.fields && fmt != FMT_LIBSVM)
         return ss_config_fail(e, c, "data.fields data.format", "data.fields applies to "
                               "data.format = libsvm");
-    if (fmt == FMT_LIBSVM) {
-        s->header_lines = c->data.header > 0 ? c->data.header : 0;
-        return libsvm_schema(s, c, e);
-    }
-    const char *cols = column_key_set(c); /* a layout of the user's: the column keys apply */
+    const char *cols = fmt == FMT_LIBSVM ? NULL : column_key_set(c); /* the user's layout */
     if (fmt == FMT_CRITEO && cols) {
         char keys[64];
         snprintf(keys, sizeof keys, "%s data.format", cols);
@@ -312,8 +390,18 @@ int schema_from_config(struct schema *s, const struct ss_config *c, const char *
     if (rc)
         return rc;
     s->header_lines = c->data.header > 0 ? c->data.header : 0;
-    if (fmt == FMT_CSV)
-        return csv_schema(s, c, e);
-    criteo_schema(s);
-    return mark_multihot(s, c, "the Criteo columns 14-39", e);
+    struct header h = {c, path, s->sep, fmt == FMT_LIBSVM ? 0 : s->header_lines, NULL, NULL,
+                       NULL, -1};
+    if (fmt == FMT_LIBSVM)
+        rc = libsvm_schema(s, c, &h, e);
+    else if (fmt == FMT_CSV)
+        rc = csv_schema(s, c, &h, e);
+    else {
+        criteo_schema(s);
+        rc = mark_multihot(s, c, "the Criteo columns 14-39", &h, e);
+    }
+    free(h.buf);
+    g_free(h.file);
+    free(h.name);
+    return rc;
 }

@@ -250,6 +250,10 @@ void job_teardown_model(struct job *j)
 int job_check_schema(const struct schema *s, const struct model_layout *l, const char *key,
                      const char *path, struct ss_err *e)
 {
+    if (s->format != FMT_BINARY && s->dense_cols[0] < 0 && l->n_dense != 1)
+        return ss_fail(e, SS_EINVAL, "%s = %s: data.dense_cols names no dense column, so the "
+                       "model's bottom MLP takes one constant input: start model.bottom at 1 "
+                       "(model.bottom = 1-%d, say), not %d", key, path, l->dim, l->n_dense);
     if (s->n_dense != l->n_dense || s->n_cat != l->n_tables)
         return ss_fail(e, SS_EINVAL,
                        "%s = %s: the data has %d dense and %d categorical features, the model "
