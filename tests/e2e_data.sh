@@ -3,7 +3,8 @@
 # train to the same eval NE (1 worker: the same steps in the same order);
 # a weight of 2 trains as the id written twice; libSVM's index:value with
 # data.fields; inspect reads libsvm; the paths that do not carry weights
-# say so; the bad lines and keys are named; configs/avazu.ini on a small
+# say so (hot rows carry them); the bad lines and keys are named;
+# configs/avazu.ini on a small
 # file of Avazu's CSV format (columns by name, no dense column).
 BIN=${BIN:-${BUILD:-build}/shadowsync}
 T=$(mktemp -d)
@@ -81,12 +82,22 @@ check "a weight of 2 trains as the id written twice (eval NE $w, $d)" near "$w" 
 check "the weights change the model (weight 2: $w; weight 1: $b)" \
     sh -c "! awk -v a=$w -v b=$b 'BEGIN { d = a - b; exit !(d < 0.0001 && d > -0.0001) }'"
 
+# hot rows pool and step weighted ids as the tables do
+for f in w2 dup; do
+    $BIN train $CFG $FM $ONE $SGD --set data.train=$T/$f.fm --set hot_embeddings.memory_mb=0.05 \
+        --set output.dir=$T/hot$f > $T/hot$f.log 2>&1
+done
+hw=$(json eval_ne $T/hotw2/metrics.json); hd=$(json eval_ne $T/hotdup/metrics.json)
+share=$(json hot_lookup_share $T/hotw2/metrics.json)
+check "with hot rows too, a weight of 2 trains as the id twice (eval NE $hw, $hd; hot lookups $share)" \
+    sh -c "awk -v a='$hw' -v b='$hd' -v s='$share' 'BEGIN { d = a - b; exit !(a != \"\" && d < 0.0001 && d > -0.0001 && s > 0.3) }'"
+
 # where weights do not travel yet: named, nothing trained on wrong sums
-$BIN train $CFG $FM $ONE --set data.train=$T/w2.fm --set hot_embeddings.memory_mb=1 \
-    --set output.dir=$T/hot > $T/hot.log 2>&1
+$BIN train $CFG $FM $ONE --set data.train=$T/w2.fm --set embedding_cache.rows=1000 \
+    --set output.dir=$T/cache > $T/cache.log 2>&1
 rc=$?
-check "weights with hot rows: refused, naming the client and the way out (rc $rc)" \
-    sh -c "[ $rc != 0 ] && grep -q 'values other than 1 .*hot rows embedding client does not carry them' $T/hot.log"
+check "weights with the embedding cache: refused, naming the client and the way out (rc $rc)" \
+    sh -c "[ $rc != 0 ] && grep -q 'values other than 1 .*embedding cache embedding client does not carry them' $T/cache.log"
 $BIN convert $CFG $FM --in $T/w2.fm --out $T/bin > $T/conv.log 2>&1
 rc=$?
 check "weights into binary shards: refused (rc $rc)" \

@@ -19,20 +19,21 @@ struct hot_client {
     struct hot_stats *st;
     struct emb_part cold;       /* the examples with a cold id, with their cold ids only */
     int64_t *pairs;             /* [2 * n_pairs]: a bag (i*T + t) and a hot slot in it */
+    float *pair_wt;             /* [n_pairs]: its id's weight (weighted batches only) */
     size_t n_pairs, pair_cap;
     int64_t emptied;            /* bags all hot: neither answered nor pushed by the tables */
 };
 
-static void add_pair(struct hot_client *h, int64_t bag, int64_t slot)
+static void add_pair(struct hot_client *h, int64_t bag, int64_t slot, float wt)
 {
     if (h->n_pairs == h->pair_cap) {
         h->pair_cap = h->pair_cap ? 2 * h->pair_cap : 4096;
-        h->pairs = realloc(h->pairs, h->pair_cap * 2 * sizeof(int64_t));
-        if (!h->pairs)
-            abort();
+        h->pairs = ss_xrealloc(h->pairs, h->pair_cap * 2 * sizeof(int64_t));
+        h->pair_wt = ss_xrealloc(h->pair_wt, h->pair_cap * sizeof(float));
     }
     h->pairs[2 * h->n_pairs] = bag;
     h->pairs[2 * h->n_pairs + 1] = slot;
+    h->pair_wt[h->n_pairs] = wt;
     h->n_pairs++;
 }
 
@@ -45,6 +46,7 @@ static void split(struct hot_client *h, const struct batch *b)
     emb_part_reserve(&h->cold, b->n, T, s->dim);
     c->n = 0;
     c->off[0] = 0;
+    batch_weigh_like(c, b);
     h->n_pairs = 0;
     h->emptied = 0;
     for (int i = 0; i < b->n; i++) {
@@ -56,9 +58,9 @@ static void split(struct hot_client *h, const struct batch *b)
                 uint64_t id = b->ids[q], row = id < rows ? id : id % rows;
                 int64_t slot = hot_slot(s, t, row);
                 if (slot >= 0)
-                    add_pair(h, (int64_t)i * T + t, slot);
+                    add_pair(h, (int64_t)i * T + t, slot, batch_wt(b, (size_t)q));
                 else
-                    c->ids[at++] = id;
+                    batch_put_id(c, at++, b, (size_t)q);
             }
             c->off[c->n * T + t + 1] = (int32_t)at;
             h->emptied += b->off[i * T + t + 1] > b->off[i * T + t] &&
@@ -76,14 +78,20 @@ SS_HOGWILD static int hot_lookup(struct emb_client *ec, const struct batch *b, f
     int T = b->n_tables, d = h->r.set->dim;
     split(h, b);
     const struct batch *c = &h->cold.b;
-    int rc = emb_part_lookup(h->inner, &h->cold, b->n, out, e);
+    int rc = emb_client_weighs(h->inner, c, e);
+    if (rc == 0)
+        rc = emb_part_lookup(h->inner, &h->cold, b->n, out, e);
     if (rc < 0)
         return rc;
     for (size_t p = 0; p < h->n_pairs; p++) {
-        float *o = out + (size_t)h->pairs[2 * p] * d;
+        float *o = out + (size_t)h->pairs[2 * p] * d, w = h->pair_wt[p];
         const float *r = h->r.rows + (size_t)h->pairs[2 * p + 1] * d;
-        for (int k = 0; k < d; k++)
-            o[k] += r[k];
+        if (b->weighted)
+            for (int k = 0; k < d; k++)
+                o[k] += w * r[k];
+        else
+            for (int k = 0; k < d; k++)
+                o[k] += r[k];
     }
     struct hot_stats *st = h->st;
     if (!st)
@@ -110,10 +118,17 @@ SS_HOGWILD static int hot_push(struct emb_client *ec, const struct batch *b, con
     int rc = emb_part_push(h->inner, &h->cold, b, g, e);
     if (rc < 0)
         return rc;
+    float gw[SS_MAX_DIM];
     for (size_t p = 0; p < h->n_pairs; p++) {
         int64_t slot = h->pairs[2 * p + 1];
-        optim_row_step(h->r.opt, h->r.rows + (size_t)slot * d, h->r.acc + slot,
-                       g + (size_t)h->pairs[2 * p] * d, d, h->r.lr * b->lr_scale, h->r.eps);
+        const float *gp = g + (size_t)h->pairs[2 * p] * d;
+        if (b->weighted) { /* the row steps by its weight's share, as in the tables */
+            for (int k = 0; k < d; k++)
+                gw[k] = h->pair_wt[p] * gp[k];
+            gp = gw;
+        }
+        optim_row_step(h->r.opt, h->r.rows + (size_t)slot * d, h->r.acc + slot, gp, d,
+                       h->r.lr * b->lr_scale, h->r.eps);
     }
     return 0;
 }
@@ -125,6 +140,7 @@ static void hot_close(struct emb_client *ec)
         h->inner->ops->free(h->inner);
     emb_part_free(&h->cold);
     free(h->pairs);
+    free(h->pair_wt);
     free(h);
     free(ec);
 }
@@ -147,7 +163,7 @@ void hot_stats_add(struct hot_stats *to, const struct hot_stats *from)
 }
 
 static const struct emb_client_ops hot_ops = {"hot rows", hot_lookup, hot_push, hot_close, NULL,
-                                                hot_flush, 0};
+                                                hot_flush, 1};
 
 struct emb_client *emb_client_hot(struct emb_client *inner, int own_inner,
                                   const struct hot_replica *r, int cap, struct hot_stats *st)
