@@ -4,8 +4,8 @@
 # a weight of 2 trains as the id written twice; libSVM's index:value with
 # data.fields; inspect reads libsvm; the paths that do not carry weights
 # say so (hot rows carry them); the bad lines and keys are named;
-# configs/avazu.ini on a small
-# file of Avazu's CSV format (columns by name, no dense column).
+# configs/avazu.ini on a small file of Avazu's CSV format (columns by
+# name, no dense column).
 BIN=${BIN:-${BUILD:-build}/shadowsync}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
