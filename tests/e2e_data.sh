@@ -3,7 +3,7 @@
 # train to the same eval NE (1 worker: the same steps in the same order);
 # a weight of 2 trains as the id written twice; libSVM's index:value with
 # data.fields; inspect reads libsvm; the paths that do not carry weights
-# say so (hot rows carry them); the bad lines and keys are named;
+# say so (hot rows, embedding PSs and reader services carry them); the bad lines and keys are named;
 # configs/avazu.ini on a small file of Avazu's CSV format (columns by
 # name, no dense column).
 BIN=${BIN:-${BUILD:-build}/shadowsync}
@@ -91,6 +91,17 @@ hw=$(json eval_ne $T/hotw2/metrics.json); hd=$(json eval_ne $T/hotdup/metrics.js
 share=$(json hot_lookup_share $T/hotw2/metrics.json)
 check "with hot rows too, a weight of 2 trains as the id twice (eval NE $hw, $hd; hot lookups $share)" \
     sh -c "awk -v a='$hw' -v b='$hd' -v s='$share' 'BEGIN { d = a - b; exit !(a != \"\" && d < 0.0001 && d > -0.0001 && s > 0.3) }'"
+
+# a cluster job's wires carry the weights: a reader service sends them, the
+# embedding PSs pool and step with them (1 trainer, 1 worker: the embedded
+# run's steps)
+timeout -k 10 300 $MPIRUN -np 4 $BIN train $CFG $FM $ONE $SGD --set job.trainers=1 \
+    --set job.embedding_ps=2 --set job.sync_ps=0 --set job.readers=1 --set job.bind=127.0.0.1 \
+    --set data.train=$T/w2.fm --set output.dir=$T/cw2 > $T/cw2.log 2>&1
+rc=$?
+cw=$(json eval_ne $T/cw2/metrics.json)
+check "a cluster job (a reader service, 2 embedding PSs) trains weighted bags as the embedded run does (eval NE $cw, $w; rc $rc)" \
+    near "$cw" "$w" 0.000001
 
 # where weights do not travel yet: named, nothing trained on wrong sums
 $BIN train $CFG $FM $ONE --set data.train=$T/w2.fm --set embedding_cache.rows=1000 \

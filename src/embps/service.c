@@ -10,6 +10,7 @@
 #include "shadowsync/rpc.h"
 
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -81,6 +82,16 @@ static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct b
                                   (long long)s->lo[j], (long long)s->hi[j]);
     *view = (struct batch){.n = n, .cap = n, .n_tables = k, .id_cap = n_ids,
                            .off = (int32_t *)off, .ids = (uint64_t *)bags->ids->data};
+    if (bags->__isset_weights && bags->weights) { /* libsvm values: a weighted bag */
+        if (bags->weights->len != n_ids * 4)
+            return refuse(s, err, SS_EINVAL, "bad request: weights hold %u bytes, %zu expected",
+                          bags->weights->len, n_ids * 4);
+        view->wts = (float *)bags->weights->data;
+        view->weighted = 1;
+        for (size_t q = 0; q < n_ids; q++)
+            if (!isfinite(view->wts[q]))
+                return refuse(s, err, SS_EINVAL, "bad request: weight %zu is not finite", q);
+    }
     return TRUE;
 }
 

@@ -86,10 +86,6 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     b->cap = max;
     int rc = reader_next(s->r, b, &e);
     b->cap = s->cap;
-    if (rc >= 0 && b->weighted)
-        rc = ss_fail(&e, SS_EINVAL, "the data holds feature values other than 1 (libsvm's "
-                     "weighted bags), which a reader service does not send yet: train in "
-                     "the embedded default");
     if (rc < 0) {
         rd_put_back(s, sp);
         return rpc_refuse(&s->refused, err, rc, "reader failed: %s", e.msg);
@@ -104,6 +100,10 @@ static gboolean rd_next(ssReaderIf *iface, ssBatchReply **ret, const GByteArray 
     r->offsets = blob(b->off, ((size_t)n * T + 1) * 4);
     r->ids = blob(b->ids, (size_t)b->off[(size_t)n * T] * 8);
     r->example_ids = blob(b->example_id, (size_t)n * 8);
+    if (b->weighted) { /* libsvm values */
+        r->weights = blob(b->wts, (size_t)b->off[(size_t)n * T] * 4);
+        r->__isset_weights = TRUE;
+    }
     r->__isset_n = r->__isset_n_dense = r->__isset_n_tables = r->__isset_label = TRUE;
     r->__isset_dense = r->__isset_offsets = r->__isset_ids = r->__isset_example_ids = TRUE;
     struct reader_stats st;

@@ -12,13 +12,16 @@ exception RpcError {
 /* A batch's bags for the k shards one PS holds (a shard: rows [lo, hi) of
  * one table, by the job's placement plan): offsets is int32 [n*k+1]
  * (example-major: example i, shard j at i*k+j), ids is uint64 [offsets[n*k]],
- * each a row (id mod the table's rows) inside its shard's range. */
+ * each a row (id mod the table's rows) inside its shard's range; weights,
+ * when set, float32 [offsets[n*k]]: each id's weight in its bag (libsvm
+ * values; unset: every id weighs 1). */
 struct Bags {
   1: binary token,
   2: i32 n,
   3: binary shards,     /* int32 [k]: the plan's shard ids, the PS's shards in order */
   4: binary offsets,
-  5: binary ids
+  5: binary ids,
+  6: optional binary weights
 }
 
 /* A trainer's embedding cache (DESIGN §9 "HET", embps.h row_req): rows
@@ -75,7 +78,7 @@ service SyncPS {
 
 /* Up to max examples of one reader's share; n = 0: its data has ended.
  * label float32 [n], dense float32 [n*n_dense], offsets int32 [n*T+1],
- * ids uint64 [offsets[n*T]], example_ids uint64 [n]; bad_lines: the bad
+ * ids uint64 [offsets[n*T]], example_ids uint64 [n] (weights: as Bags'); bad_lines: the bad
  * lines this reader has skipped so far; done: how far through the data
  * this reader is, 0..1 (reader_fraction). */
 struct BatchReply {
@@ -89,7 +92,8 @@ struct BatchReply {
   8: binary example_ids,
   9: i64 bad_lines,
   10: double done,
-  11: i64 at = -1        /* the examples this reader had handed out before this batch */
+  11: i64 at = -1,       /* the examples this reader had handed out before this batch */
+  12: optional binary weights /* float32 [offsets[n*T]], each id's weight; unset: 1 */
 }
 
 service Reader {

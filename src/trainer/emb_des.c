@@ -266,7 +266,7 @@ static int des_lookup(struct emb_client *c, const struct batch *b, float *out, s
         size_t max = p->ids_max; /* the ids first, then the offsets */
         uint64_t *ids = (uint64_t *)(d->req + at);
         int32_t *off = (int32_t *)(d->req + at + max * 8);
-        size_t n_ids = shard_gather(&p->s, d->table_rows, b, off, ids, &p->m);
+        size_t n_ids = shard_gather(&p->s, d->table_rows, b, off, ids, NULL, &p->m);
         if (n_ids < max) /* close the gap the uncounted ids left */
             memmove(d->req + at + n_ids * 8, off, ((size_t)b->n * p->s.k + 1) * 4);
         d->hs[q].ids = (int64_t)n_ids;

@@ -90,7 +90,7 @@ size_t shard_ids_max(const struct shard_set *s, const struct batch *b)
 }
 
 size_t shard_gather(const struct shard_set *s, const int64_t *table_rows, const struct batch *b,
-                    int32_t *off, uint64_t *ids, size_t *m)
+                    int32_t *off, uint64_t *ids, float *wts, size_t *m)
 {
     int T = b->n_tables, k = s->k;
     size_t at = 0, bags = 0;
@@ -102,8 +102,11 @@ size_t shard_gather(const struct shard_set *s, const int64_t *table_rows, const 
             uint64_t hi = (uint64_t)s->hi[j];
             for (int32_t q = b->off[i * T + t]; q < b->off[i * T + t + 1]; q++) {
                 uint64_t r = b->ids[q] % rows;
-                if (r >= lo && r < hi)
-                    ids[at++] = r;
+                if (r < lo || r >= hi)
+                    continue;
+                if (wts)
+                    wts[at] = batch_wt(b, (size_t)q);
+                ids[at++] = r;
             }
             off[i * k + j + 1] = (int32_t)at;
             bags += off[i * k + j + 1] > off[i * k + j];

@@ -40,9 +40,10 @@ int shard_set_of(const struct placement *pl, int ps, int32_t *ids, struct shard_
 void shard_set_free(struct shard_set *s);
 /* b's ids in the set's tables: room enough for shard_gather's ids. */
 size_t shard_ids_max(const struct shard_set *s, const struct batch *b);
-/* The request for b into off and ids; returns the ids, *m the non-empty bags. */
+/* The request for b into off and ids (and each id's weight into wts,
+ * unless NULL); returns the ids, *m the non-empty bags. */
 size_t shard_gather(const struct shard_set *s, const int64_t *table_rows, const struct batch *b,
-                    int32_t *off, uint64_t *ids, size_t *m);
+                    int32_t *off, uint64_t *ids, float *wts, size_t *m);
 /* out[n*T*dim] += answer a (a request's n examples, off as gathered). */
 void shard_add_answer(const struct shard_set *s, int n, const int32_t *off, const float *a, int T,
                       int dim, float *out);

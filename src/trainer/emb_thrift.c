@@ -53,10 +53,17 @@ struct thrift_emb {
 static void gather(const struct thrift_emb *te, struct ps_conn *p, const struct batch *b)
 {
     g_byte_array_set_size(p->bags->offsets, (guint)((size_t)b->n * p->k + 1) * 4);
-    g_byte_array_set_size(p->bags->ids, (guint)(shard_ids_max(&p->s, b) * 8)); /* trimmed below */
+    size_t most = shard_ids_max(&p->s, b);
+    g_byte_array_set_size(p->bags->ids, (guint)(most * 8)); /* trimmed below */
+    p->bags->__isset_weights = b->weighted;
+    if (b->weighted)
+        g_byte_array_set_size(p->bags->weights, (guint)(most * 4));
     size_t at = shard_gather(&p->s, te->table_rows, b, (int32_t *)p->bags->offsets->data,
-                             (uint64_t *)p->bags->ids->data, &p->m);
+                             (uint64_t *)p->bags->ids->data,
+                             b->weighted ? (float *)p->bags->weights->data : NULL, &p->m);
     g_byte_array_set_size(p->bags->ids, (guint)(at * 8));
+    if (b->weighted)
+        g_byte_array_set_size(p->bags->weights, (guint)(at * 4));
     p->bags->n = b->n;
 }
 
@@ -342,7 +349,7 @@ static int thrift_rows(struct emb_client *c, const struct row_req *r, struct ss_
 }
 
 static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free,
-                                                   thrift_rows, NULL, 0};
+                                                   thrift_rows, NULL, 1};
 
 int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim,
                       const struct emb_endpoint *ps, const char *token, int timeout_ms,
@@ -390,6 +397,7 @@ int emb_client_thrift(struct emb_client **out, const struct placement *pl, int d
         g_byte_array_append(p->bags->shards, (const guint8 *)p->shards, (guint)p->k * 4);
         p->bags->offsets = g_byte_array_new();
         p->bags->ids = g_byte_array_new();
+        p->bags->weights = g_byte_array_new(); /* sent when a batch is weighted */
         p->bags->__isset_token = p->bags->__isset_n = p->bags->__isset_shards = TRUE;
         p->bags->__isset_offsets = p->bags->__isset_ids = TRUE;
         p->grads = g_byte_array_new();

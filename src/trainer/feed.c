@@ -149,7 +149,15 @@ static int take(const ssBatchReply *r, struct batch *b, struct ss_err *e)
     for (size_t i = 1; i <= (size_t)n * T; i++)
         if (off[i] < off[i - 1])
             return ss_fail(e, SS_EFORMAT, "a reader sent offsets out of order");
+    int weighted = r->__isset_weights && r->weights;
+    if (weighted && !BLOB_OK(r->weights, n_ids * 4))
+        return ss_fail(e, SS_EFORMAT, "a reader sent weights that do not match its ids");
     batch_reserve_ids(b, n_ids);
+    b->weighted = 0;
+    if (weighted) {
+        batch_weigh(b, 0);
+        memcpy(b->wts, r->weights->data, r->weights->len);
+    }
     memcpy(b->label, r->label->data, r->label->len);
     memcpy(b->dense, r->dense->data, r->dense->len);
     memcpy(b->off, off, r->offsets->len);
