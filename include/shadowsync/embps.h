@@ -103,6 +103,15 @@ int embps_load_dir(struct emb_tables *t, const char *dir, struct ss_err *e);
 /* The row stride of the first tables*.bin in dir (dim, or dim + 1 with
  * rowwise_adagrad's state), or -1 where there is none. */
 int embps_saved_stride(const char *dir);
+/* The rows of every DIR/tables*.bin as they are read, without tables to
+ * hold them: fn(arg, gid, table_rows, row, n, rows, stride, e) for each
+ * chunk of n rows [row, row + n) of table gid (of table_rows rows), stride
+ * floats a row (dim, then the optimizer state when saved with one). Each
+ * file is checked as a load checks it (header, dim, row ranges, size); a
+ * non-zero return of fn (e set) ends the walk with it. */
+typedef int (*embps_rows_fn)(void *arg, int32_t gid, int64_t table_rows, int64_t row, int64_t n,
+                             const float *rows, int stride, struct ss_err *e);
+int embps_saved_walk(const char *dir, int dim, embps_rows_fn fn, void *arg, struct ss_err *e);
 /* The rows table k holds: [*lo, *lo + rows). */
 void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
                 int64_t *table_rows);

@@ -461,8 +461,12 @@ int embps_saved_stride(const char *dir)
     return stride;
 }
 
-/* Copies the rows of file f's tables that t holds; counts them in got[]. */
-static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct ss_err *e)
+/* Walks the rows of the tables file at path, chunk by chunk, into fn (see
+ * embps_saved_walk); stride < 0 takes rows of dim floats with or without
+ * one float of state, else the file's stride must be it (t, when loading:
+ * its message names the config's). */
+static int walk_one(const char *path, int dim, int stride, embps_rows_fn fn, void *arg,
+                    struct ss_err *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -479,17 +483,20 @@ static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct
         rc = ss_fail(e, SS_EFORMAT, "%s: its header counts %u tables, more than any file holds "
                      "(at most %d): a damaged or forged file", path, h.n_tables,
                      SS_MAX_TABLES * 64);
-    else if (h.dim != (uint32_t)t->o.dim || h.stride != (uint32_t)t->stride)
+    else if (stride >= 0 && (h.dim != (uint32_t)dim || h.stride != (uint32_t)stride))
         rc = ss_fail(e, SS_EFORMAT, "%s: rows of dim %u (stride %u) do not match the config's "
                      "dim %d (stride %d): check model.dim, and optim.emb (rowwise_adagrad keeps "
                      "one state float a row beside the dim, sgd none)", path, h.dim, h.stride,
-                     t->o.dim, t->stride);
+                     dim, stride);
+    else if (stride < 0 && (h.dim != (uint32_t)dim || (h.stride != h.dim && h.stride != h.dim + 1)))
+        rc = ss_fail(e, SS_EFORMAT, "%s: rows of dim %u (stride %u): the config's model.dim is %d",
+                     path, h.dim, h.stride, dim);
     if (rc == 0) {
         held = ss_xcalloc(h.n_tables ? h.n_tables : 1, sizeof *held);
         if (fread(held, sizeof *held, h.n_tables, f) != h.n_tables)
             rc = ss_fail(e, SS_EFORMAT, "%s: truncated header", path);
     }
-    float *buf = ss_xmalloc(4096 * (size_t)t->stride * sizeof(float));
+    float *buf = rc == 0 ? ss_xmalloc(4096 * (size_t)h.stride * sizeof(float)) : NULL;
     for (uint32_t j = 0; rc == 0 && j < h.n_tables; j++) {
         const struct emb_held *hj = &held[j];
         if (hj->rows < 0 || hj->lo < 0 || hj->lo + hj->rows > hj->table_rows) {
@@ -498,29 +505,11 @@ static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct
         }
         for (int64_t r = 0; rc == 0 && r < hj->rows; r += 4096) {
             size_t cnt = (size_t)(hj->rows - r < 4096 ? hj->rows - r : 4096);
-            if (fread(buf, sizeof(float) * t->stride, cnt, f) != cnt) {
+            if (fread(buf, sizeof(float) * h.stride, cnt, f) != cnt)
                 rc = ss_fail(e, SS_EFORMAT, "%s: truncated in table %d", path, hj->gid);
-                break;
-            }
-            int64_t a = hj->lo + r, b = a + (int64_t)cnt; /* rows [a, b) of table gid */
-            for (int k = 0; k < t->o.n_tables; k++) {
-                if (t->gid[k] != hj->gid)
-                    continue;
-                if (t->table_rows[k] != hj->table_rows) {
-                    rc = ss_fail(e, SS_EFORMAT, "%s: table %d has %lld rows, the config's %lld "
-                                 "(model.rows: give the model's own)", path, hj->gid,
-                                 (long long)hj->table_rows, (long long)t->table_rows[k]);
-                    break;
-                }
-                int64_t from = a > t->lo[k] ? a : t->lo[k];
-                int64_t to = b < t->lo[k] + t->rows[k] ? b : t->lo[k] + t->rows[k];
-                if (from >= to)
-                    continue;
-                memcpy(t->data[k] + (size_t)(from - t->lo[k]) * t->stride,
-                       buf + (size_t)(from - a) * t->stride,
-                       (size_t)(to - from) * t->stride * sizeof(float));
-                got[k] += to - from;
-            }
+            else
+                rc = fn(arg, hj->gid, hj->table_rows, hj->lo + r, (int64_t)cnt, buf,
+                        (int)h.stride, e);
         }
     }
     if (rc == 0 && fgetc(f) != EOF) /* something appended, or another file's tail */
@@ -529,6 +518,60 @@ static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct
     free(buf);
     free(held);
     fclose(f);
+    return rc;
+}
+
+struct load_ctx {
+    struct emb_tables *t;
+    const char *path;
+    int64_t *got;               /* [n_tables] rows found */
+};
+
+/* Rows [a, a + n) of table gid into the tables of t that hold any of them. */
+static int load_rows(void *arg, int32_t gid, int64_t table_rows, int64_t a, int64_t n,
+                     const float *buf, int stride, struct ss_err *e)
+{
+    struct load_ctx *x = arg;
+    struct emb_tables *t = x->t;
+    int64_t b = a + n;
+    (void)stride; /* walk_one checked it is t's */
+    for (int k = 0; k < t->o.n_tables; k++) {
+        if (t->gid[k] != gid)
+            continue;
+        if (t->table_rows[k] != table_rows)
+            return ss_fail(e, SS_EFORMAT, "%s: table %d has %lld rows, the config's %lld "
+                           "(model.rows: give the model's own)", x->path, gid,
+                           (long long)table_rows, (long long)t->table_rows[k]);
+        int64_t from = a > t->lo[k] ? a : t->lo[k];
+        int64_t to = b < t->lo[k] + t->rows[k] ? b : t->lo[k] + t->rows[k];
+        if (from >= to)
+            continue;
+        memcpy(t->data[k] + (size_t)(from - t->lo[k]) * t->stride,
+               buf + (size_t)(from - a) * t->stride,
+               (size_t)(to - from) * t->stride * sizeof(float));
+        x->got[k] += to - from;
+    }
+    return 0;
+}
+
+/* Copies the rows of file f's tables that t holds; counts them in got[]. */
+static int load_one(struct emb_tables *t, const char *path, int64_t *got, struct ss_err *e)
+{
+    struct load_ctx x = {t, path, got};
+    return walk_one(path, t->o.dim, t->stride, load_rows, &x, e);
+}
+
+int embps_saved_walk(const char *dir, int dim, embps_rows_fn fn, void *arg, struct ss_err *e)
+{
+    char pat[4096];
+    snprintf(pat, sizeof pat, "%s/tables*.bin", dir);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0)
+        return ss_fail(e, SS_EIO, "%s: no embedding files (tables*.bin)", dir);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
+        rc = walk_one(g.gl_pathv[i], dim, -1, fn, arg, e);
+    globfree(&g);
     return rc;
 }
 
