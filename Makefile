@@ -40,6 +40,23 @@ CFLAGS  += -DSS_DNNL=1
 LDLIBS  += -ldnnl -lgomp
 endif
 
+# The ONNX export (src/export/, docs/export.md) packs its graph with
+# protobuf-c, from the onnx.proto that Debian's python3-onnx ships,
+# generated into $(GEN_DIR) at build time (never committed). Built where
+# protoc-c, libprotobuf-c and that proto are found (tools/install-deps
+# installs them); without them `export` says what is missing. ONNX=0 leaves it out.
+ifndef ONNX_PROTO
+ONNX_PROTO := $(firstword $(shell dpkg -L python3-onnx 2>/dev/null | grep '/onnx\.proto$$') \
+                          $(wildcard /usr/lib/python3/dist-packages/onnx/onnx.proto))
+endif
+PROTOC_C ?= $(shell command -v protoc-c 2>/dev/null)
+ONNX    ?= $(if $(and $(ONNX_PROTO),$(PROTOC_C),$(wildcard /usr/include/protobuf-c/protobuf-c.h)),1,0)
+ifeq ($(ONNX),1)
+CFLAGS  += -DSS_ONNX=1
+LDLIBS  += -lprotobuf-c
+ONNX_GEN := $(GEN_DIR)/onnx.pb-c.c
+endif
+
 GPU_LIB := $(if $(filter 1,$(GPU)),$(BUILD)/libshadowsync_gpu.so)
 ifeq ($(GPU),1)
 CFLAGS  += -DSS_GPU=1
@@ -49,7 +66,7 @@ LDLIBS  += -ldl
 SRC     := $(filter-out src/main.c src/gpu/sim.c,$(wildcard src/*/*.c))
 OBJ     := $(SRC:%.c=$(BUILD)/%.o)
 GEN_SRC := $(GEN_DIR)/ss_shadowsync_types.c $(GEN_DIR)/ss_embedding_p_s.c $(GEN_DIR)/ss_sync_p_s.c $(GEN_DIR)/ss_reader.c
-GEN_OBJ := $(GEN_SRC:%.c=%.o)
+GEN_OBJ := $(GEN_SRC:%.c=%.o) $(ONNX_GEN:%.c=%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests/mpi_*.c))
 
 FUZZ    := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -62,6 +79,11 @@ $(GEN_SRC) &: src/rpc/shadowsync.thrift tools/thrift-fixup
 	@mkdir -p $(GEN_DIR)
 	thrift --gen c_glib -out $(GEN_DIR) $<
 	sh tools/thrift-fixup $(GEN_DIR)
+
+$(GEN_DIR)/onnx.pb-c.c $(GEN_DIR)/onnx.pb-c.h &: $(ONNX_PROTO)
+	@mkdir -p $(GEN_DIR)
+	$(PROTOC_C) --proto_path=$(dir $(ONNX_PROTO)) --c_out=$(GEN_DIR) $(ONNX_PROTO)
+$(BUILD)/src/export/onnx.o: $(if $(ONNX_GEN),$(GEN_DIR)/onnx.pb-c.h)
 
 $(GEN_DIR)/%.o: $(GEN_DIR)/%.c
 	$(CC) -std=c11 -D_GNU_SOURCE -w $(OPT) $(shell pkg-config --cflags $(PKGS)) -c $< -o $@

@@ -1,7 +1,7 @@
 /* The `shadowsync` command: parses the verb and its flags, nothing else;
  * the work is the modules' (trainer_launch, trainer_eval_saved,
  * gen_run, reader_convert_config, reader_inspect, trainer_check,
- * trainer_plan).
+ * trainer_plan, export_onnx).
  *   shadowsync train CONFIG [--set section.key=value ...] [--resume [DIR]] [--help-config]
  *   shadowsync eval CONFIG --model DIR [--predictions FILE] [--set ...]
  *   shadowsync gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]
@@ -9,9 +9,11 @@
  *   shadowsync convert [CONFIG] --in PATH --out DIR [--shard-examples N] [--set ...]
  *   shadowsync inspect CONFIG [--sample N] [--json FILE] [--set ...]
  *   shadowsync check|plan CONFIG [--set ...]
+ *   shadowsync export CONFIG --model DIR --out FILE.onnx [--set ...]
  *   shadowsync --version | --help
  * Exit status 0 on success, non-zero with a one-line reason on stderr (2:
  * the command line's mistake, with the usage). */
+#include "shadowsync/export.h"
 #include "shadowsync/gpu.h"
 #include "shadowsync/reader.h"
 #include "shadowsync/rpc.h"
@@ -61,6 +63,10 @@ static const char usage[] =
     "                                               job.embedding_ps PSs (the trainers with\n"
     "                                               embedding.placement = trainers), for every\n"
     "                                               strategy\n"
+    "  export CONFIG --model DIR --out FILE.onnx [--set ...]\n"
+    "                                               the saved model as an ONNX graph (FILE.onnx),\n"
+    "                                               its tables (FILE.onnx.data) and the\n"
+    "                                               preprocessing of a raw line (FILE.onnx.json)\n"
     "  --version                                    version and build features\n";
 
 static int die(const struct ss_err *e)
@@ -107,6 +113,7 @@ static int print_version(void)
     int n = gpu_probe(why, sizeof why);
     printf("  gpu:    %s\n", gpu_build_info());
     printf("  device: %s%s\n", n > 0 ? "" : "none: ", why);
+    printf("  onnx:   %s\n", export_available(why, sizeof why) ? "export (protobuf-c, opset 17)" : why);
     return 0;
 }
 
@@ -292,6 +299,24 @@ static int cmd_eval(int argc, char **argv)
     return rc < 0 ? die(&e) : 0;
 }
 
+static int cmd_export(int argc, char **argv)
+{
+    static const char *const allowed[] = {"model", "out", NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (!a.config || !opt(&a, "model") || !opt(&a, "out"))
+        return bad_usage("export needs CONFIG, --model DIR and --out FILE.onnx");
+    struct ss_config c;
+    if ((rc = load_config(&c, &a)))
+        return rc;
+    struct ss_err e = {0};
+    rc = export_onnx(&c, opt(&a, "model"), opt(&a, "out"), stdout, &e);
+    ss_config_free(&c);
+    return rc < 0 ? die(&e) : 0;
+}
+
 static int parse_count(const char *s, const char *what, int64_t *out)
 {
     char *end = NULL;
@@ -467,6 +492,8 @@ int main(int argc, char **argv)
         return cmd_train(argc - 2, argv + 2);
     if (!strcmp(verb, "eval"))
         return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(verb, "export"))
+        return cmd_export(argc - 2, argv + 2);
     if (!strcmp(verb, "gen"))
         return cmd_gen(argc - 2, argv + 2);
     if (!strcmp(verb, "convert"))

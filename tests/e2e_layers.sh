@@ -2,8 +2,8 @@
 # The module layering (docs/design.md "Module layering", STYLE.md "Shape"):
 # every `#include "shadowsync/X.h"` of src/ (and every "X.h" one module
 # header includes of another) points down the layers, lowest first:
-#   core < rpc < reader < ckpt < embps, shadow, syncps, gpu < trainer < main
-# A module may include its own header and those below it; the four of one
+#   core < rpc < reader < ckpt < embps, shadow, syncps, gpu < trainer, export < main
+# A module may include its own header and those below it; the modules of one
 # layer include none of each other's, except gpu's of shadow's (its NCCL
 # all-reduce is one of shadow's collectives, struct collective). A private
 # header ("../X/...") stays inside its folder. Fails naming the file, its
@@ -19,7 +19,7 @@ layers() {
         [ -f "$f" ] && grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" /dev/null
     done | awk '
     BEGIN {
-        n = split("core:0 rpc:1 reader:2 ckpt:3 embps:4 shadow:4 syncps:4 gpu:4 trainer:5 main:6", kv, " ")
+        n = split("core:0 rpc:1 reader:2 ckpt:3 embps:4 shadow:4 syncps:4 gpu:4 trainer:5 export:5 main:6", kv, " ")
         for (i = 1; i <= n; i++) { split(kv[i], p, ":"); level[p[1]] = p[2] }
         allowed["gpu>shadow"] = 1   # gpu.h: collective_nccl is one of shadow.h'"'"'s collectives
     }
