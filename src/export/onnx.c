@@ -59,14 +59,16 @@ static char *text(struct arena *a, const char *fmt, ...) __attribute__((format(p
 static char *text(struct arena *a, const char *fmt, ...)
 {
     va_list ap;
+    char *s;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vasprintf(&s, fmt, ap);
     va_end(ap);
-    char *s = grab(a, (size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return s;
+    if (n < 0)
+        abort(); /* out of memory, as ss_xmalloc */
+    char *kept = grab(a, (size_t)n + 1);
+    memcpy(kept, s, (size_t)n + 1);
+    free(s);
+    return kept;
 }
 
 /* The graph under construction: its lists are sized once (cap). */
