@@ -75,6 +75,12 @@ check "the tables' data holds 26 x 1000 rows of 8 floats, each table on a page (
     test "$(stat -c %s $T/tsv.onnx.data)" = $((26 * 32768))
 check "the export's line names its files" \
     grep -q "^export: $T/tsv.onnx (the graph, .* MB), $T/tsv.onnx.data (26 tables, 0.8 MB), $T/tsv.onnx.json (the preprocessing)" $T/tsv.export
+$BIN convert $CFG --in $T/d/eval.tsv --out $T/shards > /dev/null 2>&1
+$BIN export $CFG --model $T/tsv --out $T/bin.onnx --set data.eval=$T/shards > $T/bin.export 2>&1
+check "data in binary shards: the JSON says so, with no columns (the records hold the ids)" \
+    $PY -c "import json, sys; j = json.load(open(sys.argv[1])); t = j['categorical']['tables']
+assert j['data_format'] == 'binary' and 'columns' not in j['dense'] and 'separator' not in j
+assert 'column' not in t[0] and len(t) == 26" $T/bin.onnx.json
 
 # 2. the tiny cluster job (lib.sh): each table split over 2 embedding PSs'
 # files, and hot rows whose values only hot.bin holds (no PS has them)
