@@ -99,6 +99,9 @@ int export_prep(const struct ss_config *c, const struct model_layout *l, const c
     int rc = schema_from_config(&s, c, from, e);
     if (rc < 0)
         return rc;
+    if (s.format != FMT_CRITEO && s.format != FMT_CSV && s.format != FMT_BINARY)
+        return ss_config_fail(e, c, "data.format", "export: data.format %d has no preprocessing "
+                              "JSON (criteo, csv and binary have)", s.format);
     if (s.format != FMT_BINARY && (s.n_dense != l->n_dense || s.n_cat != l->n_tables))
         return ss_config_fail(e, c, "data.dense_cols data.cat_cols model.bottom",
                               "the data has %d dense and %d categorical columns, the model %d "
