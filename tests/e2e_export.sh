@@ -9,7 +9,8 @@
 # hashed ids, multi-hot bags, mean pooling, fractional and negative dense
 # values and hot rows; and a cluster job's, its tables in the embedding
 # PSs' files and its hot rows folded back into them. Then what export
-# refuses. Where npm cannot install the runtime the scoring is skipped,
+# refuses. And configs/avazu.ini's model (columns by name, no dense
+# column). Where npm cannot install the runtime the scoring is skipped,
 # saying so; the rest still runs.
 BIN=${BIN:-${BUILD:-build}/shadowsync}
 T=$(mktemp -d)
@@ -117,6 +118,22 @@ assert j['data_format'] == 'csv' and j['separator'] == ',' and j['header_lines']
 assert j['fields_rule'] == 'at least' and c['encoding'] == 'hash' and c['pooling'] == 'mean'
 assert c['multihot_separator'] == ';' and [x['multihot'] for x in t[:4]] == [True, True, True, False]
 assert 'FNV-1a' in c['encoding_rule']" $T/bags.onnx.json
+
+# 3b. configs/avazu.ini on Avazu-format CSV: columns by the header's names,
+# no dense column (the model's one constant input, column -1 in the JSON)
+/usr/bin/python3 tests/avazu_like.py 8000 1 > $T/av_train.csv
+/usr/bin/python3 tests/avazu_like.py 1000 2 > $T/av_eval.csv
+EVAL=$T/av_eval.csv
+AVS="--set data.train=$T/av_train.csv --set data.eval=$EVAL --set model.rows=5000 --set model.top=auto-32-1"
+$BIN train configs/avazu.ini $AVS --set output.dir=$T/av > $T/av.log 2>&1
+check "the Avazu model trains" test $? = 0
+CFG=configs/avazu.ini; SETS=$AVS
+exported av
+CFG=configs/tiny.ini
+check "its JSON: the named columns as numbers, the dense input as column -1" \
+    $PY -c "import json, sys; j = json.load(open(sys.argv[1]))
+assert j['dense']['columns'] == [-1] and j['categorical']['tables'][0]['column'] == 2
+assert j['categorical']['tables'][21]['column'] == 23 and j['header_lines'] == 1" $T/av.onnx.json
 
 # 4. what export refuses, naming why, and leaving no file behind
 SETS="--set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv"

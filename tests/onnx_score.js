@@ -66,7 +66,7 @@ function parse(line) {
     const f = line.split(prep.separator);
     if (prep.fields_rule === 'exactly' ? f.length !== prep.fields : f.length < prep.fields)
         throw new Error('fields');
-    const dense = prep.dense.columns.map((c) => denseValue(f[c]));
+    const dense = prep.dense.columns.map((c) => (c < 0 ? 0 : denseValue(f[c]))); // -1: none
     const bags = tables.map((t, k) => {
         const field = f[t.column];
         let ids;
