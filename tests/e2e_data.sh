@@ -3,7 +3,7 @@
 # train to the same eval NE (1 worker: the same steps in the same order);
 # a weight of 2 trains as the id written twice; libSVM's index:value with
 # data.fields; inspect reads libsvm; the paths that do not carry weights
-# say so (hot rows, embedding PSs and reader services carry them); the bad lines and keys are named;
+# say so (hot rows, embedding PSs, DES and reader services carry them); the bad lines and keys are named;
 # configs/avazu.ini on a small file of Avazu's CSV format (columns by
 # name, no dense column).
 BIN=${BIN:-${BUILD:-build}/shadowsync}
@@ -102,6 +102,20 @@ rc=$?
 cw=$(json eval_ne $T/cw2/metrics.json)
 check "a cluster job (a reader service, 2 embedding PSs) trains weighted bags as the embedded run does (eval NE $cw, $w; rc $rc)" \
     near "$cw" "$w" 0.000001
+
+# DES (the tables' shards on the trainers) sends each id's weight with its
+# lookups: weight 2 trains as the id twice there too (2 trainers, no sync:
+# the rounds in lockstep, the same steps each run)
+for f in w2 dup train; do
+    timeout -k 10 300 $MPIRUN -np 2 $BIN train $CFG $FM $ONE $SGD --set job.trainers=2 \
+        --set job.embedding_ps=0 --set job.sync_ps=0 --set job.bind=127.0.0.1 \
+        --set embedding.placement=trainers --set sync.algo=none --set data.train=$T/$f.fm \
+        --set output.dir=$T/des$f > $T/des$f.log 2>&1
+done
+a=$(json eval_ne $T/desw2/metrics.json); b1=$(json eval_ne $T/desdup/metrics.json)
+o=$(json eval_ne $T/destrain/metrics.json)
+check "DES: a weight of 2 trains as the id twice (eval NE $a, $b1; weight 1: $o)" \
+    sh -c "awk -v a='$a' -v b='$b1' -v o='$o' 'BEGIN { d = a - b; e = a - o; exit !(a != \"\" && d < 1e-6 && d > -1e-6 && (e > 1e-4 || e < -1e-4)) }'"
 
 # where weights do not travel yet: named, nothing trained on wrong sums
 $BIN train $CFG $FM $ONE --set data.train=$T/w2.fm --set embedding_cache.rows=1000 \

@@ -31,6 +31,7 @@ struct hdr {
     int64_t ids;                /* a lookup's ids */
     int64_t push;               /* the vectors of its push (-1: no push) */
     double lr_scale;            /* its push's rates (the pusher's batch's lr_scale) */
+    int32_t weighted, pad_;     /* a lookup's ids come with their weights (libsvm values) */
 };
 
 struct peer {
@@ -44,7 +45,9 @@ struct peer {
     size_t m_in, ids_in;
     int32_t *off_in;
     uint64_t *id_in;
-    size_t off_cap, id_cap;
+    float *wt_in;               /* ...its ids' weights, when weighted_in */
+    int weighted_in;
+    size_t off_cap, id_cap, wt_cap;
 };
 
 struct des {
@@ -85,17 +88,18 @@ static size_t pad8(size_t n)
     return (n + 7) & ~(size_t)7;
 }
 
-/* A lookup request's bytes: the ids, then the offsets. */
-static size_t req_bytes(int64_t n, int64_t ids, int k)
+/* A lookup request's bytes: the ids, then the offsets, then (weighted)
+ * the ids' weights. */
+static size_t req_bytes(int64_t n, int64_t ids, int k, int weighted)
 {
-    return k ? pad8((size_t)ids * 8 + ((size_t)n * k + 1) * 4) : 0;
+    return k ? pad8((size_t)ids * (weighted ? 12 : 8) + ((size_t)n * k + 1) * 4) : 0;
 }
 
 /* Member p's last lookup of us, as a batch of our shards. */
 static struct batch asked(const struct des *d, const struct peer *q)
 {
     return (struct batch){.n = q->n_in, .n_tables = d->k, .off = q->off_in, .ids = q->id_in,
-                          .lr_scale = 1};
+                          .wts = q->wt_in, .weighted = q->weighted_in, .lr_scale = 1};
 }
 
 static int fail_peer(struct des *d, int p, const char *what, struct ss_err *e)
@@ -125,7 +129,13 @@ static int take_lookup(struct des *d, int p, size_t at, struct ss_err *e)
         q->id_in = grow(q->id_in, &q->id_cap, q->ids_in * 8 + 8);
         q->off_in = grow(q->off_in, &q->off_cap, ((size_t)q->n_in * d->k + 1) * 4);
         memcpy(q->id_in, d->rbuf + at, q->ids_in * 8);
-        memcpy(q->off_in, d->rbuf + at + q->ids_in * 8, ((size_t)q->n_in * d->k + 1) * 4);
+        size_t offs = ((size_t)q->n_in * d->k + 1) * 4;
+        memcpy(q->off_in, d->rbuf + at + q->ids_in * 8, offs);
+        q->weighted_in = h->weighted;
+        if (h->weighted) {
+            q->wt_in = grow(q->wt_in, &q->wt_cap, q->ids_in * 4 + 8);
+            memcpy(q->wt_in, d->rbuf + at + q->ids_in * 8 + offs, q->ids_in * 4);
+        }
         struct batch v = asked(d, q);
         if (q->off_in[0] != 0 || (size_t)q->off_in[(size_t)q->n_in * d->k] != q->ids_in)
             return fail_peer(d, p, "sent offsets that do not match its ids", e);
@@ -157,7 +167,7 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
     for (int q = 0; q < P; q++) {
         d->hs[q].kind = kind, d->hs[q].pause = pause;
         if (kind != K_LOOKUP)
-            d->hs[q].n = d->hs[q].ids = 0;
+            d->hs[q].n = d->hs[q].ids = d->hs[q].weighted = 0;
         d->hs[q].push = d->pending ? (int64_t)d->peer[q].m_push : -1;
         d->hs[q].lr_scale = d->pending ? d->pending_scale : 1;
         d->sb[q] = d->rb[q] = sizeof(struct hdr);
@@ -180,7 +190,8 @@ static int round_of(struct des *d, int kind, struct ss_err *e)
         d->all_end &= h->kind == K_END;
         d->all_paused &= h->pause && (h->kind == K_WAIT || h->kind == K_END);
         d->sb[p] = push_out(d, p) + (kind == K_LOOKUP ? d->peer[p].req_bytes : 0);
-        d->rb[p] = push_in(d, p) + (h->kind == K_LOOKUP ? req_bytes(h->n, h->ids, d->k) : 0);
+        d->rb[p] = push_in(d, p) +
+                   (h->kind == K_LOOKUP ? req_bytes(h->n, h->ids, d->k, h->weighted) : 0);
         in += d->rb[p];
     }
     d->rbuf = grow(d->rbuf, &d->rbuf_cap, in + 8);
@@ -247,7 +258,7 @@ static int des_lookup(struct emb_client *c, const struct batch *b, float *out, s
     for (int q = 0; q < d->P; q++) {
         struct peer *p = &d->peer[q];
         p->ids_max = p->s.k ? shard_ids_max(&p->s, b) : 0;
-        at += push_out(d, q) + req_bytes(b->n, (int64_t)p->ids_max, p->s.k);
+        at += push_out(d, q) + req_bytes(b->n, (int64_t)p->ids_max, p->s.k, b->weighted);
     }
     d->req = grow(d->req, &d->req_cap, at + 8);
     at = 0;
@@ -260,18 +271,22 @@ static int des_lookup(struct emb_client *c, const struct batch *b, float *out, s
         p->req_at = at;
         p->req_bytes = p->ids_sent = 0;
         p->m = 0;
-        d->hs[q].n = b->n, d->hs[q].ids = 0;
+        d->hs[q].n = b->n, d->hs[q].ids = 0, d->hs[q].weighted = b->weighted;
         if (!p->s.k)
             continue;
-        size_t max = p->ids_max; /* the ids first, then the offsets */
-        uint64_t *ids = (uint64_t *)(d->req + at);
+        size_t max = p->ids_max, offs = ((size_t)b->n * p->s.k + 1) * 4;
+        uint64_t *ids = (uint64_t *)(d->req + at); /* the ids, the offsets, the weights */
         int32_t *off = (int32_t *)(d->req + at + max * 8);
-        size_t n_ids = shard_gather(&p->s, d->table_rows, b, off, ids, NULL, &p->m);
-        if (n_ids < max) /* close the gap the uncounted ids left */
-            memmove(d->req + at + n_ids * 8, off, ((size_t)b->n * p->s.k + 1) * 4);
+        float *wts = b->weighted ? (float *)(d->req + at + max * 8 + offs) : NULL;
+        size_t n_ids = shard_gather(&p->s, d->table_rows, b, off, ids, wts, &p->m);
+        if (n_ids < max) { /* close the gaps the uncounted ids left */
+            memmove(d->req + at + n_ids * 8, off, offs);
+            if (wts)
+                memmove(d->req + at + n_ids * 8 + offs, wts, n_ids * 4);
+        }
         d->hs[q].ids = (int64_t)n_ids;
         p->ids_sent = n_ids;
-        p->req_bytes = req_bytes(b->n, (int64_t)n_ids, p->s.k);
+        p->req_bytes = req_bytes(b->n, (int64_t)n_ids, p->s.k, b->weighted);
         at += p->req_bytes;
         ids_other += q == d->me ? 0 : n_ids;
     }
@@ -365,6 +380,7 @@ static void des_free(struct emb_client *c)
         shard_set_free(&d->peer[q].s);
         free(d->peer[q].off_in);
         free(d->peer[q].id_in);
+        free(d->peer[q].wt_in);
     }
     free(d->peer);
     free(d->table_rows);
@@ -381,7 +397,7 @@ static void des_free(struct emb_client *c)
     free(c);
 }
 
-static const struct emb_client_ops des_ops = {"des", des_lookup, des_push, des_free, NULL, NULL, 0};
+static const struct emb_client_ops des_ops = {"des", des_lookup, des_push, des_free, NULL, NULL, 1};
 
 struct emb_client *emb_client_des(struct exchange *x, const struct placement *pl, int dim,
                                   struct emb_tables *mine, const struct des_hooks *hooks,
