@@ -2,8 +2,9 @@
 # Bringing one's own data (docs/data.md): a libFM file and its TSV twin
 # train to the same eval NE (1 worker: the same steps in the same order);
 # a weight of 2 trains as the id written twice; libSVM's index:value with
-# data.fields; inspect reads libsvm; the paths that do not carry weights
-# say so (hot rows, embedding PSs, DES and reader services carry them); the bad lines and keys are named;
+# data.fields; inspect reads libsvm; every path carries the weights (hot
+# rows, the cache, embedding PSs, DES, reader services, binary shards);
+# the bad lines and keys are named;
 # configs/avazu.ini on a small file of Avazu's CSV format (columns by
 # name, no dense column).
 BIN=${BIN:-${BUILD:-build}/shadowsync}
@@ -117,17 +118,23 @@ o=$(json eval_ne $T/destrain/metrics.json)
 check "DES: a weight of 2 trains as the id twice (eval NE $a, $b1; weight 1: $o)" \
     sh -c "awk -v a='$a' -v b='$b1' -v o='$o' 'BEGIN { d = a - b; e = a - o; exit !(a != \"\" && d < 1e-6 && d > -1e-6 && (e > 1e-4 || e < -1e-4)) }'"
 
-# where weights do not travel yet: named, nothing trained on wrong sums
-$BIN train $CFG $FM $ONE --set data.train=$T/w2.fm --set embedding_cache.rows=1000 \
-    --set output.dir=$T/cache > $T/cache.log 2>&1
-rc=$?
-check "weights with the embedding cache: refused, naming the client and the way out (rc $rc)" \
-    sh -c "[ $rc != 0 ] && grep -q 'values other than 1 .*embedding cache embedding client does not carry them' $T/cache.log"
-$BIN convert $CFG $FM --in $T/w2.fm --out $T/bin > $T/conv.log 2>&1
-rc=$?
-check "weights into binary shards: refused (rc $rc)" \
-    sh -c "[ $rc != 0 ] && grep -q 'binary shards do not keep' $T/conv.log"
+# the embedding cache pools and steps its rows with the weights too
+for f in w2 dup; do
+    $BIN train $CFG $FM $ONE $SGD --set data.train=$T/$f.fm --set embedding_cache.rows=1000 \
+        --set output.dir=$T/cache$f > $T/cache$f.log 2>&1
+done
+cw=$(json eval_ne $T/cachew2/metrics.json); cd_=$(json eval_ne $T/cachedup/metrics.json)
+check "with the embedding cache, a weight of 2 trains as the id twice (eval NE $cw, $cd_; hits $(json cache_hit_rate $T/cachew2/metrics.json))" \
+    sh -c "awk -v a='$cw' -v b='$cd_' 'BEGIN { d = a - b; exit !(a != \"\" && d < 1e-4 && d > -1e-4) }'"
 
+# binary shards of libsvm data keep each id's weight: trained on, they give
+# the text's eval NE (1 worker)
+$BIN convert $CFG $FM --in $T/w2.fm --out $T/w2bin > $T/conv.log 2>&1
+rc=$?
+$BIN train $CFG $FM $ONE $SGD --set data.train=$T/w2bin --set output.dir=$T/w2b > $T/w2b.log 2>&1
+sb=$(json eval_ne $T/w2b/metrics.json)
+check "libsvm into binary shards keeps the weights: the text's eval NE ($sb, $w; convert rc $rc)" \
+    near "$sb" "$w" 0.000001
 # inspect reads libsvm
 $BIN inspect $CFG $FM --set data.train=$T/train.fm --sample 5000 --json $T/fm.json > $T/fm.txt 2>&1
 $BIN inspect $CFG --set data.train=$T/d/train.tsv --sample 5000 --json $T/tsv.json > /dev/null 2>&1

@@ -16,13 +16,16 @@
  *     uint32   n_tables     categorical features per example
  *     uint64   examples     records in the file
  *     uint64   total_ids    ids over all records
- *     uint32   flags        bit 0: some bag holds more than one id
+ *     uint32   flags        bit 0: some bag holds more than one id;
+ *                           bit 1: each record's ids are followed by their
+ *                           weights (libsvm data: float32 weights[sum of bag_len])
  *     uint8    pad[20]      zero
  *   records, back to back:
  *     float    label
  *     float    dense[n_dense]
  *     uint32   bag_len[n_tables]
  *     uint64   ids[sum of bag_len]
+ *     float    weights[sum of bag_len]   (flags bit 1 only)
  * A file whose size is not exactly what the header promises is refused as
  * truncated; a wrong magic or version is refused as foreign. */
 #ifndef SHADOWSYNC_READER_H

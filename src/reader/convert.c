@@ -48,6 +48,8 @@ static int writer_begin(struct shard_writer *w, const struct schema *s, struct s
     memset(&w->h, 0, sizeof w->h);
     w->h.n_dense = (uint32_t)s->n_dense;
     w->h.n_tables = (uint32_t)s->n_cat;
+    if (s->format == FMT_LIBSVM) /* its values: each id's weight */
+        w->h.flags |= SHARD_FLAG_WEIGHTS;
     unsigned char raw[SHARD_HEADER_BYTES];
     struct shard_header zero = {w->h.n_dense, w->h.n_tables, 0, 0, 0};
     reader_shard_encode(raw, &zero);
@@ -58,14 +60,13 @@ static int writer_begin(struct shard_writer *w, const struct schema *s, struct s
 
 static int writer_example(struct shard_writer *w, const struct batch *b, int i, struct ss_err *e)
 {
-    if (b->weighted)
-        return ss_fail(e, SS_EINVAL, "the data holds feature values other than 1 (libsvm's "
-                       "weighted bags), which binary shards do not keep: train on the text");
+    if (b->weighted && !(w->h.flags & SHARD_FLAG_WEIGHTS))
+        return ss_fail(e, SS_EINVAL, "a weighted batch from data that is not libsvm");
     const int nd = b->n_dense, T = b->n_tables;
     const int32_t *off = b->off + (size_t)i * (size_t)T;
     size_t k = (size_t)(off[T] - off[0]);
     size_t fixed = (size_t)shard_record_fixed((uint32_t)nd, (uint32_t)T);
-    size_t need = fixed + 8 * k;
+    size_t need = fixed + (size_t)shard_id_bytes(w->h.flags) * k;
     if (need > w->rec_cap) {
         free(w->rec);
         w->rec_cap = need * 2;
@@ -82,6 +83,10 @@ static int writer_example(struct shard_writer *w, const struct batch *b, int i, 
             w->h.flags |= SHARD_FLAG_MULTIHOT;
     }
     memcpy(p + fixed, b->ids + off[0], 8 * k);
+    for (size_t q = 0; q < k && (w->h.flags & SHARD_FLAG_WEIGHTS); q++) {
+        float wt = batch_wt(b, (size_t)off[0] + q);
+        memcpy(p + fixed + 8 * k + 4 * q, &wt, 4);
+    }
     if (fwrite(p, 1, need, w->f) != need)
         return ss_fail(e, SS_EIO, "%s: %s", w->tmp, strerror(errno));
     w->h.examples++;

@@ -24,6 +24,13 @@ void reader_free_files(char **files, int n);
 int reader_has_suffix(const char *name, const char *suffix);
 
 #define SHARD_FLAG_MULTIHOT 1u
+#define SHARD_FLAG_WEIGHTS 2u
+
+/* Bytes of one id in a record: the id, and its weight when the shard keeps them. */
+static inline uint64_t shard_id_bytes(uint32_t flags)
+{
+    return flags & SHARD_FLAG_WEIGHTS ? 12u : 8u;
+}
 
 struct shard_header {
     uint32_t n_dense, n_tables;

@@ -621,6 +621,7 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
             continue;
         }
         const unsigned char *p = r->map + r->at;
+        const size_t idb = (size_t)shard_id_bytes(r->hdr.flags); /* per id: 8, or 12 weighed */
         if (r->map_len - r->at < fixed)
             return corrupt(r, e);
         int take = mine(r);
@@ -631,11 +632,11 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
             memcpy(&l, lens + 4 * (size_t)t, 4);
             k += l;
         }
-        if (k > r->ids_left || (r->map_len - r->at - fixed) / 8 < k)
+        if (k > r->ids_left || (r->map_len - r->at - fixed) / idb < k)
             return corrupt(r, e);
         if (!take) {
-            r->at += fixed + 8 * (size_t)k;
-            r->bytes_done += fixed + 8 * k;
+            r->at += fixed + idb * (size_t)k;
+            r->bytes_done += fixed + idb * k;
             r->ids_left -= k;
             r->rec++;
             continue;
@@ -665,10 +666,20 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
             b->off[base + (size_t)t + 1] = (int32_t)pos;
         }
         memcpy(b->ids + b->off[base], p + fixed, 8 * (size_t)k);
+        if (idb == 12) { /* the weights after the ids */
+            if (!b->weighted)
+                batch_weigh(b, (size_t)b->off[base]);
+            memcpy(b->wts + b->off[base], p + fixed + 8 * (size_t)k, 4 * (size_t)k);
+            for (uint64_t q = 0; q < k; q++)
+                if (!isfinite(b->wts[b->off[base] + q]))
+                    return ss_fail(e, SS_EFORMAT, "%s: corrupt shard at record %llu (a weight "
+                                   "that is no finite number)", r->files[r->cur],
+                                   (unsigned long long)r->rec);
+        }
         b->example_id[i] = place(r, r->cur, r->rec);
         b->n = i + 1;
-        r->at += fixed + 8 * (size_t)k;
-        r->bytes_done += fixed + 8 * k;
+        r->at += fixed + idb * (size_t)k;
+        r->bytes_done += fixed + idb * k;
         r->ids_left -= k;
         r->rec++;
         r->handed++;

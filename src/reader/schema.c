@@ -365,10 +365,10 @@ int schema_from_config(struct schema *s, const struct ss_config *c, const char *
     if (fmt != FMT_AUTO && fmt != FMT_CRITEO && fmt != FMT_CSV && fmt != FMT_BINARY &&
         fmt != FMT_LIBSVM)
         return ss_fail(e, SS_EINVAL, "config: data.format %d is unknown", fmt);
-    if ((fmt == FMT_CRITEO || fmt == FMT_CSV || fmt == FMT_LIBSVM) && path_is_binary(path))
+    /* libsvm's shards from convert are read as shards: no auto finds libsvm text */
+    if ((fmt == FMT_CRITEO || fmt == FMT_CSV) && path_is_binary(path))
         return ss_fail(e, SS_EINVAL, "%s holds binary shards (*.bin), but data.format = %s: set "
-                       "data.format = binary (or auto)", path,
-                       fmt == FMT_CSV ? "csv" : fmt == FMT_LIBSVM ? "libsvm" : "criteo");
+                       "data.format = binary (or auto)", path, fmt == FMT_CSV ? "csv" : "criteo");
     if (fmt == FMT_BINARY || path_is_binary(path))
         return binary_schema(s, path, e);
     if (c->data.fields && *c->data.fields && fmt != FMT_LIBSVM)

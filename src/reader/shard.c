@@ -28,15 +28,15 @@ void reader_shard_encode(unsigned char raw[SHARD_HEADER_BYTES], const struct sha
     put32(raw + 40, h->flags);
 }
 
-/* header + examples * fixed + total_ids * 8, or -1 on overflow. */
+/* header + examples * fixed + total_ids * (8 or 12), or -1 on overflow. */
 static int expected_size(const struct shard_header *h, uint64_t *size)
 {
     uint64_t fixed = shard_record_fixed(h->n_dense, h->n_tables);
     if (h->examples && fixed > (UINT64_MAX / 2) / h->examples)
         return -1;
-    if (h->total_ids > (UINT64_MAX / 4) / 8)
+    if (h->total_ids > (UINT64_MAX / 4) / 12)
         return -1;
-    *size = SHARD_HEADER_BYTES + h->examples * fixed + h->total_ids * 8;
+    *size = SHARD_HEADER_BYTES + h->examples * fixed + h->total_ids * shard_id_bytes(h->flags);
     return 0;
 }
 

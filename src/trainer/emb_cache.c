@@ -212,6 +212,7 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
     emb_part_reserve(&c->rest, b->n, T, d);
     r->n = 0;
     r->off[0] = 0;
+    batch_weigh_like(r, b);
     for (int i = 0; i < b->n; i++) {
         size_t at = (size_t)r->off[r->n * T];
         batch_reserve_ids(r, at + (size_t)(b->off[(i + 1) * T] - b->off[i * T]));
@@ -220,7 +221,7 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
             for (int32_t k = b->off[i * T + t]; k < b->off[i * T + t + 1]; k++) {
                 uint64_t id = b->ids[k];
                 if ((c->occ[k] = slot_for(c, t, id < rows ? id : id % rows)) < 0)
-                    r->ids[at++] = id;
+                    batch_put_id(r, at++, b, (size_t)k);
             }
             prefetch_sets(c, b, i + PREFETCH_AHEAD, t);
             r->off[r->n * T + t + 1] = (int32_t)at;
@@ -247,7 +248,8 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
     }
     if (r->n > 0)
         c->st->bytes_sent += plain_bytes(r, d);
-    if ((rc = emb_part_lookup(c->inner, &c->rest, b->n, out, e)) < 0)
+    if ((rc = emb_client_weighs(c->inner, r, e)) < 0 ||
+        (rc = emb_part_lookup(c->inner, &c->rest, b->n, out, e)) < 0)
         return rc;
     int64_t hits = 0;
     for (int i = 0; i < b->n; i++)
@@ -259,8 +261,9 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
                     continue;
                 hits += !c->meta[s].got;
                 const float *v = val_of(c, s);
+                float w = batch_wt(b, (size_t)k);
                 for (int q = 0; q < d; q++)
-                    o[q] += v[q];
+                    o[q] += w * v[q];
             }
         }
     c->st->lookups += (int64_t)ids;
@@ -283,9 +286,15 @@ SS_HOGWILD static int cache_push(struct emb_client *ec, const struct batch *b, c
                 int64_t s = c->occ[k];
                 if (s < 0)
                     continue;
-                float *v = val_of(c, s), *dl = v + S;
+                float *v = val_of(c, s), *dl = v + S, gw[SS_MAX_DIM];
+                const float *gk = gb;
+                if (b->weighted) { /* the row steps by its weight's share, as in the tables */
+                    for (int q = 0; q < d; q++)
+                        gw[q] = b->wts[k] * gb[q];
+                    gk = gw;
+                }
                 memcpy(c->old, v, (size_t)S * sizeof(float));
-                optim_row_step(c->opt, v, v + d, gb, d, lr, c->eps);
+                optim_row_step(c->opt, v, v + d, gk, d, lr, c->eps);
                 for (int q = 0; q < S; q++)
                     dl[q] += v[q] - c->old[q];
                 c->meta[s].pend++;
@@ -359,7 +368,7 @@ void cache_stats_add(struct cache_stats *to, const struct cache_stats *from)
 }
 
 static const struct emb_client_ops cache_ops = {"embedding cache", cache_lookup, cache_push,
-                                                cache_free, NULL, cache_flush, 0};
+                                                cache_free, NULL, cache_flush, 1};
 
 int64_t emb_cache_rows(const struct ss_config *c, const struct model_layout *l)
 {
