@@ -10,7 +10,7 @@
 # values and hot rows; and a cluster job's, its tables in the embedding
 # PSs' files and its hot rows folded back into them. Then what export
 # refuses. And configs/avazu.ini's model (columns by name, no dense
-# column). Where npm cannot install the runtime the scoring is skipped,
+# column), and a libFM model's (weighted bags: a weights input a table). Where npm cannot install the runtime the scoring is skipped,
 # saying so; the rest still runs.
 BIN=${BIN:-${BUILD:-build}/shadowsync}
 T=$(mktemp -d)
@@ -134,6 +134,34 @@ check "its JSON: the named columns as numbers, the dense input as column -1" \
     $PY -c "import json, sys; j = json.load(open(sys.argv[1]))
 assert j['dense']['columns'] == [-1] and j['categorical']['tables'][0]['column'] == 2
 assert j['categorical']['tables'][21]['column'] == 23 and j['header_lines'] == 1" $T/av.onnx.json
+
+# 3c. libFM data with weighted bags (values 0.5, 1, 2; an id twice in a
+# bag now and then) and mean pooling: the graph takes each id's weight
+cat > $T/fm.py <<'PYEOF'
+import sys
+for n, line in enumerate(sys.stdin):
+    f = line.rstrip('\n').split('\t')
+    out = [f[0]] + ['%d:%d:%s' % (j, j, f[1 + j]) for j in range(13) if f[1 + j] != '']
+    for t in range(26):
+        if f[14 + t] != '':
+            v = int(f[14 + t], 16)
+            out.append('%d:%d:%s' % (13 + t, v, ('0.5', '1', '2')[v % 3]))
+            if (n + t) % 11 == 0:
+                out.append('%d:%d:0.25' % (13 + t, v + 1))
+    print(' '.join(out))
+PYEOF
+for f in train eval; do $PY $T/fm.py < $T/d/$f.tsv > $T/d/$f.fm; done
+EVAL=$T/d/eval.fm
+SETS="--set data.format=libsvm --set data.dense_cols=0-12 --set data.cat_cols=13-38
+      --set data.train=$T/d/train.fm --set data.eval=$EVAL --set model.pooling=mean"
+$BIN train $CFG $SETS --set output.dir=$T/fm --set trainer.worker_threads=1 > $T/fm.log 2>&1
+check "the libFM model (weighted bags, mean pooling) trains" test $? = 0
+exported fm
+check "its JSON: libsvm, libFM's fields, each table's weights input" \
+    $PY -c "import json, sys; j = json.load(open(sys.argv[1])); t = j['categorical']['tables']
+assert j['data_format'] == 'libsvm' and j['field_rule'] == \"libFM's field:index:value\"
+assert j['dense']['fields'] == list(range(13)) and t[0]['field'] == 13 and t[0]['wts_input'] == 'wts_0'" $T/fm.onnx.json
+SETS="--set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv"
 
 # 4. what export refuses, naming why, and leaving no file behind
 SETS="--set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv"

@@ -82,6 +82,48 @@ function parse(line) {
     return { dense, bags };
 }
 
+// a libSVM / libFM line: the label first, then [field:]index:value tokens
+function parseLibsvm(line) {
+    const tok = line.split('#')[0].split(/[ \t]+/).filter((x) => x !== '');
+    if (tok.length === 0 || !/^[+-]?[0-9.]+$/.test(tok[0]) || ![0, 1, -1].includes(Number(tok[0])))
+        throw new Error('label');
+    const field = new Map();
+    prep.dense.fields.forEach((f, j) => { if (f >= 0) field.set(f, { dense: j }); });
+    tables.forEach((t, k) => field.set(t.field, { table: k }));
+    const dense = prep.dense.fields.map(() => 0);
+    const ids = tables.map(() => []), wts = tables.map(() => []);
+    const seen = new Set();
+    for (const x of tok.slice(1)) {
+        const p = x.split(':');
+        if (p[0] === 'qid') continue;
+        if (p.length < 2 || p.length > 3) throw new Error('feature');
+        let f, idx;
+        const val = Math.fround(Number(p[p.length - 1]));
+        if (!/^[0-9]+$/.test(p[p.length - 2]) || Number.isNaN(val)) throw new Error('feature');
+        idx = BigInt(p[p.length - 2]);
+        if (p.length === 3) {
+            f = Number(p[0]);
+        } else {
+            const r = (prep.field_ranges || []).findIndex(([lo, hi]) =>
+                idx >= BigInt(lo) && idx <= BigInt(hi));
+            if (r < 0) throw new Error('no field');
+            f = r;
+        }
+        const role = field.get(f);
+        if (!role) continue;
+        if (role.dense !== undefined) {
+            if (seen.has(f)) throw new Error('dense twice');
+            seen.add(f);
+            dense[role.dense] = val;
+        } else {
+            ids[role.table].push(idx);
+            wts[role.table].push(val);
+        }
+    }
+    const bags = ids.map((b, k) => (b.length ? b : [0n]).map((id) => id % rows[k]));
+    return { dense, bags, wts: wts.map((w) => (w.length ? w : [1])) };
+}
+
 async function main() {
     const session = await ort.InferenceSession.create(model);
     const text = fs.readFileSync(dataPath, 'latin1');
@@ -94,7 +136,7 @@ async function main() {
         const ex = [], where = [];
         for (let i = at; i < Math.min(at + BATCH, lines.length); i++) {
             try {
-                ex.push(parse(lines[i]));
+                ex.push(prep.data_format === 'libsvm' ? parseLibsvm(lines[i]) : parse(lines[i]));
                 where.push(i);
             } catch (e) { /* a bad line: an empty prediction */ }
         }
@@ -115,6 +157,12 @@ async function main() {
             });
             feeds[tables[t].ids_input] = new ort.Tensor('int64', ids, [K]);
             feeds[tables[t].bags_input] = new ort.Tensor('int64', bags, [K]);
+            if (tables[t].wts_input) {
+                const w = new Float32Array(K);
+                let q = 0;
+                ex.forEach((x) => x.wts[t].forEach((v) => { w[q++] = v; }));
+                feeds[tables[t].wts_input] = new ort.Tensor('float32', w, [K]);
+            }
         }
         const res = await session.run(feeds);
         const p = res[prep.output].data;

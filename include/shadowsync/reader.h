@@ -55,6 +55,7 @@ struct schema {
     /* libsvm: field f's role (field_role[f]: t + 1 for table t, -(j + 1) for dense
      * feature j, 0 unread), and with data.fields each field's index range */
     int32_t field_role[SS_MAX_COLS];
+    int weighted;               /* ids may weigh other than 1: libsvm text, or shards of it */
     int n_fields;               /* data.fields' ranges; 0: libFM's field:index:value */
     uint64_t field_lo[SS_MAX_COLS], field_hi[SS_MAX_COLS];
 };

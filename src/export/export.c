@@ -208,10 +208,11 @@ int export_onnx(const struct ss_config *c, const char *dir, const char *out, FIL
     if (rc == 0)
         rc = write_tables(&d, src, &n_hot, e);
     struct export_tables x = {base_name(data), d.offset, d.bytes};
+    int weighted = 0;
     if (rc == 0)
-        rc = export_prep(&cc, &l, base_name(out), base_name(data), tmp[1], e);
+        rc = export_prep(&cc, &l, base_name(out), base_name(data), tmp[1], &weighted, e);
     if (rc == 0)
-        rc = export_graph(&l, w, &x, tmp[2], e);
+        rc = export_graph(&l, w, &x, weighted, tmp[2], e);
     for (int i = 0; rc == 0 && i < 3; i++)
         if (rename(tmp[i], final[i]) != 0)
             rc = ss_fail(e, SS_EIO, "%s: cannot rename it to %s: %s", tmp[i], final[i],

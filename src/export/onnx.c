@@ -9,7 +9,8 @@
  *   dense [N x n_dense] -> log(1 + max(x, 0)), as log1p: Kahan's
  *     u = x > 0 ? x : 0; w = 1 + u; w == 1 ? u : log(w) * (u / (w - 1))
  *   -> the bottom MLP (Gemm, ReLU between layers, none after the last);
- *   table t: Gather(table_t, ids_t) [K x dim], summed into the rows of
+ *   table t: Gather(table_t, ids_t) [K x dim] (libsvm data: times its
+ *     ids' weights wts_t), summed into the rows of
  *     bags_t by ScatterND(zeros [N x dim], reduction add), an empty bag
  *     zeros; mean: times 1 / max(len, 1), as model_pool_scale;
  *   the interaction: V = [v0, v1 .. vT] [N x T+1 x dim], V V^T, its
@@ -317,13 +318,18 @@ static const char *dense_transform(struct graph *b, const char *x, const char *z
 /* Table t's pooled bags [N x dim] (zeros: ConstantOfShape [N, dim] of 0;
  * n_zeros: [N] of 0, for mean's lengths). */
 static const char *pool(struct graph *b, const struct model_layout *l,
-                        const struct export_tables *x, int t, const char *zeros,
+                        const struct export_tables *x, int t, int weighted, const char *zeros,
                         const char *n_zeros, const char *axis1, const char *one)
 {
     const char *ids = text(&b->a, EXPORT_IDS, t), *bags = text(&b->a, EXPORT_BAGS, t);
     const char *table = init_external(b, text(&b->a, "table_%d", t), l->rows[t], l->dim,
                                       x->location, x->offset[t], x->bytes[t]);
     const char *rows = op_out(op(b, "Gather", NULL, table, ids, NULL));
+    if (weighted) { /* each row times its id's weight: a weighted bag */
+        const char *wts = op_out(op(b, "Unsqueeze", NULL, text(&b->a, EXPORT_WTS, t), axis1,
+                                    NULL));
+        rows = op_out(op(b, "Mul", NULL, rows, wts, NULL));
+    }
     const char *at = op_out(op(b, "Unsqueeze", NULL, bags, axis1, NULL)); /* [K x 1] */
     Onnx__NodeProto *n = op(b, "ScatterND", NULL, zeros, at, rows, NULL);
     attr_str(b, n, "reduction", "add");
@@ -341,7 +347,7 @@ static const char *pool(struct graph *b, const struct model_layout *l,
 
 /* The whole graph into b->g. */
 static void build(struct graph *b, const struct model_layout *l, const float *w,
-                  const struct export_tables *x)
+                  const struct export_tables *x, int weighted)
 {
     int T = l->n_tables, V = T + 1;
     const char *n_dims[2] = {"N", NULL};
@@ -354,6 +360,9 @@ static void build(struct graph *b, const struct model_layout *l, const float *w,
                                            ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, k, NULL);
         b->g.input[b->g.n_input++] = value(b, text(&b->a, EXPORT_BAGS, t),
                                            ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1, k, NULL);
+        if (weighted)
+            b->g.input[b->g.n_input++] = value(b, text(&b->a, EXPORT_WTS, t),
+                                               ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, k, NULL);
     }
     b->g.output[b->g.n_output++] = value(b, EXPORT_PROB, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1,
                                          n_dims, NULL);
@@ -376,7 +385,7 @@ static void build(struct graph *b, const struct model_layout *l, const float *w,
     char **vs = grab(&b->a, (size_t)V * sizeof(char *));
     vs[0] = (char *)op_out(op(b, "Unsqueeze", NULL, v0, axis1, NULL));
     for (int t = 0; t < T; t++) {
-        const char *p = pool(b, l, x, t, zeros, n_zeros, axis1, one);
+        const char *p = pool(b, l, x, t, weighted, zeros, n_zeros, axis1, one);
         vs[t + 1] = (char *)op_out(op(b, "Unsqueeze", NULL, p, axis1, NULL));
     }
     Onnx__NodeProto *stack = op(b, "Concat", NULL, NULL); /* after its inputs' nodes */
@@ -418,7 +427,7 @@ static void file_append(ProtobufCBuffer *buf, size_t len, const uint8_t *data)
 }
 
 int export_graph(const struct model_layout *l, const float *w, const struct export_tables *x,
-                 const char *path, struct ss_err *e)
+                 int weighted, const char *path, struct ss_err *e)
 {
     struct graph b = {0};
     onnx__graph_proto__init(&b.g);
@@ -427,13 +436,14 @@ int export_graph(const struct model_layout *l, const float *w, const struct expo
     b.g.name = "shadowsync_dlrm";
     b.g.node = grab(&b.a, b.cap * sizeof *b.g.node);
     b.g.initializer = grab(&b.a, b.cap * sizeof *b.g.initializer);
-    b.g.input = grab(&b.a, (size_t)(1 + 2 * T) * sizeof *b.g.input);
+    b.g.input = grab(&b.a, (size_t)(1 + 3 * T) * sizeof *b.g.input);
     b.g.output = grab(&b.a, sizeof *b.g.output);
     b.g.doc_string = text(&b.a, "A DLRM trained by shadowsync %s: inputs dense [N x %d] (raw "
                           "values), per table t ids_t (row ids) and bags_t (the example of each "
-                          "id); output prob [N]. The preprocessing from a raw line is in the JSON "
-                          "beside this file (docs/export.md).", SS_VERSION, l->n_dense);
-    build(&b, l, w, x);
+                          "id)%s; output prob [N]. The preprocessing from a raw line is in the "
+                          "JSON beside this file (docs/export.md).", SS_VERSION, l->n_dense,
+                          weighted ? " and wts_t (each id's weight in its bag)" : "");
+    build(&b, l, w, x, weighted);
 
     Onnx__OperatorSetIdProto opset;
     onnx__operator_set_id_proto__init(&opset);
@@ -481,9 +491,9 @@ int export_available(char *why, size_t cap)
 #else /* built without protobuf-c or python3-onnx's onnx.proto */
 
 int export_graph(const struct model_layout *l, const float *w, const struct export_tables *x,
-                 const char *path, struct ss_err *e)
+                 int weighted, const char *path, struct ss_err *e)
 {
-    (void)l, (void)w, (void)x;
+    (void)l, (void)w, (void)x, (void)weighted;
     return ss_fail(e, SS_ESTATE, "%s: this build has no ONNX export", path);
 }
 

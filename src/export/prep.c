@@ -40,6 +40,58 @@ static const char *const encoding_doc[] = {
     "64-bit FNV-1a of the token's bytes as they are (basis 0xcbf29ce484222325, prime "
     "0x100000001b3)"};
 
+/* Each table's inputs and rows (and its column or field), then the output. */
+static void tables_json(FILE *f, const struct schema *s, const struct model_layout *l)
+{
+    for (int t = 0; t < l->n_tables; t++) {
+        fprintf(f, "      {\"ids_input\": \"" EXPORT_IDS "\", \"bags_input\": \"" EXPORT_BAGS
+                "\", ", t, t);
+        if (s->weighted)
+            fprintf(f, "\"wts_input\": \"" EXPORT_WTS "\", ", t);
+        fprintf(f, "\"rows\": %lld", (long long)l->rows[t]);
+        if (s->format == FMT_LIBSVM)
+            fprintf(f, ", \"field\": %d", s->cat_cols[t]);
+        else if (s->format != FMT_BINARY)
+            fprintf(f, ", \"column\": %d, \"multihot\": %s", s->cat_cols[t],
+                    s->is_multihot[t] ? "true" : "false");
+        fprintf(f, "}%s\n", t + 1 < l->n_tables ? "," : "");
+    }
+    fprintf(f, "    ]\n  },\n  \"output\": \"%s\"\n}\n", EXPORT_PROB);
+}
+
+/* libSVM / libFM lines (src/reader/parse.c's parse_libsvm) */
+static void libsvm_json(FILE *f, const struct schema *s, const struct model_layout *l)
+{
+    fprintf(f, "  \"header_lines\": %d,\n  \"label\": \"the first blank-separated token: 0 or "
+            "1, -1 or +1 (as a number: 1.0 too); -1 reads as 0\",\n  \"features\": \"the "
+            "tokens after it, separated by spaces or tabs, each [field:]index:value (decimal "
+            "field and index, value a number); a qid: token is skipped, # starts a comment; a "
+            "field no input reads is skipped\",\n", s->header_lines);
+    if (s->n_fields) {
+        fprintf(f, "  \"field_rule\": \"index:value: the field whose range [lo, hi] holds "
+                "the index\",\n  \"field_ranges\": [");
+        for (int k = 0; k < s->n_fields; k++)
+            fprintf(f, "%s[%llu, %llu]", k ? ", " : "", (unsigned long long)s->field_lo[k],
+                    (unsigned long long)s->field_hi[k]);
+        fprintf(f, "],\n");
+    } else {
+        fprintf(f, "  \"field_rule\": \"libFM's field:index:value\",\n");
+    }
+    fprintf(f, "  \"dense\": {\n    \"input\": \"%s\",\n    \"count\": %d,\n    \"fields\": [",
+            EXPORT_DENSE, l->n_dense);
+    for (int j = 0; j < s->n_dense; j++)
+        fprintf(f, "%s%d", j ? ", " : "", s->dense_cols[j]);
+    fprintf(f, "],\n    \"value\": \"the feature's value (its index not read); a field "
+            "absent from the line 0; a field of -1 is none, always 0\",\n    \"in_graph\": "
+            "\"log(1 + max(x, 0))\"\n  },\n  \"categorical\": {\n    \"id\": \"the "
+            "feature's index, its value the id's weight (wts_t); a table's bag holds its "
+            "field's features in the line's order; a field absent from the line is the bag of "
+            "id 0, weight 1\",\n    \"row\": \"id mod rows, the id unsigned 64-bit\",\n"
+            "    \"pooling\": \"%s\",\n    \"tables\": [\n",
+            l->pooling == POOL_MEAN ? "mean (the weighted sum over the bag's length)" : "sum");
+    tables_json(f, s, l);
+}
+
 static void write_json(FILE *f, const struct schema *s, const struct model_layout *l,
                        const char *graph, const char *data)
 {
@@ -50,7 +102,12 @@ static void write_json(FILE *f, const struct schema *s, const struct model_layou
     fprintf(f, ",\n  \"tables_data\": ");
     json_str(f, data);
     fprintf(f, ",\n  \"data_format\": \"%s\",\n",
-            s->format == FMT_CRITEO ? "criteo" : s->format == FMT_CSV ? "csv" : "binary");
+            s->format == FMT_CRITEO ? "criteo" : s->format == FMT_CSV ? "csv"
+            : s->format == FMT_LIBSVM ? "libsvm" : "binary");
+    if (s->format == FMT_LIBSVM) {
+        libsvm_json(f, s, l);
+        return;
+    }
     if (text) {
         fprintf(f, "  \"separator\": ");
         json_char(f, s->sep);
@@ -80,28 +137,22 @@ static void write_json(FILE *f, const struct schema *s, const struct model_layou
     }
     fprintf(f, "    \"row\": \"id mod rows, the id unsigned 64-bit\",\n"
             "    \"pooling\": \"%s\",\n    \"tables\": [\n", l->pooling == POOL_MEAN ? "mean" : "sum");
-    for (int t = 0; t < l->n_tables; t++) {
-        fprintf(f, "      {\"ids_input\": \"" EXPORT_IDS "\", \"bags_input\": \"" EXPORT_BAGS
-                "\", \"rows\": %lld", t, t, (long long)l->rows[t]);
-        if (text)
-            fprintf(f, ", \"column\": %d, \"multihot\": %s", s->cat_cols[t],
-                    s->is_multihot[t] ? "true" : "false");
-        fprintf(f, "}%s\n", t + 1 < l->n_tables ? "," : "");
-    }
-    fprintf(f, "    ]\n  },\n  \"output\": \"%s\"\n}\n", EXPORT_PROB);
+    tables_json(f, s, l);
 }
 
 int export_prep(const struct ss_config *c, const struct model_layout *l, const char *graph,
-                const char *data, const char *path, struct ss_err *e)
+                const char *data, const char *path, int *weighted, struct ss_err *e)
 {
     struct schema s;
     const char *from = c->data.eval && *c->data.eval ? c->data.eval : c->data.train;
     int rc = schema_from_config(&s, c, from, e);
     if (rc < 0)
         return rc;
-    if (s.format != FMT_CRITEO && s.format != FMT_CSV && s.format != FMT_BINARY)
+    if (s.format != FMT_CRITEO && s.format != FMT_CSV && s.format != FMT_BINARY &&
+        s.format != FMT_LIBSVM)
         return ss_config_fail(e, c, "data.format", "export: data.format %d has no preprocessing "
-                              "JSON (criteo, csv and binary have)", s.format);
+                              "JSON (criteo, csv, libsvm and binary have)", s.format);
+    *weighted = s.weighted;
     if (s.format != FMT_BINARY && (s.n_dense != l->n_dense || s.n_cat != l->n_tables))
         return ss_config_fail(e, c, "data.dense_cols data.cat_cols model.bottom",
                               "the data has %d dense and %d categorical columns, the model %d "

@@ -73,6 +73,7 @@ static int binary_schema(struct schema *s, const char *path, struct ss_err *e)
     if (!rc) {
         s->n_dense = (int)h.n_dense;
         s->n_cat = (int)h.n_tables;
+        s->weighted = !!(h.flags & SHARD_FLAG_WEIGHTS);
     }
     reader_free_files(f, n);
     return rc;
@@ -300,6 +301,7 @@ static int libsvm_schema(struct schema *s, const struct ss_config *c, struct hea
     if (rc)
         return rc;
     s->format = FMT_LIBSVM;
+    s->weighted = 1;
     s->label_col = 0;
     s->n_cols = 1;
     s->cat_encoding = CAT_DEC;
