@@ -185,6 +185,9 @@ int peer_wait_req(MPI_Request *req, int spins, const struct peer_wait *pw, const
 struct stall_guard;
 struct stall_guard *stall_guard_arm(double timeout_s, const char *msg);
 void stall_guard_disarm(struct stall_guard *g);
+/* hold: g's deadline stops (a step as long as the data, e.g. model.rows =
+ * auto's pass); release: it starts again, the whole timeout_s from now. */
+void stall_guard_hold(struct stall_guard *g, int hold);
 
 /* Hogwild by design (DESIGN §3): code that reads and writes the shared
  * parameters without locks. ThreadSanitizer builds do not watch its
@@ -245,7 +248,14 @@ struct ss_config {
         int collision_check_batches; /* batches of data.train checked at start (0: none) */
         double collision_warn;       /* shared share of a table that the check warns of */
     } data;
-    struct { char *rows; int dim; char *bottom, *top; int pooling; } model;
+    struct {
+        char *rows;                  /* numbers, or auto (sized from data.train at start) */
+        int dim;
+        char *bottom, *top;
+        int pooling;
+        double rows_budget_mb;       /* the auto tables' memory, at most */
+        int64_t rows_auto_examples;  /* examples of data.train that size them (0: all) */
+    } model;
     struct {
         int dense, emb;              /* enum opt_kind */
         double dense_lr, emb_lr, eps, init_acc;
@@ -302,8 +312,8 @@ int ss_config_save(const struct ss_config *c, const char *path, struct ss_err *e
 
 /* Parses "13-512-256" into dims; returns the count or a negative code. */
 int ss_parse_dims(const char *s, int *dims, int max, struct ss_err *e, const char *key);
-/* model.rows: a positive count, or a comma list of them; model.top: widths,
- * or "auto-" and widths (its input width computed). */
+/* model.rows: a positive count or auto, or a comma list of them; model.top:
+ * widths, or "auto-" and widths (its input width computed). */
 int ss_check_rows(const char *rows, struct ss_err *e);
 int ss_check_top(const char *top, struct ss_err *e);
 /* Parses "1-13,20" into 0-based column indices. */
@@ -381,7 +391,16 @@ struct model_layout {
     int backend, precision;                  /* resolved: DENSE_ONEDNN or DENSE_OPENBLAS; enum precision */
 };
 
-/* From the config; checks bottom ends at dim, top starts at dim + (T+1)T/2. */
+/* model.rows per table into rows[SS_MAX_TABLES] (one number for all: as
+ * many tables as data.cat_cols), MODEL_ROWS_AUTO where it says auto;
+ * returns the table count or a negative code. */
+#define MODEL_ROWS_AUTO (-1)
+int model_rows_parse(const struct ss_config *c, int64_t *rows, struct ss_err *e);
+/* model.rows holds auto: a run resolves it to numbers at start
+ * (trainer_rows_auto) before anything reads the layout. */
+int model_rows_auto(const struct ss_config *c);
+/* From the config; checks bottom ends at dim, top starts at dim + (T+1)T/2.
+ * model.rows must be numbers (auto resolved). */
 int model_layout_init(struct model_layout *l, const struct ss_config *c, struct ss_err *e);
 void model_layout_free(struct model_layout *l);
 /* The widest activation of a layer stack (input or any layer's output). */

@@ -131,7 +131,16 @@ static const struct key_desc keys[] = {
         "the start-up check warns of such a table when more than this share of its lookups "
         "land on a row shared with another id"),
 
-    STR(model, rows, "200000", "rows per embedding table: one number for all or a comma list"),
+    STR(model, rows, "200000",
+        "rows per embedding table: one number for all or a comma list; auto (for all, or an "
+        "entry of the list) = sized at start from the distinct ids of data.train, for under 1 % "
+        "of its lookups on a row shared with another id (docs/data.md)"),
+    DBL(model, rows_budget_mb, "4096", 0, P40, OPEN_MIN,
+        "MiB that the model.rows = auto tables may take together (rows x (model.dim + "
+        "optimizer state) x 4 B); past it every auto table is scaled down by one factor"),
+    I64(model, rows_auto_examples, "0", 0, P62,
+        "examples of data.train whose ids size the model.rows = auto tables (0 = all of it, "
+        "or data.max_examples where set; fewer undercount a long tail)"),
     INT(model, dim, "16", 1, SS_MAX_DIM, "embedding dimension (the width of every table's rows)"),
     STR(model, bottom, "13-512-256-64-16", "bottom MLP widths, dense input first, last = model.dim"),
     STR(model, top, "367-512-256-1",

@@ -36,10 +36,11 @@ int ss_check_rows(const char *rows, struct ss_err *e)
         if (n == SS_MAX_TABLES)
             return ss_fail(e, SS_EINVAL, "config: model.rows = \"%s\" lists more than %d tables",
                            rows, SS_MAX_TABLES);
-        if (parse_positive(p, (size_t)(end - p), INT64_MAX, &v))
+        int is_auto = end - p == 4 && !strncmp(p, "auto", 4);
+        if (!is_auto && parse_positive(p, (size_t)(end - p), INT64_MAX, &v))
             return ss_fail(e, SS_EINVAL,
-                           "config: model.rows = \"%s\" is not a positive integer or a comma "
-                           "list of them", rows);
+                           "config: model.rows = \"%s\" is not a positive integer (or auto) or "
+                           "a comma list of them", rows);
         if (!*end)
             return 0;
         p = end + 1;

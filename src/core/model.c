@@ -16,6 +16,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+int model_rows_parse(const struct ss_config *c, int64_t *rows, struct ss_err *e)
+{
+    int nt = 0;
+    for (const char *p = c->model.rows; *p;) {
+        char *end = (char *)p + 4;
+        int is_auto = !strncmp(p, "auto", 4);
+        long long v = is_auto ? MODEL_ROWS_AUTO : strtoll(p, &end, 10);
+        if (end == p || (!is_auto && v <= 0) || (*end && *end != ','))
+            return ss_fail(e, SS_EINVAL, "config: model.rows = \"%s\" is not a list of positive "
+                           "integers (or auto)", c->model.rows);
+        if (nt == SS_MAX_TABLES)
+            return ss_fail(e, SS_EINVAL, "config: model.rows lists more than %d tables", SS_MAX_TABLES);
+        rows[nt++] = v;
+        p = *end ? end + 1 : end;
+    }
+    if (nt == 0)
+        return ss_fail(e, SS_EINVAL, "config: model.rows is empty");
+    if (nt > 1)
+        return nt;
+    /* One number: every table the same, as many tables as data.cat_cols. */
+    int cols[SS_MAX_COLS];
+    int ncat = ss_parse_named_cols(c->data.cat_cols, cols, SS_MAX_COLS, NULL, 0, e,
+                                   "data.cat_cols");
+    if (ncat < 0)
+        return ncat;
+    if (ncat == 0)
+        return ss_config_fail(e, c, "data.cat_cols model.rows", "no categorical features "
+                              "(data.cat_cols is empty, and model.rows gives one number)");
+    for (int t = 1; t < ncat; t++)
+        rows[t] = rows[0];
+    return ncat;
+}
+
+int model_rows_auto(const struct ss_config *c)
+{
+    return strstr(c->model.rows, "auto") != NULL;
+}
+
 int model_layout_init(struct model_layout *l, const struct ss_config *c, struct ss_err *e)
 {
     int dims[SS_MAX_LAYERS + 2];
@@ -32,37 +70,14 @@ int model_layout_init(struct model_layout *l, const struct ss_config *c, struct 
         return ss_config_fail(e, c, "model.bottom model.dim", "model.bottom = %s must end at "
                               "model.dim = %d", c->model.bottom, l->dim);
 
-    /* rows: one number for every table, or one per table */
     int64_t rows[SS_MAX_TABLES];
-    int nt = 0;
-    const char *p = c->model.rows;
-    while (*p) {
-        char *end;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || v <= 0 || (*end && *end != ','))
-            return ss_fail(e, SS_EINVAL, "config: model.rows = \"%s\" is not a list of positive integers",
-                           c->model.rows);
-        if (nt == SS_MAX_TABLES)
-            return ss_fail(e, SS_EINVAL, "config: model.rows lists more than %d tables", SS_MAX_TABLES);
-        rows[nt++] = v;
-        p = *end ? end + 1 : end;
-    }
-    if (nt == 0)
-        return ss_fail(e, SS_EINVAL, "config: model.rows is empty");
-    /* One number: every table the same, as many tables as data.cat_cols. */
-    int ncat = nt;
-    if (nt == 1) {
-        int cols[SS_MAX_COLS];
-        ncat = ss_parse_named_cols(c->data.cat_cols, cols, SS_MAX_COLS, NULL, 0, e,
-                                   "data.cat_cols");
-        if (ncat < 0)
-            return ncat;
-        if (ncat == 0)
-            return ss_config_fail(e, c, "data.cat_cols model.rows", "no categorical features "
-                                  "(data.cat_cols is empty, and model.rows gives one number)");
-        for (int t = 1; t < ncat; t++)
-            rows[t] = rows[0];
-    }
+    int ncat = model_rows_parse(c, rows, e);
+    if (ncat < 0)
+        return ncat;
+    if (model_rows_auto(c)) /* a verb that sizes none: train, plan, eval and inspect do */
+        return ss_config_fail(e, c, "model.rows", "model.rows = %s: auto tables are sized when "
+                              "train or plan starts (from data.train), or by eval from the "
+                              "model's own; here give their rows as numbers", c->model.rows);
     l->n_tables = ncat;
 
     int T = l->n_tables, top_in = l->dim + (T + 1) * T / 2;

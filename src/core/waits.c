@@ -40,6 +40,7 @@ struct stall_guard {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t th;
+    double timeout_s;
     struct timespec deadline;   /* CLOCK_MONOTONIC */
     int done;
     char msg[512];
@@ -66,6 +67,15 @@ static void *guard_run(void *arg)
     return NULL;
 }
 
+/* g's deadline, seconds from now. */
+static void set_deadline(struct stall_guard *g, double seconds)
+{
+    clock_gettime(CLOCK_MONOTONIC, &g->deadline);
+    double at = (double)g->deadline.tv_sec + g->deadline.tv_nsec * 1e-9 + seconds;
+    g->deadline.tv_sec = (time_t)at;
+    g->deadline.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+}
+
 struct stall_guard *stall_guard_arm(double timeout_s, const char *msg)
 {
     if (timeout_s <= 0)
@@ -78,10 +88,8 @@ struct stall_guard *stall_guard_arm(double timeout_s, const char *msg)
     pthread_cond_init(&g->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&g->mu, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &g->deadline);
-    double at = (double)g->deadline.tv_sec + g->deadline.tv_nsec * 1e-9 + timeout_s;
-    g->deadline.tv_sec = (time_t)at;
-    g->deadline.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+    g->timeout_s = timeout_s;
+    set_deadline(g, timeout_s);
     if (pthread_create(&g->th, NULL, guard_run, g) != 0) { /* no guard rather than no run */
         pthread_cond_destroy(&g->cv);
         pthread_mutex_destroy(&g->mu);
@@ -89,6 +97,16 @@ struct stall_guard *stall_guard_arm(double timeout_s, const char *msg)
         return NULL;
     }
     return g;
+}
+
+void stall_guard_hold(struct stall_guard *g, int hold)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    set_deadline(g, hold ? 1e9 : g->timeout_s);
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
 }
 
 void stall_guard_disarm(struct stall_guard *g)

@@ -538,6 +538,11 @@ static int gen_schema(const struct ss_config *c, const struct model_layout *l, s
 int gen_shape_from_config(struct gen_opts *o, const struct ss_config *c, struct model_layout *l,
                           struct schema *s, struct ss_err *e)
 {
+    memset(l, 0, sizeof *l);
+    if (model_rows_auto(c)) /* (auto sizes a run's tables from data like gen's) */
+        return ss_config_fail(e, c, "model.rows", "gen: model.rows = %s: gen draws each "
+                              "table's ids from as many values as its model.rows, so it needs "
+                              "numbers (the vocabularies)", c->model.rows);
     int rc = model_layout_init(l, c, e);
     if (rc == 0)
         rc = gen_schema(c, l, s, e);
