@@ -112,6 +112,11 @@ int embps_saved_stride(const char *dir);
 typedef int (*embps_rows_fn)(void *arg, int32_t gid, int64_t table_rows, int64_t row, int64_t n,
                              const float *rows, int stride, struct ss_err *e);
 int embps_saved_walk(const char *dir, int dim, embps_rows_fn fn, void *arg, struct ss_err *e);
+/* Each table's rows (table_rows, by table id) as the tables*.bin of dir
+ * hold them, into rows[0..n-1]: what model.rows = auto resolves to where a
+ * saved model or checkpoint is loaded. Fails naming model.rows where the
+ * files hold other tables than n, or disagree. */
+int embps_saved_rows(const char *dir, int64_t *rows, int n, struct ss_err *e);
 /* The rows table k holds: [*lo, *lo + rows). */
 void embps_held(const struct emb_tables *t, int k, int64_t *lo, int64_t *rows,
                 int64_t *table_rows);

@@ -461,6 +461,56 @@ int embps_saved_stride(const char *dir)
     return stride;
 }
 
+/* The table_rows of every table file f lists into rows[] (by gid, n of them). */
+static int saved_rows_of(const char *path, int64_t *rows, int n, struct ss_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return ss_fail(e, SS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct emb_header h;
+    struct emb_held hj;
+    int rc = 0;
+    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, EMB_MAGIC, 8) != 0 ||
+        h.version != EMB_VERSION)
+        rc = ss_fail(e, SS_EFORMAT, "%s: not a shadowsync embedding file of version %d", path,
+                     EMB_VERSION);
+    for (uint32_t j = 0; rc == 0 && j < h.n_tables; j++) {
+        if (fread(&hj, sizeof hj, 1, f) != 1)
+            rc = ss_fail(e, SS_EFORMAT, "%s: truncated header", path);
+        else if (hj.gid < 0 || hj.gid >= n)
+            rc = ss_fail(e, SS_EINVAL, "%s holds table %d, and the config's model.rows = auto "
+                         "counts %d tables (data.cat_cols): give the model's", path, hj.gid, n);
+        else if (hj.table_rows < 1 || (rows[hj.gid] && rows[hj.gid] != hj.table_rows))
+            rc = ss_fail(e, SS_EFORMAT, "%s: table %d of %lld rows, another file of its set "
+                         "says %lld", path, hj.gid, (long long)hj.table_rows,
+                         (long long)rows[hj.gid]);
+        else
+            rows[hj.gid] = hj.table_rows;
+    }
+    fclose(f);
+    return rc;
+}
+
+int embps_saved_rows(const char *dir, int64_t *rows, int n, struct ss_err *e)
+{
+    char pat[4200];
+    snprintf(pat, sizeof pat, "%s/tables*.bin", dir);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0)
+        return ss_fail(e, SS_EIO, "%s: no embedding files (tables*.bin) to take model.rows = "
+                       "auto from", dir);
+    memset(rows, 0, (size_t)n * sizeof *rows);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++)
+        rc = saved_rows_of(g.gl_pathv[i], rows, n, e);
+    for (int t = 0; rc == 0 && t < n; t++)
+        if (!rows[t])
+            rc = ss_fail(e, SS_EINVAL, "%s: no file holds table %d of the %d the config's "
+                         "model.rows = auto counts (data.cat_cols): give the model's", dir, t, n);
+    globfree(&g);
+    return rc;
+}
+
 /* Walks the rows of the tables file at path, chunk by chunk, into fn (see
  * embps_saved_walk); stride < 0 takes rows of dim floats with or without
  * one float of state, else the file's stride must be it (t, when loading:
@@ -540,7 +590,7 @@ static int load_rows(void *arg, int32_t gid, int64_t table_rows, int64_t a, int6
             continue;
         if (t->table_rows[k] != table_rows)
             return ss_fail(e, SS_EFORMAT, "%s: table %d has %lld rows, the config's %lld "
-                           "(model.rows: give the model's own)", x->path, gid,
+                           "(model.rows: give the model's own, or auto to take them)", x->path, gid,
                            (long long)table_rows, (long long)t->table_rows[k]);
         int64_t from = a > t->lo[k] ? a : t->lo[k];
         int64_t to = b < t->lo[k] + t->rows[k] ? b : t->lo[k] + t->rows[k];
