@@ -235,6 +235,40 @@ void reader_collision_free(struct collision_check *k);
  * sums them up. A check that cannot read the data says nothing (the run
  * names why). Returns the tables warned of. */
 int reader_warn_collisions(const struct ss_config *c, FILE *f);
+/* model.rows = auto (issue 29): one pass over data.train as inspect makes
+ * it (its first model.rows_auto_examples, else data.max_examples, else all
+ * of it), quiet but for a progress line on stderr every
+ * output.log_interval_s, counting each table's distinct ids (exactly up to
+ * 4096, then a HyperLogLog estimate); each auto table gets the rows that
+ * put at most 1 % of its lookups on a row shared with another id, for ids
+ * hashed uniformly, and where the auto tables weigh more than
+ * model.rows_budget_mb together, every one is scaled down by the same
+ * factor. A table that model.rows gives a number keeps it. */
+struct rows_auto_table {
+    int col;                    /* its data.cat_cols column; -1 in binary shards */
+    int is_auto;                /* auto in model.rows; else rows is the config's */
+    int ids_exact;              /* ids counted, not estimated */
+    double ids;                 /* distinct ids seen (an empty field's id 0 among them) */
+    int64_t rows_1pct, rows;    /* the rows for at most 1 % shared; the rows it gets */
+    double shared;              /* the share of its lookups on a shared row at rows
+                                 * (ids hashed uniformly) */
+};
+struct rows_auto {
+    int64_t examples;           /* read */
+    int whole;                  /* all of data.train was read */
+    double seconds;
+    double bytes_per_row;       /* 4 x (model.dim + row-wise Adagrad's state) */
+    double need, scale;         /* the auto tables' bytes at rows_1pct; the budget's factor
+                                 * (1: within model.rows_budget_mb) */
+    int n_tables;
+    struct rows_auto_table *t;  /* [n_tables] */
+};
+int reader_rows_auto(const struct ss_config *c, struct rows_auto *out, struct ss_err *e);
+void reader_rows_auto_free(struct rows_auto *r);
+/* What a run says of it at start: a line, one per table (its ids, with one
+ * standard error where estimated, its rows and their memory), and the
+ * budget's cut where there was one. */
+void reader_rows_auto_print(const struct ss_config *c, const struct rows_auto *r, FILE *f);
 /* Its distinct-id estimate: a HyperLogLog sketch of 2^INSPECT_HLL_BITS
  * one-byte registers (standard error 1.04 / sqrt(2^16) = 0.41 %), read
  * with Ertl's improved estimator (2017), which needs no bias table and

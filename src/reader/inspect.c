@@ -20,7 +20,9 @@
  *
  * A run's start-up check (reader_warn_collisions) is the same pass over
  * the first batches of data.train, quiet, and a warning of each table
- * that its rows cannot hold. */
+ * that its rows cannot hold. model.rows = auto (reader_rows_auto) is the
+ * whole pass, quiet but for its progress, that sizes the auto tables from
+ * their ids (size_auto); inspect sizes them the same way from its own. */
 #include "internal.h"
 
 #include <errno.h>
@@ -211,8 +213,13 @@ struct cat_figures {
 struct inspection {
     const struct ss_config *c;
     const struct inspect_opts *o;
+    int64_t limit;          /* examples read (0: all) */
+    int exact;              /* every id counted exactly (no sketch) */
+    const char *progress;   /* what the progress lines name (NULL: none) */
     struct schema s;
-    int64_t *rows;          /* [n_cat]: model.rows */
+    int64_t *rows;          /* [n_cat]: model.rows (an auto table's once sized) */
+    int *is_auto;           /* [n_cat]: auto in model.rows */
+    double auto_need, auto_scale; /* the auto tables' bytes at rows_1pct; the budget's factor */
     struct cat_stats *cat;  /* [n_cat] */
     struct dense_stats *dense; /* [n_dense] */
     struct cat_figures *fig;   /* [n_cat], after the pass */
@@ -220,20 +227,21 @@ struct inspection {
     double label_sum;
     struct reader_stats rs;
     double seconds;
-    int startup;            /* a run's check: no progress, no bad line named */
+    int startup;            /* a run's pass: no bad line named */
 };
 
-/* model.rows for each of the data's n_cat features: one number for all,
- * or one per feature. */
+/* model.rows for each of the data's n_cat features: one number (or auto)
+ * for all, or one per feature. An auto table's rows are 0 until sized. */
 static int table_rows(struct inspection *in, struct ss_err *e)
 {
     const char *p = in->c->model.rows;
     int n = 0, n_cat = in->s.n_cat;
     int64_t first = 0;
     in->rows = ss_xcalloc((size_t)n_cat + 1, sizeof *in->rows);
+    in->is_auto = ss_xcalloc((size_t)n_cat + 1, sizeof *in->is_auto);
     while (*p) {
-        char *end;
-        long long v = strtoll(p, &end, 10);
+        char *end = (char *)p + 4;
+        long long v = strncmp(p, "auto", 4) ? strtoll(p, &end, 10) : 0; /* 0: auto */
         if (n == 0)
             first = v;
         if (n < n_cat)
@@ -241,13 +249,15 @@ static int table_rows(struct inspection *in, struct ss_err *e)
         n++;
         p = *end ? end + 1 : end;
     }
-    if (n == 1)
-        for (int t = 0; t < n_cat; t++)
-            in->rows[t] = first;
-    else if (n != n_cat)
-        return ss_config_fail(e, in->c, "model.rows data.cat_cols", "inspect: model.rows lists "
-                              "%d tables, the data in data.train = %s has %d categorical "
-                              "features", n, in->c->data.train, n_cat);
+    for (int t = 0; t < n_cat; t++) {
+        in->rows[t] = n == 1 ? first : in->rows[t];
+        in->is_auto[t] = in->rows[t] == 0;
+    }
+    if (n != 1 && n != n_cat)
+        return ss_config_fail(e, in->c, "model.rows data.cat_cols", "%s: model.rows lists %d "
+                              "tables, the data in data.train = %s has %d categorical "
+                              "features", in->progress ? in->progress : "inspect", n,
+                              in->c->data.train, n_cat);
     return 0;
 }
 
@@ -272,7 +282,7 @@ static void cat_add(struct cat_stats *cs, uint64_t id, int64_t cap)
 
 static void take_batch(struct inspection *in, const struct batch *b)
 {
-    const int64_t cap = in->o->sample ? 0 : EXACT_IDS;
+    const int64_t cap = in->exact ? 0 : EXACT_IDS;
     const int nd = b->n_dense, T = b->n_tables;
     for (int i = 0; i < b->n; i++) {
         if (!isnan(b->label[i])) {
@@ -302,7 +312,7 @@ static void take_batch(struct inspection *in, const struct batch *b)
 static int run_pass(struct inspection *in, struct ss_err *e)
 {
     struct reader *r;
-    int rc = reader_open(&r, in->c->data.train, &in->s, in->o->sample,
+    int rc = reader_open(&r, in->c->data.train, &in->s, in->limit,
                          in->startup ? 0 : in->c->data.report_bad_lines, e);
     if (rc)
         return ss_fail(e, rc, "data.train: %s", e->msg);
@@ -314,12 +324,12 @@ static int run_pass(struct inspection *in, struct ss_err *e)
         take_batch(in, &b);
         n += b.n;
         double now = ss_now();
-        if (!in->c->output.quiet && !in->startup && now - last >= every) {
+        if (!in->c->output.quiet && in->progress && now - last >= every) {
             struct reader_stats st;
             reader_stats(r, &st);
-            ss_log("inspect: %lld examples, %lld bad lines, done %.1f%% (%.0f examples/s)",
-                   (long long)n, (long long)st.bad_lines, 100 * reader_fraction(r),
-                   (double)n / (now - t0));
+            ss_log("%s: %lld examples, %lld bad lines, done %.1f%% (%.0f examples/s)",
+                   in->progress, (long long)n, (long long)st.bad_lines,
+                   100 * reader_fraction(r), (double)n / (now - t0));
             last = now;
         }
     }
@@ -328,9 +338,10 @@ static int run_pass(struct inspection *in, struct ss_err *e)
     batch_free(&b);
     reader_close(r);
     if (rc == 0 && in->rs.examples == 0)
-        rc = ss_fail(e, SS_EFORMAT, "inspect: no example was read from data.train = %s (%lld "
+        rc = ss_fail(e, SS_EFORMAT, "%s: no example was read from data.train = %s (%lld "
                      "bad lines%s): check data.format, data.separator, data.header and the "
-                     "columns (data.*_cols)", in->c->data.train, (long long)in->rs.bad_lines,
+                     "columns (data.*_cols)", in->progress ? in->progress : "inspect",
+                     in->c->data.train, (long long)in->rs.bad_lines,
                      in->rs.bad_lines && in->c->data.report_bad_lines ? ", the first named above"
                                                                       : "");
     return rc;
@@ -343,16 +354,42 @@ static int bytes_per_row(const struct ss_config *c)
     return 4 * (c->model.dim + (c->optim.emb == OPT_ROWWISE_ADAGRAD));
 }
 
-static void cat_figures(const struct inspection *in, int t, struct cat_figures *f)
+/* Table t's distinct ids: counted, or the sketch's estimate. */
+static void table_ids(const struct inspection *in, int t, struct cat_figures *f)
 {
     const struct cat_stats *cs = &in->cat[t];
     f->exact = !cs->sketched;
     f->ids = f->exact ? (double)cs->ids.n : round(inspect_hll_estimate(&cs->hll));
+}
+
+/* model.rows = auto: each auto table gets rows_1pct, the rows for at most
+ * TARGET_SHARE of its lookups on a shared row at its ids; where they weigh
+ * more than model.rows_budget_mb together, all of them are scaled by the
+ * one factor that fits them, so each keeps the same ids per row (the same
+ * shared share, for ids hashed uniformly) and none is starved for another. */
+static void size_auto(struct inspection *in)
+{
+    double bpr = bytes_per_row(in->c), budget = in->c->model.rows_budget_mb * 1048576.0;
+    in->auto_need = 0;
+    for (int t = 0; t < in->s.n_cat; t++)
+        if (in->is_auto[t])
+            in->auto_need += (double)in->fig[t].rows_1pct * bpr;
+    in->auto_scale = in->auto_need > budget ? budget / in->auto_need : 1.0;
+    for (int t = 0; t < in->s.n_cat; t++) {
+        double r = floor((double)in->fig[t].rows_1pct * in->auto_scale);
+        if (in->is_auto[t])
+            in->rows[t] = r < 1 ? 1 : (int64_t)r;
+    }
+}
+
+/* Table t's shares at its rows (its ids and rows_1pct known). */
+static void cat_figures(const struct inspection *in, int t, struct cat_figures *f)
+{
+    const struct cat_stats *cs = &in->cat[t];
     f->shared_uniform = inspect_shared_share(f->ids, (double)in->rows[t]);
     f->shared = f->exact && cs->lookups
                     ? (double)counted_shared(&cs->ids, in->rows[t]) / (double)cs->lookups
                     : f->shared_uniform;
-    f->rows_1pct = inspect_rows_for(f->ids, TARGET_SHARE);
 }
 
 static const char *mem_text(double bytes, char buf[32])
@@ -404,6 +441,16 @@ static void report_head(const struct inspection *in, FILE *out)
             "under 1 %% (uniform hashing); memory: rows_1pct x %d bytes (model.dim %d%s)\n",
             bytes_per_row(c), c->model.dim,
             c->optim.emb == OPT_ROWWISE_ADAGRAD ? " + 1, optim.emb = rowwise_adagrad" : "");
+    int n_auto = 0;
+    for (int t = 0; t < in->s.n_cat; t++)
+        n_auto += in->is_auto[t];
+    char need[32];
+    if (n_auto)
+        fprintf(out, "# rows*: model.rows = auto, sized as a run would from these ids: "
+                "rows_1pct, %s for the %d auto tables, %s model.rows_budget_mb = %g%s\n",
+                mem_text(in->auto_need, need), n_auto,
+                in->auto_scale < 1 ? "over" : "within", c->model.rows_budget_mb,
+                in->auto_scale < 1 ? ", so each scaled by the same factor" : "");
 }
 
 static void report_text(const struct inspection *in, FILE *out)
@@ -416,14 +463,15 @@ static void report_text(const struct inspection *in, FILE *out)
     for (int t = 0; t < in->s.n_cat; t++) {
         const struct cat_stats *cs = &in->cat[t];
         const struct cat_figures f = in->fig[t];
-        char col[16], ids[32], shared[40];
+        char col[16], ids[32], shared[40], rows[32];
         snprintf(col, sizeof col, "%d", in->s.format == FMT_BINARY ? -1 : in->s.cat_cols[t]);
         snprintf(ids, sizeof ids, "%s%.0f", f.exact ? "" : "~", f.ids);
         snprintf(shared, sizeof shared, "%s%s", f.exact ? "" : "~", share_text(f.shared, b));
-        fprintf(out, "%-7d %5s %12s %12lld %8s %12lld %8s %12lld %10s\n", t,
+        snprintf(rows, sizeof rows, "%lld%s", (long long)in->rows[t], in->is_auto[t] ? "*" : "");
+        fprintf(out, "%-7d %5s %12s %12lld %8s %12s %8s %12lld %10s\n", t,
                 in->s.format == FMT_BINARY ? "-" : col, ids, (long long)cs->lookups,
                 share_text(cs->lookups ? (double)cs->empty / (double)cs->lookups : NAN, a),
-                (long long)in->rows[t], shared, (long long)f.rows_1pct,
+                rows, shared, (long long)f.rows_1pct,
                 mem_text((double)f.rows_1pct * bpr, m));
         mem_rows += (double)in->rows[t] * bpr;
         mem_1pct += (double)f.rows_1pct * bpr;
@@ -507,6 +555,7 @@ static void json_tables(const struct inspection *in, FILE *f)
         json_field(f, "lookups", (double)cs->lookups, 0);
         json_field(f, "empty", cs->lookups ? (double)cs->empty / (double)cs->lookups : NAN, 0);
         json_field(f, "rows", (double)in->rows[t], 0);
+        fprintf(f, ", \"rows_auto\": %s", in->is_auto[t] ? "true" : "false");
         json_field(f, "shared", g.shared, 0);
         fprintf(f, ", \"shared_method\": \"%s\"", g.exact ? "counted" : "uniform hashing");
         json_field(f, "shared_uniform", g.shared_uniform, 0);
@@ -572,12 +621,17 @@ static int prepare_tables(struct inspection *in, struct ss_err *e)
     return 0;
 }
 
-/* The pass, then each table's figures. */
+/* The pass, then each table's ids, the auto tables' rows and the figures. */
 static int inspect_pass(struct inspection *in, struct ss_err *e)
 {
     int rc = run_pass(in, e);
     if (rc == 0) {
         in->fig = ss_xcalloc((size_t)in->s.n_cat + 1, sizeof *in->fig);
+        for (int t = 0; t < in->s.n_cat; t++) {
+            table_ids(in, t, &in->fig[t]);
+            in->fig[t].rows_1pct = inspect_rows_for(in->fig[t].ids, TARGET_SHARE);
+        }
+        size_auto(in);
         for (int t = 0; t < in->s.n_cat; t++)
             cat_figures(in, t, &in->fig[t]);
     }
@@ -604,12 +658,14 @@ static void inspection_free(struct inspection *in)
     free(in->dense);
     free(in->fig);
     free(in->rows);
+    free(in->is_auto);
 }
 
 int reader_inspect(const struct ss_config *c, const struct inspect_opts *o, FILE *out,
                    struct ss_err *e)
 {
-    struct inspection in = {.c = c, .o = o};
+    struct inspection in = {.c = c, .o = o, .limit = o->sample, .exact = o->sample > 0,
+                            .progress = "inspect"};
     FILE *jf = NULL;
     struct stat was;
     int json_new = o->json_path && stat(o->json_path, &was) != 0;
@@ -646,13 +702,14 @@ int reader_inspect(const struct ss_config *c, const struct inspect_opts *o, FILE
 #define WARN_TABLES 10 /* tables named one to a line; past them, their count */
 
 /* data.train's files are all regular: reading them takes nothing from the
- * run (a pipe's lines would be gone). */
-static int train_rereadable(const char *train)
+ * run (a pipe's lines would be gone). *listed: its files could be listed. */
+static int train_rereadable(const char *train, int *listed)
 {
     char **f;
     int n, ok = 1;
     struct ss_err ignored = {0};
-    if (reader_list_files(train, PICK_ALL, &f, &n, &ignored) < 0)
+    *listed = reader_list_files(train, PICK_ALL, &f, &n, &ignored) == 0;
+    if (!*listed)
         return 0;
     for (int i = 0; i < n && ok; i++) {
         struct stat st;
@@ -666,9 +723,10 @@ int reader_collision_check(const struct ss_config *c, int64_t examples,
                            struct collision_check *out, struct ss_err *e)
 {
     struct inspect_opts o = {.sample = examples > 0 ? examples : 1};
-    struct inspection in = {.c = c, .o = &o, .startup = 1};
+    struct inspection in = {.c = c, .o = &o, .limit = o.sample, .exact = 1, .startup = 1};
+    int listed;
     memset(out, 0, sizeof *out);
-    if (!c->data.train || !*c->data.train || !train_rereadable(c->data.train))
+    if (!c->data.train || !*c->data.train || !train_rereadable(c->data.train, &listed))
         return 0;
     int rc = prepare_tables(&in, e);
     if (rc == 0)
@@ -712,6 +770,99 @@ static const char *grouped(int64_t n, char buf[32])
     return buf;
 }
 
+int reader_rows_auto(const struct ss_config *c, struct rows_auto *out, struct ss_err *e)
+{
+    struct inspect_opts o = {0};
+    int64_t limit = c->model.rows_auto_examples ? c->model.rows_auto_examples
+                                                 : c->data.max_examples;
+    struct inspection in = {.c = c, .o = &o, .limit = limit, .startup = 1,
+                            .progress = "model.rows = auto"};
+    int listed;
+    memset(out, 0, sizeof *out);
+    if (!c->data.train || !*c->data.train)
+        return ss_config_fail(e, c, "model.rows data.train", "model.rows = %s sizes the tables "
+                              "from the ids in data.train, which is empty: give the training "
+                              "data, or the rows as numbers", c->model.rows);
+    if (!train_rereadable(c->data.train, &listed) && listed)
+        return ss_config_fail(e, c, "model.rows data.train", "model.rows = %s reads data.train "
+                              "= %s before training, and a pipe there cannot be read twice (the "
+                              "run would lose what the sizing read): give the rows as numbers "
+                              "(`shadowsync inspect` on a copy of the data says them)",
+                              c->model.rows, c->data.train);
+    int rc = prepare_tables(&in, e);
+    if (rc == 0)
+        rc = inspect_pass(&in, e);
+    if (rc == 0) {
+        out->examples = in.rs.examples;
+        out->whole = !limit || in.rs.examples < limit;
+        out->seconds = in.seconds;
+        out->bytes_per_row = bytes_per_row(c);
+        out->need = in.auto_need;
+        out->scale = in.auto_scale;
+        out->n_tables = in.s.n_cat;
+        out->t = ss_xcalloc((size_t)in.s.n_cat + 1, sizeof *out->t);
+        for (int t = 0; t < in.s.n_cat; t++)
+            out->t[t] = (struct rows_auto_table){
+                .col = in.s.format == FMT_BINARY ? -1 : in.s.cat_cols[t],
+                .is_auto = in.is_auto[t], .ids_exact = in.fig[t].exact, .ids = in.fig[t].ids,
+                .rows_1pct = in.fig[t].rows_1pct, .rows = in.rows[t],
+                .shared = in.fig[t].shared_uniform};
+    }
+    inspection_free(&in);
+    return rc;
+}
+
+void reader_rows_auto_free(struct rows_auto *r)
+{
+    free(r->t);
+    memset(r, 0, sizeof *r);
+}
+
+/* "table 3 (data.cat_cols column 17)", or "(binary shards)". */
+static const char *table_name(int t, int col, char buf[64])
+{
+    if (col >= 0)
+        snprintf(buf, 64, "table %d (data.cat_cols column %d)", t, col);
+    else
+        snprintf(buf, 64, "table %d (binary shards)", t);
+    return buf;
+}
+
+void reader_rows_auto_print(const struct ss_config *c, const struct rows_auto *r, FILE *f)
+{
+    char a[32], b[32], m[32], ids[80], name[64];
+    double most = 0, bytes = 0;
+    fprintf(f, "# model.rows = auto: the distinct ids of each table in %s of data.train (%s "
+            "examples, %.1f s) size it for at most 1 %% of its lookups on a row shared with "
+            "another id (ids hashed uniformly), the auto tables within model.rows_budget_mb = "
+            "%g\n", r->whole ? "all" : "the first examples", grouped(r->examples, a), r->seconds,
+            c->model.rows_budget_mb);
+    for (int t = 0; t < r->n_tables; t++) {
+        const struct rows_auto_table *x = &r->t[t];
+        table_name(t, x->col, name);
+        if (!x->is_auto) {
+            fprintf(f, "#   %s: model.rows gives %s rows (%s)\n", name, grouped(x->rows, a),
+                    mem_text((double)x->rows * r->bytes_per_row, m));
+            continue;
+        }
+        if (x->ids_exact)
+            snprintf(ids, sizeof ids, "%s", grouped((int64_t)x->ids, a));
+        else
+            snprintf(ids, sizeof ids, "~%s ± %.0f", grouped((int64_t)x->ids, a),
+                     x->ids * inspect_hll_std_error());
+        fprintf(f, "#   %s: %s ids -> %s rows (%s)\n", name, ids, grouped(x->rows, a),
+                mem_text((double)x->rows * r->bytes_per_row, m));
+        most = x->shared > most ? x->shared : most;
+        bytes += (double)x->rows * r->bytes_per_row;
+    }
+    if (r->scale < 1)
+        fprintf(f, "# model.rows = auto: at 1 %% the auto tables would take %s, over "
+                "model.rows_budget_mb = %g: each one's rows scaled by %.4g, to %s, up to %.1f %% "
+                "of a table's lookups on shared rows\n", mem_text(r->need, a),
+                c->model.rows_budget_mb, r->scale, mem_text(bytes, b), 100 * most);
+    fflush(f);
+}
+
 /* A table that its rows cannot hold: more ids than rows, the empty field's
  * id 0 aside (a table sized to a feature's values, as Criteo's cardinalities
  * are, is one row short of them and it), and too many lookups on a shared
@@ -725,14 +876,11 @@ static int over_rows(const struct ss_config *c, const struct collision_table *k)
 static void warn_table(const struct collision_check *k, int t, FILE *f)
 {
     const struct collision_table *x = &k->t[t];
-    char col[48], ids[32], ex[32], rows[32], r1[32], mem[32];
-    if (x->col >= 0)
-        snprintf(col, sizeof col, "data.cat_cols column %d", x->col);
-    else
-        snprintf(col, sizeof col, "binary shards");
-    fprintf(f, "shadowsync: warning: table %d (%s): %s distinct ids in the first %s examples "
+    char name[64], ids[32], ex[32], rows[32], r1[32], mem[32];
+    fprintf(f, "shadowsync: warning: %s: %s distinct ids in the first %s examples "
             "share model.rows = %s rows: %.1f %% of its lookups land on a row shared with "
-            "another id; model.rows >= %s would bring that under 1 %% (%s)\n", t, col,
+            "another id; model.rows >= %s would bring that under 1 %% (%s)\n",
+            table_name(t, x->col, name),
             grouped(x->ids, ids), grouped(k->examples, ex), grouped(x->rows, rows),
             100 * x->shared, grouped(x->rows_1pct, r1), mem_text(x->bytes_1pct, mem));
 }
