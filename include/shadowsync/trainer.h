@@ -336,15 +336,25 @@ int trainer_embedded_checks(const struct ss_config *c, struct ss_err *e);
  * pooled embeddings within one message to the embedding PSs. */
 int trainer_cluster_checks(const struct ss_config *c, struct ss_err *e);
 /* Collective: the master's checks (under resume the newest complete
- * checkpoint into p->resume_from, then trainer_prerun_checks), every rank
- * learning the outcome: a failure fails every rank with its message. */
-int trainer_master_checks(struct job_plan *p, const struct ss_config *c, const char *resume,
+ * checkpoint into p->resume_from, then trainer_prerun_checks, then
+ * model.rows = auto resolved into every rank's c), every rank learning
+ * the outcome: a failure fails every rank with its message. */
+int trainer_master_checks(struct job_plan *p, struct ss_config *c, const char *resume,
                           struct ss_err *e);
 /* Collective: every rank runs the same resolved config (data.train aside:
  * each host may name its own path to the same files); one that differs (a
  * stale copy of the file on its host, another --set) would otherwise show
  * up later as a healthy rank named stalled. Fails naming the odd ranks. */
 int trainer_same_config(struct job_plan *p, const struct ss_config *c, struct ss_err *e);
+/* model.rows = auto (rows_auto.c), resolved to numbers before anything
+ * reads the model's layout: the rows of the tables saved in `saved` (a
+ * model or a checkpoint directory: eval, a resume), else sized from
+ * data.train (reader_rows_auto) and said on say (NULL: nothing said).
+ * *rows: the resolved model.rows, g_free it (NULL: c holds no auto). */
+int trainer_rows_auto(const struct ss_config *c, const char *saved, FILE *say, char **rows,
+                      struct ss_err *e);
+/* trainer_rows_auto into c->model.rows itself. */
+int trainer_resolve_rows(struct ss_config *c, const char *saved, FILE *say, struct ss_err *e);
 /* `shadowsync check`: the model's widths and the memory checks a job makes
  * before training, then "trainers T embedding_ps E sync_ps S readers R"
  * to out. */

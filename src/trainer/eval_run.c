@@ -511,9 +511,13 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
         rc = SS_EIO;
     if (rc == 0)
         rc = find_model(dir, src, sizeof src, &is_ckpt, say, e);
-    /* the tables' rows as saved, with or without rowwise_adagrad's state
-     * float: scoring reads none, so a model of either optim.emb scores */
+    /* the tables' rows as saved (model.rows = auto: theirs), with or
+     * without rowwise_adagrad's state float: scoring reads none, so a model
+     * of either optim.emb scores */
     struct ss_config cc = *c;
+    char *rows = NULL;
+    if (rc == 0 && (rc = trainer_rows_auto(c, src, say, &rows, e)) == 0 && rows)
+        cc.model.rows = rows;
     int stride = rc == 0 ? embps_saved_stride(src) : 0;
     if (stride == c->model.dim || stride == c->model.dim + 1)
         cc.optim.emb = stride == c->model.dim ? OPT_SGD : OPT_ROWWISE_ADAGRAD;
@@ -530,5 +534,6 @@ int trainer_eval_saved(const struct ss_config *c, const char *dir, const char *p
     if (rc == 0)
         rc = report_saved_eval(&cc, &ev, say, e);
     saved_free(&m);
+    g_free(rows);
     return rc;
 }

@@ -4,16 +4,22 @@
  * data.train, the hot rows, and each sync PS's slice of the EASGD center. */
 #include "shadowsync/trainer.h"
 
-int trainer_plan(const struct ss_config *c, FILE *out, struct ss_err *e)
+#include <glib.h>
+
+int trainer_plan(const struct ss_config *cfg, FILE *out, struct ss_err *e)
 {
     struct model_layout l = {0};
     struct placement pl = {0};
+    struct ss_config k = *cfg, *c = &k; /* model.rows = auto: sized as the job would */
+    char *rows = NULL;
     int rc = 0, bins = placement_bins(c, c->job.embedding_ps, c->job.trainers);
     if (bins < 1)
         rc = ss_config_fail(e, c, "job.embedding_ps embedding.placement", "job.embedding_ps "
                             "= 0 leaves plan nothing to place (the embedded default keeps its "
                             "tables in-process): set job.embedding_ps, or embedding.placement = "
                             "trainers");
+    if (rc == 0 && (rc = trainer_rows_auto(cfg, NULL, out, &rows, e)) == 0 && rows)
+        k.model.rows = rows;
     if (rc == 0)
         rc = model_layout_init(&l, c, e);
     double t0 = ss_now();
@@ -39,5 +45,6 @@ int trainer_plan(const struct ss_config *c, FILE *out, struct ss_err *e)
                 c->output.dir, ss_now() - t0);
     placement_free(&pl);
     model_layout_free(&l);
+    g_free(rows);
     return rc;
 }

@@ -134,25 +134,41 @@ int trainer_cluster_checks(const struct ss_config *c, struct ss_err *e)
         return ss_config_fail(e, c, "sync.algo job.sync_ps", "sync.algo = %s in a cluster job "
                               "needs job.sync_ps >= 1 (its central copy lives there)",
                               c->sync.algo);
-    struct model_layout l = {0};
+    int64_t rows[SS_MAX_TABLES];
     struct ss_err later = {0}; /* the model's own errors: the roles name them */
-    int rc = 0;
-    if (!des && model_layout_init(&l, c, &later) == 0 &&
-        (double)c->trainer.batch_size * l.n_tables * l.dim * 4 > SS_MAX_FIELD_BYTES)
-        rc = ss_config_fail(e, c, "trainer.batch_size model.dim model.rows data.cat_cols",
-                            "trainer.batch_size = %d x %d tables x model.dim = %d floats is more "
-                            "than the %u bytes one message between a trainer and an embedding PS "
-                            "holds: a smaller trainer.batch_size", c->trainer.batch_size,
-                            l.n_tables, l.dim, SS_MAX_FIELD_BYTES);
-    model_layout_free(&l);
-    return rc;
+    int n_tables = des ? 0 : model_rows_parse(c, rows, &later); /* (auto: not yet sized) */
+    if ((double)c->trainer.batch_size * n_tables * c->model.dim * 4 > SS_MAX_FIELD_BYTES)
+        return ss_config_fail(e, c, "trainer.batch_size model.dim model.rows data.cat_cols",
+                              "trainer.batch_size = %d x %d tables x model.dim = %d floats is "
+                              "more than the %u bytes one message between a trainer and an "
+                              "embedding PS holds: a smaller trainer.batch_size",
+                              c->trainer.batch_size, n_tables, c->model.dim, SS_MAX_FIELD_BYTES);
+    return 0;
 }
 
-int trainer_master_checks(struct job_plan *p, const struct ss_config *c, const char *resume,
+/* model.rows as the master resolved it, on every rank (auto: its pass
+ * over data.train held the start's deadline, and the others waited on it
+ * polling, leaving it the cores). */
+static void share_rows(struct job_plan *p, struct ss_config *c)
+{
+    int len = p->rank == 0 ? (int)strlen(c->model.rows) + 1 : 0;
+    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    char *rows = p->rank == 0 ? c->model.rows : g_malloc(len);
+    MPI_Bcast(rows, len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (p->rank != 0) {
+        g_free(c->model.rows);
+        c->model.rows = rows;
+    }
+    stall_guard_hold(p->start_guard, 0);
+}
+
+int trainer_master_checks(struct job_plan *p, struct ss_config *c, const char *resume,
                           struct ss_err *e)
 {
     struct ss_err shared = {0};
-    int rc = 0;
+    int rc = 0, sized = model_rows_auto(c); /* the same on every rank */
+    if (sized)
+        stall_guard_hold(p->start_guard, 1);
     if (p->rank == 0 && resume) {
         struct ckpt_meta_set m;
         int skipped;
@@ -161,12 +177,19 @@ int trainer_master_checks(struct job_plan *p, const struct ss_config *c, const c
     if (p->rank == 0 && rc == 0)
         rc = trainer_prerun_checks(c, resume, &shared);
     if (p->rank == 0 && rc == 0)
+        rc = trainer_resolve_rows(c, resume ? p->resume_from : NULL,
+                                  c->output.quiet ? NULL : stdout, &shared);
+    if (p->rank == 0 && rc == 0)
         reader_warn_collisions(c, stderr); /* as the embedded default warns */
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Ibcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+    peer_wait_req(&req, 100, NULL, "the master's checks", "rank 0", &shared);
     MPI_Bcast(shared.msg, sizeof shared.msg, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(p->resume_from, sizeof p->resume_from, MPI_CHAR, 0, MPI_COMM_WORLD);
     if (rc < 0)
         return ss_fail(e, rc, "%s", shared.msg);
+    if (sized)
+        share_rows(p, c);
     return 0;
 }
 
@@ -205,12 +228,21 @@ int trainer_same_config(struct job_plan *p, const struct ss_config *c, struct ss
 int trainer_check(const struct ss_config *c, FILE *out, struct ss_err *e)
 {
     struct model_layout l = {0};
-    int rc = model_layout_init(&l, c, e);
-    if (rc == 0)
+    struct ss_config k = *c; /* auto: its widths checked with a row a table, for now */
+    char **parts = g_strsplit(c->model.rows, "auto", -1);
+    k.model.rows = g_strjoinv("1", parts);
+    g_strfreev(parts);
+    int rc = model_layout_init(&l, &k, e), sized = model_rows_auto(c);
+    if (rc == 0 && sized)
+        fprintf(stderr, "shadowsync: note: model.rows = %s: the auto tables are sized from "
+                "data.train when the job starts (at most model.rows_budget_mb = %g MiB), and "
+                "their memory is checked then\n", c->model.rows, c->model.rows_budget_mb);
+    if (rc == 0 && !sized)
         rc = trainer_check_memory(c, &l, e);
     if (rc == 0)
         fprintf(out, "trainers %d embedding_ps %d sync_ps %d readers %d\n", c->job.trainers,
                 c->job.embedding_ps, c->job.sync_ps, c->job.readers);
     model_layout_free(&l);
+    g_free(k.model.rows);
     return rc;
 }
