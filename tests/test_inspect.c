@@ -3,8 +3,10 @@
  * 1M ids, random and consecutive, repeats not counted; the shared-row
  * formula against a simulation of ids hashed into rows; the rows it asks
  * for; the parser's missing mark (an empty dense field reads NAN for
- * inspect, 0 for training); and a run's start-up collision check on ids
- * whose rows are known. */
+ * inspect, 0 for training); a run's start-up collision check on ids
+ * whose rows are known; and model.rows = auto's sizing (the rows for 1 %
+ * at each table's ids, a number kept, the budget's factor, a sample) and
+ * its parsing. */
 #include "check.h"
 #include "shadowsync/reader.h"
 
@@ -211,11 +213,117 @@ static void startup_check(void)
     unlink(path);
 }
 
+/* dec ids 1..50 in column 2 (counted) and 1..5000 in column 3 (sketched
+ * past 4096), 10,000 lines, sized under model.rows (and more) as given. */
+static int size_rows(const char *path, const char *rows, const char *more,
+                     struct ss_config *c, struct rows_auto *r, struct ss_err *e)
+{
+    char train[64], nrows[64];
+    snprintf(train, sizeof train, "data.train=%s", path);
+    snprintf(nrows, sizeof nrows, "model.rows=%s", rows);
+    char *ov[] = {train, nrows, "data.format=csv", "data.separator=,", "data.label_col=0",
+                  "data.dense_cols=1", "data.cat_cols=2-3", "data.cat_encoding=dec",
+                  (char *)more};
+    int rc = ss_config_load(c, NULL, ov, (int)(sizeof ov / sizeof *ov) - !*more, e);
+    return rc < 0 ? rc : reader_rows_auto(c, r, e);
+}
+
+static void rows_auto(void)
+{
+    char path[] = "/tmp/test_inspect_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    for (int i = 0; f && i < 10000; i++)
+        fprintf(f, "%d,1,%d,%d\n", i % 2, 1 + i % 50, 1 + i % 5000);
+    if (!f || fclose(f) != 0) {
+        printf("FAIL rows auto: cannot write %s\n", path);
+        return;
+    }
+    struct ss_config c;
+    struct ss_err e = {0};
+    struct rows_auto r = {0};
+    int rc = size_rows(path, "auto", "", &c, &r, &e);
+    int64_t r0 = inspect_rows_for(50, 0.01), r1 = rc == 0 ? inspect_rows_for(r.t[1].ids, 0.01) : 0;
+    CHECK(rc == 0 && r.n_tables == 2 && r.examples == 10000 && r.whole && r.scale == 1 &&
+              r.t[0].is_auto && r.t[0].ids_exact && r.t[0].ids == 50 && r.t[0].rows == r0 &&
+              r.t[0].col == 2 && !r.t[1].ids_exact && rel_err(r.t[1].ids, 5000) < 0.03 &&
+              r.t[1].rows == r1 && r.t[1].rows_1pct == r1 && r.bytes_per_row == 4 * 16,
+          "rows auto: each table the rows for 1 % at its ids (50 counted, ~5000 estimated)",
+          "rc %d %s: %d tables, %lld examples, ids %g %g, rows %lld %lld (want %lld %lld)", rc,
+          e.msg, r.n_tables, (long long)r.examples, r.n_tables ? r.t[0].ids : -1,
+          r.n_tables ? r.t[1].ids : -1, r.n_tables ? (long long)r.t[0].rows : -1,
+          r.n_tables ? (long long)r.t[1].rows : -1, (long long)r0, (long long)r1);
+    FILE *out = tmpfile();
+    char text[4096] = "";
+    if (rc == 0 && out) {
+        reader_rows_auto_print(&c, &r, out);
+        rewind(out);
+        text[fread(text, 1, sizeof text - 1, out)] = 0;
+    }
+    if (out)
+        fclose(out);
+    char want0[128], want1[128];
+    snprintf(want0, sizeof want0, "#   table 0 (data.cat_cols column 2): 50 ids -> %lld,%03lld "
+             "rows", (long long)r0 / 1000, (long long)r0 % 1000); /* (4,876) */
+    snprintf(want1, sizeof want1, "#   table 1 (data.cat_cols column 3): ~");
+    CHECK(strstr(text, "in all of data.train (10,000 examples") && strstr(text, want0) &&
+              strstr(text, want1) && strstr(text, " ± ") && !strstr(text, "scaled"),
+          "rows auto: a line per table, the estimate's standard error beside it", "%s", text);
+    reader_rows_auto_free(&r);
+    ss_config_free(&c);
+
+    rc = size_rows(path, "7,auto", "", &c, &r, &e);
+    CHECK(rc == 0 && !r.t[0].is_auto && r.t[0].rows == 7 && r.t[1].is_auto && r.t[1].rows == r1 &&
+              fabs(r.need - (double)r1 * 64) < 1,
+          "rows auto: a table model.rows gives a number keeps it, out of the budget",
+          "rc %d %s", rc, e.msg);
+    reader_rows_auto_free(&r);
+    ss_config_free(&c);
+
+    char budget[64]; /* half what the two need */
+    snprintf(budget, sizeof budget, "model.rows_budget_mb=%.17g",
+             (double)(r0 + r1) * 64 / 2 / 1048576);
+    rc = size_rows(path, "auto", budget, &c, &r, &e);
+    CHECK(rc == 0 && fabs(r.scale - 0.5) < 1e-9 && r.t[0].rows == r0 / 2 && r.t[1].rows == r1 / 2 &&
+              (double)(r.t[0].rows + r.t[1].rows) * 64 <= c.model.rows_budget_mb * 1048576,
+          "rows auto: past model.rows_budget_mb every auto table scaled by the same factor",
+          "rc %d %s: scale %g, rows %lld %lld", rc, e.msg, r.scale,
+          rc == 0 ? (long long)r.t[0].rows : -1, rc == 0 ? (long long)r.t[1].rows : -1);
+    reader_rows_auto_free(&r);
+    ss_config_free(&c);
+
+    rc = size_rows(path, "auto", "model.rows_auto_examples=20", &c, &r, &e);
+    CHECK(rc == 0 && r.examples == 20 && !r.whole && r.t[0].ids == 20 && r.t[1].ids == 20,
+          "rows auto: model.rows_auto_examples reads the first N examples", "rc %d %s", rc,
+          e.msg);
+    reader_rows_auto_free(&r);
+    ss_config_free(&c);
+    unlink(path);
+
+    /* the list as the model reads it */
+    char *ov[] = {"model.rows=auto,5,auto"};
+    int64_t rows[SS_MAX_TABLES];
+    struct model_layout l = {0};
+    rc = ss_config_load(&c, NULL, ov, 1, &e);
+    int n = rc == 0 ? model_rows_parse(&c, rows, &e) : -1;
+    CHECK(n == 3 && rows[0] == MODEL_ROWS_AUTO && rows[1] == 5 && rows[2] == MODEL_ROWS_AUTO &&
+              model_rows_auto(&c),
+          "rows auto: model.rows = auto,5,auto parses to 3 tables, auto marked", "%d %s", n,
+          e.msg);
+    e.msg[0] = 0;
+    rc = model_layout_init(&l, &c, &e);
+    CHECK(rc < 0 && strstr(e.msg, "model.rows = auto,5,auto: auto tables are sized when"),
+          "rows auto: the layout refuses an auto left unresolved, naming model.rows", "%d %s",
+          rc, e.msg);
+    ss_config_free(&c);
+}
+
 int main(void)
 {
     hll_counts();
     shared_rows();
     missing_mark();
     startup_check();
+    rows_auto();
     CHECK_DONE();
 }
