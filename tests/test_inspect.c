@@ -228,6 +228,19 @@ static int size_rows(const char *path, const char *rows, const char *more,
     return rc < 0 ? rc : reader_rows_auto(c, r, e);
 }
 
+/* What a run says of r, into text. */
+static void said(const struct ss_config *c, const struct rows_auto *r, char *text, size_t cap)
+{
+    FILE *out = tmpfile();
+    text[0] = 0;
+    if (!out)
+        return;
+    reader_rows_auto_print(c, r, out);
+    rewind(out);
+    text[fread(text, 1, cap - 1, out)] = 0;
+    fclose(out);
+}
+
 static void rows_auto(void)
 {
     char path[] = "/tmp/test_inspect_XXXXXX";
@@ -253,15 +266,9 @@ static void rows_auto(void)
           e.msg, r.n_tables, (long long)r.examples, r.n_tables ? r.t[0].ids : -1,
           r.n_tables ? r.t[1].ids : -1, r.n_tables ? (long long)r.t[0].rows : -1,
           r.n_tables ? (long long)r.t[1].rows : -1, (long long)r0, (long long)r1);
-    FILE *out = tmpfile();
     char text[4096] = "";
-    if (rc == 0 && out) {
-        reader_rows_auto_print(&c, &r, out);
-        rewind(out);
-        text[fread(text, 1, sizeof text - 1, out)] = 0;
-    }
-    if (out)
-        fclose(out);
+    if (rc == 0)
+        said(&c, &r, text, sizeof text);
     char want0[128], want1[128];
     snprintf(want0, sizeof want0, "#   table 0 (data.cat_cols column 2): 50 ids -> %lld,%03lld "
              "rows", (long long)r0 / 1000, (long long)r0 % 1000); /* (4,876) */
@@ -293,9 +300,12 @@ static void rows_auto(void)
     ss_config_free(&c);
 
     rc = size_rows(path, "auto", "model.rows_auto_examples=20", &c, &r, &e);
-    CHECK(rc == 0 && r.examples == 20 && !r.whole && r.t[0].ids == 20 && r.t[1].ids == 20,
-          "rows auto: model.rows_auto_examples reads the first N examples", "rc %d %s", rc,
-          e.msg);
+    if (rc == 0)
+        said(&c, &r, text, sizeof text);
+    CHECK(rc == 0 && r.examples == 20 && !r.whole && r.t[0].ids == 20 && r.t[1].ids == 20 &&
+              strstr(text, "in the first 20 examples of data.train ("),
+          "rows auto: model.rows_auto_examples reads the first N examples, said", "rc %d %s: %s",
+          rc, e.msg, text);
     reader_rows_auto_free(&r);
     ss_config_free(&c);
     unlink(path);

@@ -830,13 +830,17 @@ static const char *table_name(int t, int col, char buf[64])
 
 void reader_rows_auto_print(const struct ss_config *c, const struct rows_auto *r, FILE *f)
 {
-    char a[32], b[32], m[32], ids[80], name[64];
+    char a[32], b[32], m[32], ids[80], name[64], read[96];
     double most = 0, bytes = 0;
-    fprintf(f, "# model.rows = auto: the distinct ids of each table in %s of data.train (%s "
-            "examples, %.1f s) size it for at most 1 %% of its lookups on a row shared with "
-            "another id (ids hashed uniformly), the auto tables within model.rows_budget_mb = "
-            "%g\n", r->whole ? "all" : "the first examples", grouped(r->examples, a), r->seconds,
-            c->model.rows_budget_mb);
+    if (r->whole)
+        snprintf(read, sizeof read, "all of data.train (%s examples, %.1f s)",
+                 grouped(r->examples, a), r->seconds);
+    else
+        snprintf(read, sizeof read, "the first %s examples of data.train (%.1f s)",
+                 grouped(r->examples, a), r->seconds);
+    fprintf(f, "# model.rows = auto: the distinct ids of each table in %s size it for at most "
+            "1 %% of its lookups on a row shared with another id (ids hashed uniformly), the "
+            "auto tables within model.rows_budget_mb = %g\n", read, c->model.rows_budget_mb);
     for (int t = 0; t < r->n_tables; t++) {
         const struct rows_auto_table *x = &r->t[t];
         table_name(t, x->col, name);
