@@ -1,7 +1,7 @@
 /* The `shadowsync` command: parses the verb and its flags, nothing else;
  * the work is the modules' (trainer_launch, trainer_eval_saved,
  * gen_run, reader_convert_config, reader_inspect, trainer_check,
- * trainer_plan, export_onnx).
+ * trainer_plan, export_onnx, trainer_plot).
  *   shadowsync train CONFIG [--set section.key=value ...] [--resume [DIR]] [--help-config]
  *   shadowsync eval CONFIG --model DIR [--predictions FILE] [--set ...]
  *   shadowsync gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]
@@ -10,6 +10,7 @@
  *   shadowsync inspect CONFIG [--sample N] [--json FILE] [--set ...]
  *   shadowsync check|plan CONFIG [--set ...]
  *   shadowsync export CONFIG --model DIR --out FILE.onnx [--set ...]
+ *   shadowsync plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
  *   shadowsync --version | --help
  * Exit status 0 on success, non-zero with a one-line reason on stderr (2:
  * the command line's mistake, with the usage). */
@@ -67,6 +68,10 @@ static const char usage[] =
     "                                               the saved model as an ONNX graph (FILE.onnx),\n"
     "                                               its tables (FILE.onnx.data) and the\n"
     "                                               preprocessing of a raw line (FILE.onnx.json)\n"
+    "  plot RUN_DIR [RUN_DIR ...] [--out FILE.png]  the runs' curves in one picture (gnuplot):\n"
+    "                                               train and eval NE, EPS, syncs/s, sync gap;\n"
+    "                                               FILE: RUN_DIR/plot.png of one run, else\n"
+    "                                               plot.png (its script: FILE.gp)\n"
     "  --version                                    version and build features\n";
 
 static int die(const struct ss_err *e)
@@ -462,6 +467,40 @@ static int cmd_config_verb(int argc, char **argv, const char *verb,
     return rc < 0 ? die(&e) : 0;
 }
 
+/* `shadowsync plot RUN_DIR ... [--out FILE.png]` (trainer_plot). */
+static int cmd_plot(int argc, char **argv)
+{
+    const char **dirs = calloc((size_t)argc + 1, sizeof *dirs), *out = NULL;
+    int n = 0, rc = 0;
+    for (int i = 0; i < argc && rc == 0; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            free(dirs);
+            return 0;
+        } else if (!strcmp(argv[i], "--out") && i + 1 < argc && !out) {
+            out = argv[++i];
+        } else if (!strncmp(argv[i], "--", 2)) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "plot: unknown option, missing or second value: %s",
+                     argv[i]);
+            rc = bad_usage(msg);
+        } else {
+            dirs[n++] = argv[i];
+        }
+    }
+    if (rc == 0 && n == 0)
+        rc = bad_usage("plot needs a RUN_DIR");
+    char *own = n == 1 && !out ? g_build_filename(dirs[0], "plot.png", NULL) : NULL;
+    struct ss_err e = {0};
+    if (rc == 0 && trainer_plot(dirs, n, own ? own : out ? out : "plot.png", &e) < 0)
+        rc = die(&e);
+    else if (rc == 0)
+        printf("plot: %s\n", own ? own : out ? out : "plot.png");
+    g_free(own);
+    free(dirs);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     pick_blas_kernel(argv);
@@ -504,6 +543,8 @@ int main(int argc, char **argv)
         return cmd_config_verb(argc - 2, argv + 2, "plan", trainer_plan);
     if (!strcmp(verb, "check"))
         return cmd_config_verb(argc - 2, argv + 2, "check", trainer_check);
+    if (!strcmp(verb, "plot"))
+        return cmd_plot(argc - 2, argv + 2);
     char msg[256];
     snprintf(msg, sizeof msg, "unknown verb \"%s\"", verb);
     return bad_usage(msg);

@@ -284,6 +284,7 @@ struct ss_config {
         double log_interval_s;
         int64_t eval_every;          /* training examples between evals of data.eval; 0: at the end */
         int save_model, quiet;
+        int plot;                    /* plot.png at the end (gnuplot) */
     } output;
     struct ss_origins *origins;      /* where each key was set (ss_config_origin); owned */
 };
@@ -292,6 +293,9 @@ struct ss_config {
 int ss_config_load(struct ss_config *c, const char *path, char **overrides, int n_overrides,
                    struct ss_err *e);
 void ss_config_free(struct ss_config *c);
+/* 0 when name ("section.key") is a config key, else fails naming it (and
+ * the nearest known key). */
+int ss_config_key_known(const char *name, struct ss_err *e);
 /* Where key ("section.key") got its value: "PATH:LINE" in the config file,
  * "--set section.key=value" (its last --set), or NULL (a default, or a
  * config that ss_config_load did not make). */

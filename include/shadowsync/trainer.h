@@ -364,4 +364,15 @@ int trainer_check(const struct ss_config *c, FILE *out, struct ss_err *e);
  * plan to output.dir's placement.txt and placement.json). */
 int trainer_plan(const struct ss_config *c, FILE *out, struct ss_err *e);
 
+/* ---- pictures (plot.c) ------------------------------------------------ */
+
+/* `shadowsync plot`: the curves of the run directories dirs[0..n) in one
+ * PNG (png), drawn by gnuplot, its script beside it (FILE.gp). Fails
+ * naming the package to install where gnuplot is missing, and a directory
+ * without progress.csv. */
+int trainer_plot(const char *const *dirs, int n, const char *png, struct ss_err *e);
+/* output.plot: c's run directory's own picture, plot.png; a failure (no
+ * gnuplot) is a warning on stderr, never the run's. */
+void trainer_plot_own(const struct ss_config *c);
+
 #endif

@@ -227,6 +227,8 @@ static const struct key_desc keys[] = {
         "master scores a copy of trainer 0's model on a thread of its own), 0 = only at the end"),
     BOOL(output, save_model, "true", "save the trained model in the run directory"),
     BOOL(output, quiet, "false", "no progress lines"),
+    BOOL(output, plot, "false",
+         "write plot.png (the run's curves, drawn by gnuplot) into the run directory at the end"),
 };
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -981,6 +983,17 @@ int ss_config_load(struct ss_config *c, const char *path, char **overrides, int 
     g_hash_table_destroy(lines);
     if (rc)
         ss_config_free(c);
+    return rc;
+}
+
+int ss_config_key_known(const char *name, struct ss_err *e)
+{
+    const char *dot = strchr(name, '.');
+    if (!dot || dot == name || !dot[1])
+        return ss_fail(e, SS_EINVAL, "\"%s\" is not section.key", name);
+    char *section = g_strndup(name, (size_t)(dot - name));
+    int rc = find_key(section, dot + 1) ? 0 : unknown(e, "config", section, dot + 1);
+    g_free(section);
     return rc;
 }
 

@@ -482,6 +482,8 @@ static int conclude(struct job *j, struct run_end *r, struct ss_err *e)
         rc = job_write_metrics(j, &r->f, &r->ev, &r->rs, e);
     if (rc == 0 && !c->output.quiet)
         printf("# run directory: %s\n", c->output.dir);
+    if (rc == 0 && c->output.plot)
+        trainer_plot_own(c);
     if (rc == 0)
         rc = job_stop_message(j, &r->f, e);
     if (rc == 0 && c->data.eval && *c->data.eval && r->ev.examples == 0) /* the model is kept */
