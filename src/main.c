@@ -1,7 +1,7 @@
 /* The `shadowsync` command: parses the verb and its flags, nothing else;
  * the work is the modules' (trainer_launch, trainer_eval_saved,
  * gen_run, reader_convert_config, reader_inspect, trainer_check,
- * trainer_plan, export_onnx, trainer_plot).
+ * trainer_plan, export_onnx, trainer_plot, trainer_sweep).
  *   shadowsync train CONFIG [--set section.key=value ...] [--resume [DIR]] [--help-config]
  *   shadowsync eval CONFIG --model DIR [--predictions FILE] [--set ...]
  *   shadowsync gen --out DIR --examples N [--eval-examples M] [--seed S] [--config CONFIG]
@@ -11,6 +11,8 @@
  *   shadowsync check|plan CONFIG [--set ...]
  *   shadowsync export CONFIG --model DIR --out FILE.onnx [--set ...]
  *   shadowsync plot RUN_DIR [RUN_DIR ...] [--out FILE.png]
+ *   shadowsync sweep CONFIG --vary section.key=v1,v2 [--vary ...] [--repeat N] [--out DIR]
+ *                    [--retry-failed] [--set ...]
  *   shadowsync --version | --help
  * Exit status 0 on success, non-zero with a one-line reason on stderr (2:
  * the command line's mistake, with the usage). */
@@ -72,6 +74,11 @@ static const char usage[] =
     "                                               train and eval NE, EPS, syncs/s, sync gap;\n"
     "                                               FILE: RUN_DIR/plot.png of one run, else\n"
     "                                               plot.png (its script: FILE.gp)\n"
+    "  sweep CONFIG --vary section.key=v1,v2[,...] [--vary ...] [--repeat N] [--out DIR]\n"
+    "        [--retry-failed] [--set ...]           every combination's runs (N each), then\n"
+    "                                               DIR/results.md, results.csv, sweep.png;\n"
+    "                                               again on DIR: runs only what is missing\n"
+    "                                               (DIR: sweeps/CONFIG's name)\n"
     "  --version                                    version and build features\n";
 
 static int die(const struct ss_err *e)
@@ -501,6 +508,51 @@ static int cmd_plot(int argc, char **argv)
     return rc;
 }
 
+/* `shadowsync sweep` (trainer_sweep): --vary may be given many times,
+ * --retry-failed takes no value; the rest as parse_args reads it. */
+static int cmd_sweep(int argc, char **argv)
+{
+    static const char *const allowed[] = {"repeat", "out", NULL};
+    char **vary = calloc((size_t)argc + 1, sizeof *vary);
+    int n_vary = 0, retry = 0, rest = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--vary") && i + 1 < argc)
+            vary[n_vary++] = argv[++i];
+        else if (!strncmp(argv[i], "--vary=", 7))
+            vary[n_vary++] = argv[i] + 7;
+        else if (!strcmp(argv[i], "--retry-failed"))
+            retry = 1;
+        else
+            argv[rest++] = argv[i];
+    }
+    struct args a;
+    int rc = parse_args(rest, argv, &a, allowed);
+    int64_t repeat = 1;
+    if (rc == 0 && !a.config)
+        rc = bad_usage("sweep needs a CONFIG file");
+    if (rc == 0 && n_vary == 0)
+        rc = bad_usage("sweep needs --vary section.key=v1,v2,...");
+    if (rc == 0 && opt(&a, "repeat") && (rc = parse_count(opt(&a, "repeat"), "--repeat", &repeat)) == 0 &&
+        (repeat < 1 || repeat > 1000))
+        rc = bad_usage("sweep: --repeat N runs each setting N times (1 to 1000)");
+    if (rc) {
+        free(vary);
+        return rc;
+    }
+    char *stem = g_path_get_basename(a.config), *dot = strrchr(stem, '.');
+    if (dot && dot != stem)
+        *dot = 0;
+    char *out = opt(&a, "out") ? g_strdup(opt(&a, "out")) : g_build_filename("sweeps", stem, NULL);
+    struct sweep_opts o = {.config = a.config, .sets = a.sets, .n_sets = a.n_sets, .vary = vary,
+                           .n_vary = n_vary, .repeat = (int)repeat, .out = out,
+                           .retry_failed = retry};
+    rc = trainer_sweep(&o);
+    g_free(stem);
+    g_free(out);
+    free(vary);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     pick_blas_kernel(argv);
@@ -545,6 +597,8 @@ int main(int argc, char **argv)
         return cmd_config_verb(argc - 2, argv + 2, "check", trainer_check);
     if (!strcmp(verb, "plot"))
         return cmd_plot(argc - 2, argv + 2);
+    if (!strcmp(verb, "sweep"))
+        return cmd_sweep(argc - 2, argv + 2);
     char msg[256];
     snprintf(msg, sizeof msg, "unknown verb \"%s\"", verb);
     return bad_usage(msg);

@@ -364,7 +364,7 @@ int trainer_check(const struct ss_config *c, FILE *out, struct ss_err *e);
  * plan to output.dir's placement.txt and placement.json). */
 int trainer_plan(const struct ss_config *c, FILE *out, struct ss_err *e);
 
-/* ---- pictures (plot.c) ------------------------------------------------ */
+/* ---- pictures and tuning sweeps (plot.c, sweep.c) --------------------- */
 
 /* `shadowsync plot`: the curves of the run directories dirs[0..n) in one
  * PNG (png), drawn by gnuplot, its script beside it (FILE.gp). Fails
@@ -374,5 +374,23 @@ int trainer_plot(const char *const *dirs, int n, const char *png, struct ss_err 
 /* output.plot: c's run directory's own picture, plot.png; a failure (no
  * gnuplot) is a warning on stderr, never the run's. */
 void trainer_plot_own(const struct ss_config *c);
+
+struct sweep_opts {
+    const char *config;         /* CONFIG, and the --set every run takes */
+    char **sets;
+    int n_sets;
+    char **vary;                /* "section.key=v1,v2,...", the first the slowest to change */
+    int n_vary;
+    int repeat;                 /* runs per setting, job.seed + 0, 1, ... */
+    const char *out;            /* the sweep's directory */
+    int retry_failed;           /* runs that failed in an earlier sweep run again */
+};
+/* `shadowsync sweep`: every setting's runs, each through `shadowsync
+ * train` (or tools/submit where the config asks for a cluster job's
+ * roles) into a run directory of its own under o->out, then the table
+ * (results.csv, results.md) and the picture (sweep.png). Runs finished
+ * by an earlier sweep into o->out are kept. Returns the exit status: 0,
+ * 1 (its error on stderr) or SS_EXIT_HALTED when stopped by a signal. */
+int trainer_sweep(const struct sweep_opts *o);
 
 #endif
