@@ -315,15 +315,16 @@ static int index_of(GPtrArray *names, const char *s)
 }
 
 /* Colours and dashes: one colour per algorithm and one dash per mode (and
- * gap) where that tells every run apart with few of each; else a colour
- * per run. Labels alike get their directory. */
+ * gap; shadow's and none's solid when first) where that tells every run
+ * apart with few of each; else a colour per run. Labels alike get their
+ * directory. */
 static void style_runs(struct run *r, int n)
 {
     GPtrArray *algos = g_ptr_array_new(), *variants = g_ptr_array_new(), *pairs = g_ptr_array_new();
     char **pair = ss_xcalloc((size_t)n, sizeof *pair);
     for (int i = 0; i < n; i++) {
         r[i].colour = index_of(algos, r[i].algo);
-        r[i].dash = index_of(variants, r[i].variant);
+        r[i].dash = index_of(variants, *r[i].variant ? r[i].variant : "shadow"); /* none's */
         pair[i] = g_strdup_printf("%s|%s", r[i].algo, r[i].variant);
         index_of(pairs, pair[i]);
     }
