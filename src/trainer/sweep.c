@@ -232,8 +232,8 @@ static char *failure_reason(const char *log, int status)
                            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
-/* This binary's path, and tools/submit's beside its build folder (BUILD:
- * that folder's name, as submit takes it). g_free them. */
+/* This binary's path, and tools/submit's beside its build folder (build:
+ * that folder's name, submit's BUILD). g_free them. */
 static void our_paths(char **exe, char **submit, char **build)
 {
     *exe = g_file_read_link("/proc/self/exe", NULL);
@@ -248,9 +248,14 @@ static void our_paths(char **exe, char **submit, char **build)
 
 /* Runs argv with its output in log, in a process group of its own (so a
  * stop reaches mpirun's ranks too) that dies with the sweep; its wait
- * status, or -1 where it could not start. */
-static int spawn(char **argv, const char *log, const char *build)
+ * status, or -1 where it could not start. The child calls only what is
+ * safe after a fork of a process with threads (OpenBLAS starts its own). */
+static int spawn(char **argv, const char *log)
 {
+    char no_exec[512];
+    snprintf(no_exec, sizeof no_exec, "shadowsync: cannot run %s\n", argv[0]);
+    sigset_t all;
+    sigemptyset(&all);
     pid_t parent = getpid(), pid = fork();
     if (pid < 0)
         return -1;
@@ -264,12 +269,10 @@ static int spawn(char **argv, const char *log, const char *build)
             _exit(127);
         dup2(null, 0), dup2(fd, 1), dup2(fd, 2);
         signal(SIGPIPE, SIG_DFL);
-        sigset_t all;
-        sigemptyset(&all);
         sigprocmask(SIG_SETMASK, &all, NULL);
-        setenv("BUILD", build, 1);
         execv(argv[0], argv);
-        fprintf(stderr, "shadowsync: cannot run %s: %s\n", argv[0], strerror(errno));
+        ssize_t said = write(2, no_exec, strlen(no_exec));
+        (void)said;
         _exit(127);
     }
     setpgid(pid, pid);
@@ -316,7 +319,8 @@ static void launch(struct sweep *w, struct setting *st, const char *dir, GPtrArr
             g_ptr_array_add(argv, g_strdup(sets->pdata[i]));
         }
         g_ptr_array_add(argv, NULL);
-        int status = spawn((char **)argv->pdata, p_log, build);
+        setenv("BUILD", build, 1); /* submit's mpirun starts this binary */
+        int status = spawn((char **)argv->pdata, p_log);
         g_ptr_array_free(argv, TRUE);
         if (status == 0 && plot_metrics_complete(p_metrics)) {
             r->state = RUN_DONE;
