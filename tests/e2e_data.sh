@@ -75,23 +75,29 @@ check "libSVM index:value with data.fields trains (eval NE $c, the twin's $a: id
 $PY $T/to_fm.py 2 < $T/d/train.tsv > $T/w2.fm
 $PY $T/to_fm.py dup < $T/d/train.tsv > $T/dup.fm
 SGD="--set optim.emb=sgd --set optim.emb_lr=0.02"
-for f in w2 dup; do
-    $BIN train $CFG $FM $ONE $SGD --set data.train=$T/$f.fm --set output.dir=$T/$f > $T/$f.log 2>&1
-done
-w=$(json eval_ne $T/w2/metrics.json); d=$(json eval_ne $T/dup/metrics.json)
-check "a weight of 2 trains as the id written twice (eval NE $w, $d)" near "$w" "$d" 0.0001
+# pair NAME [--set ...]: w2.fm and dup.fm trained (SGD on the rows, 1 worker)
+# into $T/NAMEw2 and $T/NAMEdup; $w2 and $dup their eval NE
+pair() {
+    _n=$1; shift
+    for _f in w2 dup; do
+        $BIN train $CFG $FM $ONE $SGD --set data.train=$T/$_f.fm --set output.dir=$T/$_n$_f "$@" \
+            > $T/$_n$_f.log 2>&1
+    done
+    w2=$(json eval_ne $T/${_n}w2/metrics.json); dup=$(json eval_ne $T/${_n}dup/metrics.json)
+}
+# same A B: within 1e-4
+same() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; exit !(a != "" && d < 1e-4 && d > -1e-4) }'; }
+pair plain
+w=$w2
+check "a weight of 2 trains as the id written twice (eval NE $w2, $dup)" same "$w2" "$dup"
 check "the weights change the model (weight 2: $w; weight 1: $b)" \
     sh -c "! awk -v a=$w -v b=$b 'BEGIN { d = a - b; exit !(d < 0.0001 && d > -0.0001) }'"
 
 # hot rows pool and step weighted ids as the tables do
-for f in w2 dup; do
-    $BIN train $CFG $FM $ONE $SGD --set data.train=$T/$f.fm --set hot_embeddings.memory_mb=0.05 \
-        --set output.dir=$T/hot$f > $T/hot$f.log 2>&1
-done
-hw=$(json eval_ne $T/hotw2/metrics.json); hd=$(json eval_ne $T/hotdup/metrics.json)
+pair hot --set hot_embeddings.memory_mb=0.05
 share=$(json hot_lookup_share $T/hotw2/metrics.json)
-check "with hot rows too, a weight of 2 trains as the id twice (eval NE $hw, $hd; hot lookups $share)" \
-    sh -c "awk -v a='$hw' -v b='$hd' -v s='$share' 'BEGIN { d = a - b; exit !(a != \"\" && d < 0.0001 && d > -0.0001 && s > 0.3) }'"
+check "with hot rows too, a weight of 2 trains as the id twice (eval NE $w2, $dup; hot lookups $share)" \
+    sh -c "awk -v a='$w2' -v b='$dup' -v s='$share' 'BEGIN { d = a - b; exit !(a != \"\" && d < 0.0001 && d > -0.0001 && s > 0.3) }'"
 
 # a cluster job's wires carry the weights: a reader service sends them, the
 # embedding PSs pool and step with them (1 trainer, 1 worker: the embedded
@@ -119,13 +125,9 @@ check "DES: a weight of 2 trains as the id twice (eval NE $a, $b1; weight 1: $o)
     sh -c "awk -v a='$a' -v b='$b1' -v o='$o' 'BEGIN { d = a - b; e = a - o; exit !(a != \"\" && d < 1e-6 && d > -1e-6 && (e > 1e-4 || e < -1e-4)) }'"
 
 # the embedding cache pools and steps its rows with the weights too
-for f in w2 dup; do
-    $BIN train $CFG $FM $ONE $SGD --set data.train=$T/$f.fm --set embedding_cache.rows=1000 \
-        --set output.dir=$T/cache$f > $T/cache$f.log 2>&1
-done
-cw=$(json eval_ne $T/cachew2/metrics.json); cd_=$(json eval_ne $T/cachedup/metrics.json)
-check "with the embedding cache, a weight of 2 trains as the id twice (eval NE $cw, $cd_; hits $(json cache_hit_rate $T/cachew2/metrics.json))" \
-    sh -c "awk -v a='$cw' -v b='$cd_' 'BEGIN { d = a - b; exit !(a != \"\" && d < 1e-4 && d > -1e-4) }'"
+pair cache --set embedding_cache.rows=1000
+check "with the embedding cache, a weight of 2 trains as the id twice (eval NE $w2, $dup; hits $(json cache_hit_rate $T/cachew2/metrics.json))" \
+    same "$w2" "$dup"
 
 # binary shards of libsvm data keep each id's weight: trained on, they give
 # the text's eval NE (1 worker)

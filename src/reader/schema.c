@@ -202,6 +202,21 @@ static int mark_multihot(struct schema *s, const struct ss_config *c, const char
     return 0;
 }
 
+/* data.dense_cols and data.cat_cols into s (columns, or libsvm's fields). */
+static int feature_keys(struct schema *s, const struct ss_config *c, struct header *h,
+                        struct ss_err *e)
+{
+    int nd = dense_or_constant(c->data.dense_cols, s->dense_cols, h, e);
+    if (nd < 0)
+        return nd;
+    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", h, e);
+    if (nc < 0)
+        return nc;
+    s->n_dense = nd;
+    s->n_cat = nc;
+    return 0;
+}
+
 /* format = csv: the column keys, checked for overlaps. */
 static int csv_schema(struct schema *s, const struct ss_config *c, struct header *h,
                       struct ss_err *e)
@@ -212,14 +227,9 @@ static int csv_schema(struct schema *s, const struct ss_config *c, struct header
     s->label_col = c->data.label_col;
     if (s->label_col < -1 || s->label_col >= SS_MAX_COLS)
         return ss_fail(e, SS_EINVAL, "config: data.label_col = %d is out of range", s->label_col);
-    int nd = dense_or_constant(c->data.dense_cols, s->dense_cols, h, e);
-    if (nd < 0)
-        return nd;
-    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", h, e);
-    if (nc < 0)
-        return nc;
-    s->n_dense = nd;
-    s->n_cat = nc;
+    if ((rc = feature_keys(s, c, h, e)) < 0)
+        return rc;
+    int nd = s->n_dense, nc = s->n_cat;
     if (s->label_col >= 0) /* -1: no label (unlabeled data to score) */
         role[s->label_col] = 1;
     int maxc = s->label_col;
@@ -305,14 +315,9 @@ static int libsvm_schema(struct schema *s, const struct ss_config *c, struct hea
     s->label_col = 0;
     s->n_cols = 1;
     s->cat_encoding = CAT_DEC;
-    int nd = dense_or_constant(c->data.dense_cols, s->dense_cols, h, e);
-    if (nd < 0)
-        return nd;
-    int nc = cols(c->data.cat_cols, s->cat_cols, "data.cat_cols", h, e);
-    if (nc < 0)
-        return nc;
-    s->n_dense = nd;
-    s->n_cat = nc;
+    if ((rc = feature_keys(s, c, h, e)) < 0)
+        return rc;
+    int nd = s->n_dense, nc = s->n_cat;
     for (int j = 0; j < nd && s->dense_cols[0] >= 0; j++) {
         int f = s->dense_cols[j];
         if (s->field_role[f])
