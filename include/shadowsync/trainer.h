@@ -229,7 +229,7 @@ int trainer_check_memory(const struct ss_config *c, const struct model_layout *l
                          struct ss_err *e);
 
 /* One trainer rank of a cluster job: how it reaches the rest of the job. */
-enum { BEAT_FIGS = 12 }; /* the figures of trainer_env.beat */
+enum { BEAT_FIGS = 13, BEAT_CLOCK = 12 }; /* the figures of trainer_env.beat; its clock */
 
 struct trainer_env {
     int index, count;           /* this trainer among count: its share of the data */
@@ -262,12 +262,14 @@ struct trainer_env {
      * stopped, its reader's place (reader_fraction) times its share's
      * size, this run's examples a second while its data lasts, this run's
      * examples once it has ended, whether those two are known yet, and its
-     * share's size (bytes; 0: no reader) in, the sums over every trainer's
-     * latest out (sent every output.log_interval_s; final: this trainer's
-     * data has ended, and it sends no more). Returns 1 once every other
-     * trainer's data has ended. One that stays silent past sync.timeout_s
-     * ends the job, naming it. NULL: one process. */
-    int (*beat)(void *arg, double *v, int final);
+     * share's size (bytes; 0: no reader), and (v[BEAT_CLOCK], not summed)
+     * this run's seconds on it in, the sums over every trainer's latest out
+     * (sent every output.log_interval_s; final: this trainer's data has
+     * ended, and it sends no more); each (NULL: not asked): [count]
+     * [BEAT_FIGS], every trainer's latest as it came (zeros before any).
+     * Returns 1 once every other trainer's data has ended. One that stays
+     * silent past sync.timeout_s ends the job, naming it. NULL: one process. */
+    int (*beat)(void *arg, double *v, int final, double *each);
     /* Prints "shadowsync: trainer K (rank R on HOST): e->msg" and ends the
      * whole job (MPI_Abort); does not return. */
     void (*fatal)(void *arg, const struct ss_err *e);

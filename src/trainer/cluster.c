@@ -446,7 +446,7 @@ static int beat_send(struct beats *b, const double *v, int final)
     return skipped;
 }
 
-static int beat(void *arg, double *v, int final)
+static int beat(void *arg, double *v, int final, double *each)
 {
     struct wiring *w = arg;
     struct beats *b = w->beats;
@@ -474,12 +474,14 @@ static int beat(void *arg, double *v, int final)
     }
     if (b->resend == 1 && beat_send(b, v, 1) == 0) /* a peer's final in flight: next time */
         b->resend = -1;
+    for (int r = 0; each && r < b->T; r++)
+        memcpy(each + (size_t)r * BEAT_FIGS, r == b->me ? v : b->last[r], BEAT_FIGS * sizeof *v);
     int all_final = 1;
     for (int r = 0; r < b->T; r++) {
         if (r == b->me)
             continue;
         for (int i = 0; i < BEAT_FIGS; i++)
-            v[i] += b->last[r][i];
+            v[i] += i == BEAT_CLOCK ? 0 : b->last[r][i];
         if (b->last[r][BEAT_FIGS] != 1) {
             all_final = 0;
             if (b->stall_after > 0 && now - b->heard[r] > b->stall_after)

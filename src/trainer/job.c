@@ -517,6 +517,10 @@ static void job_free(struct job *j)
         fclose(j->csv);
     if (j->eval_csv)
         fclose(j->eval_csv);
+    if (j->tr_csv)
+        fclose(j->tr_csv);
+    free(j->tr_each);
+    free(j->tr_seen);
     job_free_trainers(j);
     if (j->reader)
         reader_close(j->reader);

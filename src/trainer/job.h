@@ -149,6 +149,9 @@ struct job {
     int eval_threads;
     char dense_desc[200];       /* what ran the MLPs' matmuls (a CPU worker's, under mu) */
     FILE *csv, *eval_csv;
+    FILE *tr_csv;               /* trainers.csv (NULL: one trainer) */
+    double *tr_each;            /* a cluster job's: [count][BEAT_FIGS], the reports (beat) */
+    double *tr_seen;            /* [count] the run's seconds of each trainer's last row */
     int64_t eval_last_at;       /* eval.csv's last row: its examples, and where it starts */
     off_t eval_last_off;
 };

@@ -14,6 +14,21 @@ static void derive(struct figures *f, const struct ne_acc *ne)
     f->ne = *ne;
 }
 
+/* Adds trainer t's counts of this run to f and ne. */
+static void add_trainer(struct job *j, int t, struct figures *f, struct ne_acc *ne)
+{
+    struct trainer *tr = &j->tr[t];
+    for (int k = 0; k < j->n_wk; k++) {
+        struct worker *wk = &tr->workers[k];
+        pthread_mutex_lock(&wk->mu);
+        f->examples += wk->examples;
+        f->iterations += wk->iterations;
+        ne_merge(ne, &wk->ne);
+        pthread_mutex_unlock(&wk->mu);
+    }
+    f->syncs += j->kept_resumed ? 0 : tr->shadow ? shadow_syncs(tr->shadow) : tr->syncs;
+}
+
 void job_collect(struct job *j, struct figures *f)
 {
     memset(f, 0, sizeof *f);
@@ -21,18 +36,8 @@ void job_collect(struct job *j, struct figures *f)
     f->examples = j->base.examples;
     f->iterations = j->base.iterations;
     f->syncs = j->base.syncs;
-    for (int t = 0; t < j->n_tr; t++) {
-        struct trainer *tr = &j->tr[t];
-        for (int k = 0; k < j->n_wk; k++) {
-            struct worker *wk = &tr->workers[k];
-            pthread_mutex_lock(&wk->mu);
-            f->examples += wk->examples;
-            f->iterations += wk->iterations;
-            ne_merge(&ne, &wk->ne);
-            pthread_mutex_unlock(&wk->mu);
-        }
-        f->syncs += j->kept_resumed ? 0 : tr->shadow ? shadow_syncs(tr->shadow) : tr->syncs;
-    }
+    for (int t = 0; t < j->n_tr; t++)
+        add_trainer(j, t, f, &ne);
     f->elapsed = ss_now() - j->t0;
     derive(f, &ne);
 }
@@ -49,8 +54,9 @@ static int beat_figures(struct job *j, struct figures *f, int final)
                            f->ne.loss_sum, f->ne.label_sum, (double)f->ne.n,
                            ss_halt_signal() != 0,
                            j->reader ? reader_fraction(j->reader) * weight : 0,
-                           mine[0], mine[1], mine[2], weight};
-    int all = j->env->beat(j->env->arg, v, final);
+                           mine[0], mine[1], mine[2], weight,
+                           ss_now() - j->t0 - j->base.elapsed};
+    int all = j->env->beat(j->env->arg, v, final, j->tr_each);
     if (v[6] > 0) /* a trainer was stopped: every one stops */
         ss_halt_request();
     if (j->reader && v[11] > 0) /* each its share of the files: how far they are together */
@@ -134,6 +140,44 @@ static const char *done_text(struct job *j, double f, int csv, char buf[64])
     return buf;
 }
 
+/* trainers.csv: a row for each trainer with figures new since its last
+ * row (a cluster job's as its reports came, on its own clock; in one
+ * process, every trainer's now), over this run's counts and seconds. */
+static void trainer_rows(struct job *j)
+{
+    int count = j->env ? j->env->count : j->n_tr;
+    for (int t = 0; j->tr_csv && t < count; t++) {
+        struct figures f = {0};
+        struct ne_acc ne = {0};
+        double run = ss_now() - j->t0 - j->base.elapsed;
+        if (j->env) { /* the master's own report holds a resumed run's figures */
+            const double *v = j->tr_each + (size_t)t * BEAT_FIGS;
+            int own = t == j->env->index;
+            f.examples = (int64_t)v[0] - (own ? j->base.examples : 0);
+            f.iterations = (int64_t)v[1] - (own ? j->base.iterations : 0);
+            f.syncs = (int64_t)v[2] - (own ? j->base.syncs : 0);
+            ne = (struct ne_acc){v[3], v[4], (int64_t)v[5]};
+            if (own)
+                ne = (struct ne_acc){ne.loss_sum - j->base.ne.loss_sum,
+                                     ne.label_sum - j->base.ne.label_sum, ne.n - j->base.ne.n};
+            run = v[BEAT_CLOCK];
+        } else {
+            add_trainer(j, t, &f, &ne);
+        }
+        if (run <= j->tr_seen[t]) /* none yet, or nothing new */
+            continue;
+        j->tr_seen[t] = run;
+        f.elapsed = run;
+        derive(&f, &ne);
+        char gap[32], nes[32];
+        fprintf(j->tr_csv, "%.3f,%d,%lld,%.1f,%s,%.3f,%s\n", j->base.elapsed + run, t,
+                (long long)f.examples, f.eps, num_text(f.train_ne, 1, "%.6f", nes),
+                f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
+    }
+    if (j->tr_csv)
+        fflush(j->tr_csv);
+}
+
 int job_progress(struct job *j, int final, int print)
 {
     struct figures f;
@@ -158,6 +202,7 @@ int job_progress(struct job *j, int final, int print)
         fprintf(j->csv, "%s\n", done_text(j, frac, 1, done));
         fflush(j->csv);
     }
+    trainer_rows(j);
     return all;
 }
 
@@ -249,7 +294,7 @@ void job_clear_stale(struct job *j)
  * from the checkpoint: the earlier run's rows up to its examples (column
  * col) are kept, those past it (trained after it, then lost) dropped. */
 static FILE *csv_open(const char *dir, const char *name, const char *header, int col,
-                      int64_t upto, int64_t *last_at, off_t *last_off, struct ss_err *e)
+                      double upto, int64_t *last_at, off_t *last_off, struct ss_err *e)
 {
     char p[4200], tmp[4300], *line = NULL;
     size_t cap = 0;
@@ -268,10 +313,10 @@ static FILE *csv_open(const char *dir, const char *name, const char *header, int
         for (int k = 0; k < col && f; k++)
             if ((f = strchr(f, ',')))
                 f++;
-        int64_t at = f ? strtoll(f, NULL, 10) : 0;
+        double at = f ? strtod(f, NULL) : 0;
         if (!first && f && at <= upto && strchr(line, '\n')) {
             if (last_at) /* (where the last kept row starts, and its figure) */
-                *last_at = at, *last_off = ftello(out);
+                *last_at = (int64_t)at, *last_off = ftello(out);
             fputs(line, out);
         }
     }
@@ -287,8 +332,8 @@ static FILE *csv_open(const char *dir, const char *name, const char *header, int
     return out;
 }
 
-/* progress.csv, and eval.csv when there is eval data (after a resume's
- * checkpoint is loaded: j->base). */
+/* progress.csv, trainers.csv with several trainers, and eval.csv when
+ * there is eval data (after a resume's checkpoint is loaded: j->base). */
 int job_open_csvs(struct job *j, struct ss_err *e)
 {
     const struct ss_config *c = j->c;
@@ -323,6 +368,20 @@ int job_open_csvs(struct job *j, struct ss_err *e)
                       NULL, NULL, e);
     if (!j->csv)
         return SS_EIO;
+    int count = j->env ? j->env->count : j->n_tr;
+    snprintf(p, sizeof p, "%s/trainers.csv", c->output.dir);
+    if (count > 1) { /* a resume's rows up to its checkpoint's seconds */
+        j->tr_csv = csv_open(c->output.dir, "trainers.csv", "elapsed_s,trainer,examples,eps,"
+                             "train_ne,syncs_per_s,sync_gap\n", 0, upto < 0 ? -1 :
+                             j->base.elapsed, NULL, NULL, e);
+        if (!j->tr_csv)
+            return SS_EIO;
+        j->tr_seen = ss_xcalloc(count, sizeof *j->tr_seen);
+        if (j->env)
+            j->tr_each = ss_xcalloc((size_t)count * BEAT_FIGS, sizeof *j->tr_each);
+    } else if (upto < 0) {
+        unlink(p);
+    }
     if (!c->data.eval || !*c->data.eval) { /* an earlier run's rows are not this one's */
         snprintf(p, sizeof p, "%s/eval.csv", c->output.dir);
         if (upto < 0)
