@@ -226,8 +226,9 @@ static void free_table(struct table *t)
 
 struct run {
     char *dir, *label, *algo, *variant;
-    struct table prog, eval;
+    struct table prog, eval, each; /* each: trainers.csv, where there is one */
     int colour, dash;
+    int n_each;                 /* the trainers drawn one by one (0: the job's line only) */
 };
 
 /* The run's config.ini value of section.key (g_free it), or NULL. */
@@ -293,6 +294,9 @@ static int load_run(struct run *r, const char *dir, struct ss_err *e)
     p = g_build_filename(dir, "eval.csv", NULL);
     read_table(p, &r->eval);
     g_free(p);
+    p = g_build_filename(dir, "trainers.csv", NULL);
+    read_table(p, &r->each);
+    g_free(p);
     label_run(r);
     return 0;
 }
@@ -302,6 +306,7 @@ static void free_run(struct run *r)
     g_free(r->dir), g_free(r->label), g_free(r->algo), g_free(r->variant);
     free_table(&r->prog);
     free_table(&r->eval);
+    free_table(&r->each);
 }
 
 /* Index of s in names (added when new). */
@@ -357,17 +362,31 @@ static void number(GString *s, double v)
         g_string_append(s, " NaN");
 }
 
+static const char *const prog_cols[] = {"elapsed_s", "examples", "eps", "train_ne",
+                                        "syncs_per_s", "sync_gap"};
+
+/* The rows of t (trainer's own where trainer >= 0) as a block's lines. */
+static void prog_rows(GString *s, const struct table *t, int trainer)
+{
+    for (int i = 0; i < t->rows; i++) {
+        if (trainer >= 0 && cell(t, i, column(t, "trainer")) != trainer)
+            continue;
+        for (int c = 0; c < 6; c++)
+            number(s, cell(t, i, column(t, prog_cols[c])));
+        g_string_append_c(s, '\n');
+    }
+}
+
 /* The run's data blocks: $pK (elapsed, examples, eps, train NE, syncs/s,
- * sync gap) and $eK (examples, eval NE). */
+ * sync gap), $pK_T alike for each trainer T drawn, and $eK (examples,
+ * eval NE). */
 static void data_blocks(GString *s, const struct run *r, int k)
 {
-    static const char *const prog[] = {"elapsed_s", "examples", "eps", "train_ne", "syncs_per_s",
-                                       "sync_gap"};
     g_string_append_printf(s, "# %s: %s\n$p%d << EOD\n", r->dir, r->label, k);
-    for (int i = 0; i < r->prog.rows; i++) {
-        for (int c = 0; c < 6; c++)
-            number(s, cell(&r->prog, i, column(&r->prog, prog[c])));
-        g_string_append_c(s, '\n');
+    prog_rows(s, &r->prog, -1);
+    for (int t = 0; t < r->n_each; t++) {
+        g_string_append_printf(s, "EOD\n# trainer %d (trainers.csv)\n$p%d_%d << EOD\n", t, k, t);
+        prog_rows(s, &r->each, t);
     }
     g_string_append_printf(s, "EOD\n$e%d << EOD\n", k);
     for (int i = 0; i < r->eval.rows; i++) {
@@ -378,13 +397,21 @@ static void data_blocks(GString *s, const struct run *r, int k)
     g_string_append(s, "EOD\n");
 }
 
-/* Whether t has a row with both columns x and y finite. */
-static int has_points(const struct table *t, const char *x, const char *y)
+/* Whether t has a row (of trainer, where that is >= 0) with both columns x
+ * and y finite. */
+static int has_points(const struct table *t, int trainer, const char *x, const char *y)
 {
     for (int i = 0; i < t->rows; i++)
-        if (isfinite(cell(t, i, column(t, x))) && isfinite(cell(t, i, column(t, y))))
+        if ((trainer < 0 || cell(t, i, column(t, "trainer")) == trainer) &&
+            isfinite(cell(t, i, column(t, x))) && isfinite(cell(t, i, column(t, y))))
             return 1;
     return 0;
+}
+
+/* A trainer's line style: after the runs' (1..n). */
+static int trainer_style(int t)
+{
+    return 100 + t;
 }
 
 /* One panel: the runs' column y of their block against column x. */
@@ -407,7 +434,14 @@ static void draw_panel(GString *s, const struct panel *p, const struct run *r, i
     int any = 0;
     for (int k = 0; k < n; k++) {
         const struct table *t = p->block == 'p' ? &r[k].prog : &r[k].eval;
-        if (!has_points(t, p->x, p->y))
+        for (int tr = 0; p->block == 'p' && tr < r[k].n_each; tr++) /* the job's line over them */
+            if (has_points(&r[k].each, tr, p->x, p->y)) {
+                g_string_append_printf(s, "%s $p%d_%d using %d:%d with lines ls %d notitle",
+                                       any ? ", \\\n    " : "plot", k, tr, p->xcol, p->ycol,
+                                       trainer_style(tr));
+                any = 1;
+            }
+        if (!has_points(t, -1, p->x, p->y))
             continue;
         g_string_append_printf(s, "%s $%c%d using %d:%d with %s ls %d notitle", any ? ", \\\n    "
                                : "plot", p->block, k, p->xcol, p->ycol,
@@ -427,10 +461,14 @@ static void draw_panel(GString *s, const struct panel *p, const struct run *r, i
 static char *runs_script(struct run *r, int n)
 {
     GString *s = g_string_new("");
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++) { /* a run drawn with its trainers: its job's line bold */
         data_blocks(s, &r[k], k);
-        g_string_append_printf(s, "set style line %d lc rgb '%s' dt %d lw 2 pt %d ps 0.8\n", k + 1,
-                               colours[r[k].colour], r[k].dash + 1, 7 + 2 * (r[k].dash % 4));
+        g_string_append_printf(s, "set style line %d lc rgb '%s' dt %d lw %d pt %d ps 0.8\n",
+                               k + 1, colours[r[k].colour], r[k].dash + 1, r[k].n_each ? 3 : 2,
+                               7 + 2 * (r[k].dash % 4));
+        for (int t = 0; t < r[k].n_each; t++)
+            g_string_append_printf(s, "set style line %d lc rgb '%s' dt 1 lw 1\n",
+                                   trainer_style(t), colours[(r[k].colour + 1 + t) % N_COLOURS]);
     }
     g_string_append_printf(s, "set datafile missing 'NaN'\nset grid\nunset key\n"
                            "set multiplot layout 3,2 title 'shadowsync: %d run%s' font ',13'\n",
@@ -456,9 +494,27 @@ static char *runs_script(struct run *r, int n)
         g_string_append_printf(s, "%s NaN with linespoints ls %d title ", k ? ", \\\n    " : "plot",
                                k + 1);
         plot_quote(s, r[k].label);
+        for (int t = 0; t < r[k].n_each; t++) {
+            char *l = g_strdup_printf("%s trainer %d", r[k].label, t);
+            g_string_append_printf(s, ", \\\n    NaN with lines ls %d title ", trainer_style(t));
+            plot_quote(s, l);
+            g_free(l);
+        }
     }
     g_string_append(s, "\nunset multiplot\n");
     return g_string_free(s, FALSE);
+}
+
+/* How many trainers a trainers.csv has rows of (at most 64). */
+static int trainers_in(const struct table *t)
+{
+    int most = 0, c = column(t, "trainer");
+    for (int i = 0; c >= 0 && i < t->rows; i++) {
+        double v = cell(t, i, c);
+        if (v >= 0 && v < 64 && v + 1 > most)
+            most = (int)v + 1;
+    }
+    return most;
 }
 
 int trainer_plot(const char *const *dirs, int n, const char *png, struct ss_err *e)
@@ -469,6 +525,8 @@ int trainer_plot(const char *const *dirs, int n, const char *png, struct ss_err 
         rc = load_run(&r[loaded], dirs[loaded], e);
     if (rc == 0) {
         style_runs(r, n);
+        if (n == 1) /* one run: its trainers' lines too (several: the jobs' alone) */
+            r[0].n_each = trainers_in(&r[0].each);
         char *script = runs_script(r, n);
         rc = plot_gnuplot(png, 1500, 1350, script, e);
         g_free(script);
