@@ -4,7 +4,8 @@
 # (its magic bytes, its size in pixels and bytes), the legend naming each
 # run's algorithm/mode/trainers in the gnuplot script written beside it and
 # a curve per run in every panel; output.plot's own plot.png, a cluster
-# job's from its master; without gnuplot, plot names the package and a
+# job's from its master with a line per trainer from its trainers.csv (and
+# a run of one trainer's without one); without gnuplot, plot names the package and a
 # training with output.plot = true still succeeds, with a warning.
 BIN=${BIN:-${BUILD:-build}/shadowsync}
 T=$(mktemp -d)
@@ -47,10 +48,28 @@ if command -v gnuplot > /dev/null; then
     check "output.plot = true: the run's own plot.png (and plot.gp), said at the end" own_plot
     $BIN plot $T/easgd > /dev/null 2>&1
     check "plot of one run: RUN_DIR/plot.png by default" is_png $T/easgd/plot.png 1500 1350
-    cluster clu sync.algo=ma output.plot=true
+    check "plot of several runs: the jobs' lines alone, no trainer's" \
+        sh -c "! grep -q 'trainer 0' $T/both.gp"
+    cluster clu sync.algo=ma output.plot=true output.log_interval_s=0.05
     rc=$?
     check "output.plot in a cluster job: the master plots the job's curves ($rc)" \
         sh -c "[ $rc = 0 ] && [ -s $T/clu/plot.png ] && grep -q \"title 'ma/shadow/2 trainers x 1 worker'\" $T/clu/plot.gp"
+    # trainers.csv: the master writes each trainer's reports as they come
+    each_rows() { awk -F, -v t=$2 'NR > 1 && $2 == t && $3 > 0' $1/trainers.csv | wc -l; }
+    check "cluster job: trainers.csv has rows of trainer 0 ($(each_rows $T/clu 0)) and 1 ($(each_rows $T/clu 1))" \
+        sh -c "head -1 $T/clu/trainers.csv | grep -qx 'elapsed_s,trainer,examples,eps,train_ne,syncs_per_s,sync_gap' && [ $(each_rows $T/clu 0) -ge 1 ] && [ $(each_rows $T/clu 1) -ge 1 ]"
+    last=$(awk -F, 'NR > 1 { n[$2] = $3 } END { print n[0] + n[1] }' $T/clu/trainers.csv)
+    check "cluster job: the trainers' last rows add up to the job's examples ($last)" \
+        sh -c "[ '$last' = 20000 ]"
+    check "cluster job: its plot has a line per trainer, titled, in train NE, EPS, syncs/s and sync gap" \
+        sh -c "grep -q \"title 'ma/shadow/2 trainers x 1 worker trainer 0'\" $T/clu/plot.gp && grep -q \"title 'ma/shadow/2 trainers x 1 worker trainer 1'\" $T/clu/plot.gp && [ \$(grep -c '^ *\\\$p0_1 using' $T/clu/plot.gp) = 4 ]"
+    check "one process of 2 trainers: trainers.csv, and a line per trainer in its own plot" \
+        sh -c "[ $(each_rows $T/easgd 1) -ge 1 ] && grep -q \"trainer 1'\" $T/easgd/plot.gp"
+    train one --set job.trainers=1
+    $BIN plot $T/one > /dev/null 2>&1
+    rc=$?
+    one_plot() { [ $rc = 0 ] && [ ! -e $T/one/trainers.csv ] && is_png $T/one/plot.png 1500 1350 && ! grep -q 'trainer 0' $T/one/plot.gp; }
+    check "one trainer (no trainers.csv, as an older run's): plots the job's lines as before ($rc)" one_plot
 else
     echo "SKIP plot: the pictures: gnuplot is not installed here (apt-get install gnuplot-nox)"
 fi
