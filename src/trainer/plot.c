@@ -2,8 +2,10 @@
  * PNG, one line per run. A run's progress.csv gives train NE against
  * examples, EPS, syncs/s and the sync gap against time, its eval.csv the
  * eval NE against examples, its config.ini the legend (algorithm/mode/
- * trainers x workers). A cluster job's master writes the same files with
- * the figures summed over every trainer, so its picture is made alike.
+ * trainers x workers), its trainers.csv (several trainers) a line per
+ * trainer where the run is drawn alone. A cluster job's master writes the
+ * same files (progress.csv's figures summed over every trainer), so its
+ * picture is made alike.
  *
  * Drawn by gnuplot (Debian's gnuplot-nox, pngcairo terminal) fed through a
  * pipe, not by pixels of our own: axes, ticks, legends and antialiased
@@ -365,12 +367,19 @@ static void number(GString *s, double v)
 static const char *const prog_cols[] = {"elapsed_s", "examples", "eps", "train_ne",
                                         "syncs_per_s", "sync_gap"};
 
-/* The rows of t (trainer's own where trainer >= 0) as a block's lines. */
+/* The rows of t (trainer's own where trainer >= 0) as a block's lines; a
+ * blank line where its examples go back (a resume's trainers count anew),
+ * so that gnuplot breaks the line there. */
 static void prog_rows(GString *s, const struct table *t, int trainer)
 {
+    double last = 0;
     for (int i = 0; i < t->rows; i++) {
         if (trainer >= 0 && cell(t, i, column(t, "trainer")) != trainer)
             continue;
+        double ex = cell(t, i, column(t, "examples"));
+        if (ex < last)
+            g_string_append_c(s, '\n');
+        last = ex;
         for (int c = 0; c < 6; c++)
             number(s, cell(t, i, column(t, prog_cols[c])));
         g_string_append_c(s, '\n');
