@@ -238,7 +238,7 @@ static void test_refusals(void)
     struct row_req r = {DIM, 0, NULL, NULL, NULL, NULL, 1, &tab, &row, &have, 0, &ck, v};
     CHECK(l->ops->rows(l, &r, &e) < 0 && strstr(e.msg, "clocks"),
           "rows of tables that keep no clocks: refused", "%s", e.msg);
-    static const struct emb_client_ops no_rows = {"no rows", NULL, NULL, NULL, NULL, NULL, 0};
+    static const struct emb_client_ops no_rows = {"no rows", NULL, NULL, NULL, NULL, NULL};
     struct emb_client plain = {&no_rows, NULL};
     CHECK(emb_client_cache(&plain, 0, &cfg, &lay, 1, NULL) == NULL,
           "a cache needs an inner client that serves rows", "%s", "made one");

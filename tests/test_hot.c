@@ -212,7 +212,7 @@ static void count_free(struct emb_client *c)
 }
 
 static const struct emb_client_ops counting_ops = {"counting", count_lookup, count_push,
-                                                   count_free, NULL, NULL, 0};
+                                                   count_free, NULL, NULL};
 
 /* bags[i][t]: up to 3 ids, -1 ends */
 static void fill(struct batch *b, int n, const int64_t bags[][2][3])

@@ -56,7 +56,7 @@ static void fake_free(struct emb_client *c)
 }
 
 static const struct emb_client_ops fake_ops = {"fake", fake_lookup, fake_push, fake_free,
-                                               NULL, NULL, 0};
+                                               NULL, NULL};
 
 static struct ss_config cfg;
 static struct model_layout lay;

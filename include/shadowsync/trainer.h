@@ -30,16 +30,12 @@ struct emb_client_ops {
     /* Sends on whatever the client holds back (a cache's updates); a worker
      * calls it before a checkpoint and at its end. NULL: nothing held. */
     int (*flush)(struct emb_client *c, struct ss_err *e);
-    /* Pools weighted bags (libsvm values other than 1; struct batch's wts). */
-    int weighs;
 };
 struct emb_client {
     const struct emb_client_ops *ops;
     void *impl;
 };
 struct emb_client *emb_client_local(struct emb_tables *t);
-/* 0, or a failure naming c when b holds weights c does not carry. */
-int emb_client_weighs(const struct emb_client *c, const struct batch *b, struct ss_err *e);
 
 /* Hot embeddings (emb_hot.c, DESIGN §9): a trainer's replica of the hot
  * rows, slot i at rows[i*dim] with its row-wise Adagrad state at acc[i]. */

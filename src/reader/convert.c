@@ -60,8 +60,6 @@ static int writer_begin(struct shard_writer *w, const struct schema *s, struct s
 
 static int writer_example(struct shard_writer *w, const struct batch *b, int i, struct ss_err *e)
 {
-    if (b->weighted && !(w->h.flags & SHARD_FLAG_WEIGHTS))
-        return ss_fail(e, SS_EINVAL, "a weighted batch from data that is not libsvm");
     const int nd = b->n_dense, T = b->n_tables;
     const int32_t *off = b->off + (size_t)i * (size_t)T;
     size_t k = (size_t)(off[T] - off[0]);

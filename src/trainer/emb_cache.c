@@ -248,8 +248,7 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
     }
     if (r->n > 0)
         c->st->bytes_sent += plain_bytes(r, d);
-    if ((rc = emb_client_weighs(c->inner, r, e)) < 0 ||
-        (rc = emb_part_lookup(c->inner, &c->rest, b->n, out, e)) < 0)
+    if ((rc = emb_part_lookup(c->inner, &c->rest, b->n, out, e)) < 0)
         return rc;
     int64_t hits = 0;
     for (int i = 0; i < b->n; i++)
@@ -261,9 +260,12 @@ SS_HOGWILD static int cache_lookup(struct emb_client *ec, const struct batch *b,
                     continue;
                 hits += !c->meta[s].got;
                 const float *v = val_of(c, s);
-                float w = batch_wt(b, (size_t)k);
-                for (int q = 0; q < d; q++)
-                    o[q] += w * v[q];
+                if (b->weighted) /* libsvm values: the row times its id's weight */
+                    for (int q = 0; q < d; q++)
+                        o[q] += b->wts[k] * v[q];
+                else
+                    for (int q = 0; q < d; q++)
+                        o[q] += v[q];
             }
         }
     c->st->lookups += (int64_t)ids;
@@ -368,7 +370,7 @@ void cache_stats_add(struct cache_stats *to, const struct cache_stats *from)
 }
 
 static const struct emb_client_ops cache_ops = {"embedding cache", cache_lookup, cache_push,
-                                                cache_free, NULL, cache_flush, 1};
+                                                cache_free, NULL, cache_flush};
 
 int64_t emb_cache_rows(const struct ss_config *c, const struct model_layout *l)
 {

@@ -397,7 +397,7 @@ static void des_free(struct emb_client *c)
     free(c);
 }
 
-static const struct emb_client_ops des_ops = {"des", des_lookup, des_push, des_free, NULL, NULL, 1};
+static const struct emb_client_ops des_ops = {"des", des_lookup, des_push, des_free, NULL, NULL};
 
 struct emb_client *emb_client_des(struct exchange *x, const struct placement *pl, int dim,
                                   struct emb_tables *mine, const struct des_hooks *hooks,

@@ -78,9 +78,7 @@ SS_HOGWILD static int hot_lookup(struct emb_client *ec, const struct batch *b, f
     int T = b->n_tables, d = h->r.set->dim;
     split(h, b);
     const struct batch *c = &h->cold.b;
-    int rc = emb_client_weighs(h->inner, c, e);
-    if (rc == 0)
-        rc = emb_part_lookup(h->inner, &h->cold, b->n, out, e);
+    int rc = emb_part_lookup(h->inner, &h->cold, b->n, out, e);
     if (rc < 0)
         return rc;
     for (size_t p = 0; p < h->n_pairs; p++) {
@@ -163,7 +161,7 @@ void hot_stats_add(struct hot_stats *to, const struct hot_stats *from)
 }
 
 static const struct emb_client_ops hot_ops = {"hot rows", hot_lookup, hot_push, hot_close, NULL,
-                                                hot_flush, 1};
+                                                hot_flush};
 
 struct emb_client *emb_client_hot(struct emb_client *inner, int own_inner,
                                   const struct hot_replica *r, int cap, struct hot_stats *st)

@@ -32,22 +32,11 @@ static void local_free(struct emb_client *c)
 }
 
 static const struct emb_client_ops local_ops = {"in-process", local_lookup, local_push, local_free,
-                                                  local_rows, NULL, 1};
+                                                  local_rows, NULL};
 
 struct emb_client *emb_client_local(struct emb_tables *t)
 {
     struct emb_client *c = ss_xcalloc(1, sizeof *c);
     *c = (struct emb_client){&local_ops, t};
     return c;
-}
-
-int emb_client_weighs(const struct emb_client *c, const struct batch *b, struct ss_err *e)
-{
-    if (!b->weighted || c->ops->weighs)
-        return 0;
-    return ss_fail(e, SS_EINVAL, "the data holds feature values other than 1 (libsvm's "
-                   "weighted bags), which the tables in the trainer's own process pool; "
-                   "the %s embedding client does not carry them yet: train in the embedded default "
-                   "without hot_embeddings and embedding_cache, or write the values as 1",
-                   c->ops->name);
 }

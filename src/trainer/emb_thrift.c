@@ -349,7 +349,7 @@ static int thrift_rows(struct emb_client *c, const struct row_req *r, struct ss_
 }
 
 static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free,
-                                                   thrift_rows, NULL, 1};
+                                                   thrift_rows, NULL};
 
 int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim,
                       const struct emb_endpoint *ps, const char *token, int timeout_ms,

@@ -166,8 +166,7 @@ static void *eval_part_run(void *arg)
         }
         if ((rc = reader_next(p->rd, &b, &p->err)) < 0 || b.n == 0)
             break;
-        if ((rc = emb_client_weighs(p->emb, &b, &p->err)) < 0 ||
-            (rc = p->emb->ops->lookup(p->emb, &b, sc.emb, &p->err)) < 0)
+        if ((rc = p->emb->ops->lookup(p->emb, &b, sc.emb, &p->err)) < 0)
             break;
         model_pool_scale(l, &b, sc.emb);
         model_forward(l, p->params, &b, &sc);

@@ -62,10 +62,7 @@ int step_train(struct step *st, struct emb_client *emb, struct batch *b, float r
                struct ne_acc *scored, double t[3], struct ss_err *e)
 {
     st->examples += b->n;
-    int rc = emb_client_weighs(emb, b, e);
-    if (rc < 0)
-        return rc;
-    rc = emb->ops->lookup(emb, b, st->emb, e);
+    int rc = emb->ops->lookup(emb, b, st->emb, e);
     if (rc < 0)
         return rc;
     t[0] = ss_now();
