@@ -72,7 +72,7 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c tests
 FUZZ    := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: all test demo deps clean asan tsan bench fuzz fuzz-targets
-all: $(BUILD)/shadowsync $(GPU_LIB) $(BUILD)/libshadowsync_gpusim.so $(TESTS) $(BUILD)/rpc_bench $(BUILD)/reader_bench $(BUILD)/dense_bench
+all: $(BUILD)/shadowsync $(GPU_LIB) $(BUILD)/libshadowsync_gpusim.so $(TESTS) $(BUILD)/rpc_bench $(BUILD)/reader_bench $(BUILD)/dense_bench $(BUILD)/tests/libslowread.so
 
 # Thrift code is generated at build time, never committed (DESIGN layout).
 $(GEN_SRC) &: src/rpc/shadowsync.thrift tools/thrift-fixup
@@ -120,6 +120,12 @@ $(BUILD)/tests/%: tests/%.c tests/check.h tests/layout.h tests/rpc_check.h $(BUI
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	@$(CC) $(CFLAGS) $< $(BUILD)/libshadowsync.a -o $@ $(LDLIBS)
+
+# a hung file system for e2e_hang (LD_PRELOAD: no sanitizer, which would want to come first)
+$(BUILD)/tests/libslowread.so: tests/slowread.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	@$(CC) -std=c11 -O2 -Wall -Wextra -fPIC -shared $< -o $@ -ldl
 
 $(BUILD)/rpc_bench $(BUILD)/reader_bench $(BUILD)/dense_bench: $(BUILD)/%: tools/%.c $(BUILD)/libshadowsync.a
 	@echo "  LINK    $@"

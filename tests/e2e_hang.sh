@@ -11,6 +11,8 @@
 #   data.eval with no writer: the wait is named after a few seconds, and
 #   one SIGTERM ends it within 2 s: the training as at a stop (status 75,
 #   its examples trained and saved), the eval failed, naming the pipe.
+# - D5: the same for a file whose read never returns (a hung file system,
+#   tests/slowread.c), and --resume then trains every example once.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 . tests/lib.sh
@@ -33,20 +35,38 @@ sjob() { # NAME [section.key=value ...]; EXTRA: more arguments (--resume)
 pid_of() { for p in $(pgrep -f "output.dir=$T/$1 "); do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo $p; return; }; done; }
 
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
-# d4 NAME KEY WRITER: a run whose KEY is the FIFO $T/NAME.fifo, fed by
-# WRITER (none: no writer), stopped by one SIGTERM once it says it waits:
-# sets took (ms from the SIGTERM to its end) and rc
-d4() {
-    _f=$T/$1.fifo; mkfifo $_f; _w=
-    [ "$3" != none ] && { sh -c "$3; exec sleep 60" > $_f & _w=$!; }
-    _sets="--set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set $2=$_f"
-    $BIN train configs/tiny.ini $_sets --set output.dir=$T/$1 > $T/$1.log 2>&1 &
+# stop1 NAME PATTERN CMD...: CMD in the background until its log
+# ($T/NAME.log) says PATTERN, then one SIGTERM: sets took (ms from it to
+# CMD's end) and rc
+stop1() {
+    _n=$1; _pat=$2; shift 2
+    "$@" > $T/$_n.log 2>&1 &
     _p=$!
-    for _i in $(seq 1 200); do grep -q "$_f: a pipe with nothing to read" $T/$1.log && break; sleep 0.1; done
+    for _i in $(seq 1 200); do grep -q "$_pat" $T/$_n.log && break; sleep 0.1; done
     _t0=$(ms); kill -TERM $_p
     for _i in $(seq 1 100); do kill -0 $_p 2> /dev/null || break; sleep 0.05; done
     took=$(( $(ms) - _t0 )); kill -9 $_p 2> /dev/null; wait $_p; rc=$?
+}
+# d4 NAME KEY WRITER: a run whose KEY is the FIFO $T/NAME.fifo, fed by
+# WRITER (none: no writer), stopped by one SIGTERM once it says it waits
+d4() {
+    _f=$T/$1.fifo; mkfifo $_f; _w=
+    [ "$3" != none ] && { sh -c "$3; exec sleep 60" > $_f & _w=$!; }
+    stop1 $1 "$_f: a pipe with nothing to read" $BIN train configs/tiny.ini \
+        --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set $2=$_f \
+        --set output.dir=$T/$1
     [ -n "$_w" ] && kill $_w 2> /dev/null
+}
+# d5 NAME KEY AFTER: a run whose KEY's read hangs for ever (tests/slowread.c:
+# not even a signal ends it, as on a hard-mounted NFS share) once AFTER
+# bytes of it are read, stopped by one SIGTERM once it says it waits
+d5() {
+    _f=$(realpath $T/d/${2#data.}.tsv)
+    stop1 $1 "$_f: a read has not returned for 3 s" env SLOWREAD_PATH=$_f SLOWREAD_AFTER=$3 \
+        LD_PRELOAD=$BUILD/tests/libslowread.so $BIN train configs/tiny.ini \
+        --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/$1 \
+        --set checkpoint.dir=$T/$1-ck --set checkpoint.interval_s=1 \
+        --set data.collision_check_batches=0 # (the start-up pass would meet the hang first)
 }
 step "D4: a FIFO as data.train whose writer goes silent after 3000 lines"
 d4 d4t data.train "head -3000 $T/d/train.tsv"
@@ -60,6 +80,24 @@ check "D4: data.eval's pipe with no writer is named, one SIGTERM ends the run in
     sh -c "grep -q 'a pipe with nothing to read for 3 s: waiting for a writer' $T/d4e.log && [ $took -le 2000 ] && [ $rc = 1 ]"
 check "D4: the eval is named as stopped, the model kept" \
     sh -c "grep -q 'data.eval: $T/d4e.fifo: stopped (SIGTERM) while waiting on it, a pipe, after 0 examples: not scored; the training.s model and figures' $T/d4e.log && [ -s $T/d4e/model/dense.bin ]"
+
+step "D5: data.train's file system hangs in a read after 4 MiB"
+d5 d5t data.train 4194304
+M=$T/d5t/metrics.json
+check "D5: the hung read is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 75 ($rc)" \
+    sh -c "grep -q 'train.tsv: stopped (SIGTERM) while a read of it had not returned' $T/d5t.log && [ $took -le 2000 ] && [ $rc = 75 ]"
+E=$(json examples $M 2>/dev/null)
+check "D5: what it read before is trained and saved (${E:-no} examples), stopped_by SIGTERM" \
+    sh -c "[ '${E:-0}' -gt 0 ] && [ '${E:-0}' -lt $N ] && grep -q '\"stopped_by\": \"SIGTERM\"' $M && [ -s $T/d5t/model/dense.bin ]"
+$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+    --set output.dir=$T/d5r --set checkpoint.dir=$T/d5t-ck --resume $T/d5t-ck > $T/d5r.log 2>&1
+rc=$?
+E=$(json examples $T/d5r/metrics.json 2>/dev/null)
+check "D5: --resume trains every example once (${E:-none} of $N)" sh -c "[ $rc = 0 ] && [ '$E' = $N ]"
+step "D5: data.eval's file system hangs in its second read (its first is the start-up probe's)"
+d5 d5e data.eval 1
+check "D5: data.eval's hung read is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 1 ($rc)" \
+    sh -c "grep -q 'data.eval: .*eval.tsv: stopped (SIGTERM) while waiting on it, a read that had not returned, after [0-9]* examples: not scored' $T/d5e.log && [ $took -le 2000 ] && [ $rc = 1 ] && [ -s $T/d5e/model/dense.bin ]"
 
 step "D1: embedding PS 0 stalled for $((2 * RPC)) s after the second checkpoint"
 # (3 passes over the data: the second checkpoint comes ~4 s in, where one pass of it

@@ -67,7 +67,8 @@ int schema_from_config(struct schema *s, const struct ss_config *c, const char *
 
 struct reader_stats {
     int64_t examples, bad_lines, files_done;
-    int stopped; /* a wait on a pipe ended by this signal (ss_halt_raised), else 0 */
+    int stopped; /* a wait on a pipe or a read ended by this signal (ss_halt_raised), else 0 */
+    int stuck;   /* ...a read that had not returned (else a pipe with nothing to read) */
 };
 
 struct reader;

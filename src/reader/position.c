@@ -125,6 +125,9 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
             }
         } else {
             rc = reader_text_open(r, e);
+            if (rc == READ_STOPPED)
+                rc = ss_fail(e, SS_EIO, "%s: stopped (%s) while opening it", r->files[r->cur],
+                             ss_halt_sig_name(r->stopped));
             if (rc == 0)
                 rc = pos_same_size(r, p, e);
             if (rc == 0 && r->gz) { /* inflates up to it (the skip is done at the next read) */

@@ -17,7 +17,9 @@
  * record with no parsing. A pipe (a FIFO, a socket) is opened without
  * blocking and polled, so a wait for its writer says what it waits on and
  * ends on a signal (ss_halt_raised): the reader then hands out nothing
- * more, as at its end, and reader_stats says why. example_id = (file
+ * more, as at its end, and reader_stats says why. Any other file's open
+ * and reads run on the reader's io thread (io.c), so a read that never
+ * returns (a hung file system) ends on a signal the same way. example_id = (file
  * index << 40) | (0-based line or record index). With data.epochs (reader_set_epochs) the files are read
  * that many times in the same order, the pass kept in positions. An error
  * (I/O, corrupt shard) is sticky: every later call returns it too. */
@@ -108,12 +110,9 @@ static const char *not_text_kind(int fd)
     return NULL;
 }
 
-/* fd of file f, opened as text: an error naming what it is instead. */
-static int text_kind_check(int fd, const char *f, struct ss_err *e)
+/* File f, opened as text, is of that kind (not_text_kind): an error naming it. */
+static int text_kind_fail(const char *kind, const char *f, struct ss_err *e)
 {
-    const char *kind = not_text_kind(fd);
-    if (!kind)
-        return 0;
     if (!strcmp(kind, "shard"))
         return ss_fail(e, SS_EFORMAT, "%s: a binary shard (it starts with SSHARD) read as "
                        "text: shards are known by their name, *.bin", f);
@@ -136,7 +135,8 @@ static int text_files_check(const struct reader *r, struct ss_err *e)
         int fd = open(r->files[i], O_RDONLY | O_CLOEXEC), rc;
         if (fd < 0)
             return ss_fail(e, SS_EIO, "%s: %s", r->files[i], strerror(errno));
-        rc = text_kind_check(fd, r->files[i], e);
+        const char *kind = not_text_kind(fd);
+        rc = kind ? text_kind_fail(kind, r->files[i], e) : 0;
         close(fd);
         if (rc < 0)
             return rc;
@@ -144,19 +144,40 @@ static int text_files_check(const struct reader *r, struct ss_err *e)
     return 0;
 }
 
+/* On the reader's io thread: files[cur] opened, and its first bytes told. */
+static int open_job(void *arg)
+{
+    struct reader *r = arg;
+    int fd = r->op.fd = open(r->op.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO's
+                                                                          * open waits for no writer */
+    r->op.err = errno;
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    r->op.is_pipe = fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+    if (!r->op.is_pipe)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    r->op.kind = not_text_kind(fd);
+    r->op.gz = !r->op.kind && is_gzip_fd(fd);
+    return 0;
+}
+
 int reader_text_open(struct reader *r, struct ss_err *e)
 {
     const char *f = r->files[r->cur];
-    r->fd = open(f, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO's open waits for no writer */
-    if (r->fd < 0)
-        return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
-    struct stat st;
-    r->is_pipe = fstat(r->fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+    r->op.path = f;
+    int rc = io_call(&r->io, open_job, r, f);
+    if (rc == READ_STOPPED) {
+        r->stopped = ss_halt_raised();
+        return rc;
+    }
+    if (rc < 0)
+        return ss_fail(e, SS_EIO, "%s: %s", f, strerror(r->op.err));
+    r->fd = r->op.fd;
+    r->is_pipe = r->op.is_pipe;
     r->pipe_said = 0;
-    if (!r->is_pipe)
-        fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) & ~O_NONBLOCK);
-    posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    int kind_rc = text_kind_check(r->fd, f, e);
+    int kind_rc = r->op.kind ? text_kind_fail(r->op.kind, f, e) : 0;
     if (kind_rc < 0) {
         close(r->fd);
         r->fd = -1;
@@ -164,7 +185,7 @@ int reader_text_open(struct reader *r, struct ss_err *e)
     }
     r->gz = NULL;
     r->gz_in = 0;
-    if (is_gzip_fd(r->fd)) {
+    if (r->op.gz) {
         if (!(r->gz = gzdopen(r->fd, "rb"))) {
             close(r->fd);
             r->fd = -1;
@@ -221,6 +242,32 @@ static int gz_trailing(struct reader *r)
     return isize > r->file_read;
 }
 
+/* On the reader's io thread: the read under way (r->rd). */
+static int read_job(void *arg)
+{
+    struct reader *r = arg;
+    r->rd.k = r->rd.gz ? gzread(r->rd.gz, r->rd.dst, (unsigned)r->rd.n)
+                       : read(r->rd.fd, r->rd.dst, r->rd.n);
+    r->rd.err = errno;
+    return 0;
+}
+
+/* read(2) (or gzread) of the current file into dst, on the io thread: its
+ * value (errno set), or -READ_STOPPED when a stop gave it up. */
+static ssize_t io_read(struct reader *r, char *dst, size_t n)
+{
+    r->rd.fd = r->fd;
+    r->rd.gz = r->gz;
+    r->rd.dst = dst;
+    r->rd.n = n;
+    if (io_call(&r->io, read_job, r, r->files[r->cur]) == READ_STOPPED) {
+        r->stopped = ss_halt_raised();
+        return -READ_STOPPED;
+    }
+    errno = r->rd.err;
+    return r->rd.k;
+}
+
 /* Inflates more into buf[end..): a truncated or corrupt stream is an error
  * naming the file, never a quiet end. zlib drops what a call inflated when
  * it fails (a bad CRC at the stream's end, say), so the room is filled in
@@ -232,7 +279,9 @@ static int gz_fill(struct reader *r, struct ss_err *e)
     int k = 0, zerr = Z_OK;
     while (got < room) {
         unsigned ask = (unsigned)(room - got < GZ_STEP ? room - got : GZ_STEP);
-        if ((k = gzread(r->gz, r->buf + r->end + got, ask)) <= 0)
+        if ((k = (int)io_read(r, r->buf + r->end + got, ask)) == -READ_STOPPED)
+            return READ_STOPPED;
+        if (k <= 0)
             break;
         got += (size_t)k;
     }
@@ -289,7 +338,10 @@ static int text_fill(struct reader *r, struct ss_err *e)
     for (;;) {
         if (r->is_pipe && pipe_wait(r))
             return READ_STOPPED;
-        ssize_t k = read(r->fd, r->buf + r->end, r->buf_cap - r->end);
+        ssize_t k = r->is_pipe ? read(r->fd, r->buf + r->end, r->buf_cap - r->end)
+                               : io_read(r, r->buf + r->end, r->buf_cap - r->end);
+        if (k == -READ_STOPPED)
+            return READ_STOPPED;
         if (k < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (k < 0)
@@ -447,7 +499,7 @@ static int text_take(struct reader *r, struct scratch *w, int want, int may_wait
                 return 0;
             int rc = reader_text_open(r, e);
             if (rc)
-                return rc;
+                return rc < 0 ? rc : 0; /* (READ_STOPPED: what was taken is handed out) */
             r->is_open = 1;
         }
         char *line = NULL;
@@ -730,6 +782,7 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     r->report_bad = report_bad > 0 ? report_bad : 0;
     r->fd = -1;
     r->epochs = 1;
+    io_init(&r->io);
     int binary = s->format == FMT_BINARY;
     int rc = reader_list_files(path, binary ? PICK_BINARY : PICK_TEXT, &r->files, &r->n_files, e);
     char **all;
@@ -746,6 +799,7 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     if (!rc)
         rc = binary ? check_shards(r, e) : text_files_check(r, e);
     if (rc) {
+        io_close(&r->io);
         reader_free_files(r->files, r->n_files);
         free(r);
         return rc;
@@ -961,6 +1015,7 @@ void reader_stats(struct reader *r, struct reader_stats *st)
     st->bad_lines = r->bad_lines;
     st->files_done = r->files_done;
     st->stopped = r->stopped;
+    st->stuck = r->io.stuck;
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -999,7 +1054,7 @@ uint64_t reader_bytes_done(struct reader *r)
 
 void reader_close(struct reader *r)
 {
-    if (!r)
+    if (!r || io_close(&r->io)) /* a read given up on a stop keeps the reader (the run ends) */
         return;
     if (r->is_open) {
         if (r->map)

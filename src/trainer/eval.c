@@ -305,8 +305,9 @@ int trainer_eval(const struct model_layout *l, const float *params, struct emb_c
     struct reader_stats st;
     reader_stats(rd, &st);
     if (rc == 0 && st.stopped) /* not a score of part of the data */
-        rc = ss_fail(e, SS_EIO, "%s: stopped (%s) while waiting on it, a pipe, after %lld "
+        rc = ss_fail(e, SS_EIO, "%s: stopped (%s) while waiting on it, %s, after %lld "
                      "examples: not scored", path, ss_halt_sig_name(st.stopped),
+                     st.stuck ? "a read that had not returned" : "a pipe",
                      (long long)st.examples);
     if (rc == 0)
         r->bad_lines = st.bad_lines, r->nan_preds = nan_preds;
