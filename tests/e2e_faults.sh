@@ -20,7 +20,8 @@
 #   trainer;
 # - a flood of 1,100 idle tokenless connections to an embedding PS starves
 #   none of the job's checkpoints (tests/flood_conns.py); a service that
-#   stalls in a checkpoint's save is named within twice job.rpc_timeout_s.
+#   stalls in a checkpoint's save is named within twice job.rpc_timeout_s,
+#   and so is a reader service that stalls between checkpoints.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -280,4 +281,26 @@ check "a sync PS stalled in a checkpoint's save: named within 0.5 s + 2 x job.rp
     sh -c "[ -n '$victim' ] && [ $took -le 4500 ] && grep -q '^shadowsync: a checkpoint failed, training goes on (the last good one is kept): sync_ps 0 (rank 2 on [^)]*) at [^ ]*: save failed: no answer within job.rpc_timeout_s = 2 s, and [^ ]*center-0.bin did not grow meanwhile (the service has stalled)' $T/stall-save.log"
 check "a sync PS stalled in a save, then continued: the job ends well, its final checkpoint written" \
     sh -c "[ \"\$(cat $T/stall-save.rc)\" = 0 ] && grep -q 'meta examples $((2 * N))\$' \$(ls -d $T/ck-ss/ckpt-* | tail -1)/MANIFEST"
+
+# a reader service that stalls (SIGSTOP) once a checkpoint is written, the
+# next due in 0.5 s (issue 30, D2: a stalled reader was named only once it
+# went on): the next batch's pull or the next save meets it, and either
+# names it within 2 x job.rpc_timeout_s; --resume then trains every example once
+RS="job.embedding_ps=1 job.readers=1 job.rpc_timeout_s=2 trainer.batch_size=32 checkpoint.dir=$T/ck-sr checkpoint.interval_s=0.5"
+(job stall-reader 3 $RS; echo $? > $T/stall-reader.rc) &
+wait_ckpt $T/ck-sr
+for i in $(seq 1 50); do victim=$(pid_of stall-reader 2); [ -n "$victim" ] && break; sleep 0.1; done
+t0=$(ms)
+[ -n "$victim" ] && kill -STOP $victim
+for i in $(seq 1 400); do grep -q 'reader 0 (rank 2 on [^)]*) at [^ ]*: [a-z_ ]* failed: no answer within job.rpc_timeout_s' $T/stall-reader.log && break; sleep 0.05; done
+took=$(( $(ms) - t0 ))
+[ -n "$victim" ] && kill -CONT $victim
+wait %1
+check "a reader service stalled after a checkpoint: named within 0.5 s + 2 x job.rpc_timeout_s ($took ms), the job failed" \
+    sh -c "[ -n '$victim' ] && [ $took -le 4500 ] && [ \"\$(cat $T/stall-reader.rc)\" != 0 ]"
+EXTRA="--resume $T/ck-sr" job stall-reader-resumed 3 $RS
+rc=$?
+E=$(json examples $T/stall-reader-resumed/metrics.json 2>/dev/null)
+check "a reader service stalled after a checkpoint: --resume trains every example once (${E:-none} of $N)" \
+    sh -c "[ $rc = 0 ] && [ '$E' = $N ]"
 [ $failed = 0 ] || dump
