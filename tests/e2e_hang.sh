@@ -12,7 +12,8 @@
 #   one SIGTERM ends it within 2 s: the training as at a stop (status 75,
 #   its examples trained and saved), the eval failed, naming the pipe.
 # - D5: the same for a file whose read never returns (a hung file system,
-#   tests/slowread.c), and --resume then trains every example once.
+#   tests/slowread.c), text or a binary shard's mapping, and --resume then
+#   trains every example once.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 . tests/lib.sh
@@ -57,16 +58,24 @@ d4() {
         --set output.dir=$T/$1
     [ -n "$_w" ] && kill $_w 2> /dev/null
 }
-# d5 NAME KEY AFTER: a run whose KEY's read hangs for ever (tests/slowread.c:
-# not even a signal ends it, as on a hard-mounted NFS share) once AFTER
-# bytes of it are read, stopped by one SIGTERM once it says it waits
+# d5 NAME FILE AFTER [--set ...]: a run whose FILE's reads hang for ever
+# (tests/slowread.c: not even a signal ends them, as on a hard-mounted NFS
+# share) past its first AFTER bytes, stopped by one SIGTERM once it says it
+# waits
 d5() {
-    _f=$(realpath $T/d/${2#data.}.tsv)
-    stop1 $1 "$_f: a read has not returned for 3 s" env SLOWREAD_PATH=$_f SLOWREAD_AFTER=$3 \
+    _n=$1; _f=$(realpath $2); _a=$3; shift 3
+    stop1 $_n "$_f: a read has not returned for 3 s" env SLOWREAD_PATH=$_f SLOWREAD_AFTER=$_a \
         LD_PRELOAD=$BUILD/tests/libslowread.so $BIN train configs/tiny.ini \
-        --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/$1 \
-        --set checkpoint.dir=$T/$1-ck --set checkpoint.interval_s=1 \
-        --set data.collision_check_batches=0 # (the start-up pass would meet the hang first)
+        --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/$_n \
+        --set checkpoint.dir=$T/$_n-ck --set checkpoint.interval_s=1 \
+        --set data.collision_check_batches=0 "$@" # (the start-up pass would meet the hang first)
+}
+# d5_resumed NAME [--set ...]: d5's NAME resumed (no hang): sets rc
+d5_resumed() {
+    _n=$1; shift
+    $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+        --set output.dir=$T/$_n-r --set checkpoint.dir=$T/$_n-ck --resume $T/$_n-ck "$@" > $T/$_n-r.log 2>&1
+    rc=$?
 }
 step "D4: a FIFO as data.train whose writer goes silent after 3000 lines"
 d4 d4t data.train "head -3000 $T/d/train.tsv"
@@ -81,21 +90,29 @@ check "D4: data.eval's pipe with no writer is named, one SIGTERM ends the run in
 check "D4: the eval is named as stopped, the model kept" \
     sh -c "grep -q 'data.eval: $T/d4e.fifo: stopped (SIGTERM) while waiting on it, a pipe, after 0 examples: not scored; the training.s model and figures' $T/d4e.log && [ -s $T/d4e/model/dense.bin ]"
 
+# d5_check NAME FILE: the checks of a d5 run of data.train and its resume
+d5_check() {
+    _c=$1; M=$T/$1/metrics.json; E=$(json examples $M 2>/dev/null)
+    check "D5 $1: the hung read is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 75 ($rc)" \
+        sh -c "grep -q '$2: stopped (SIGTERM) while a read of it had not returned' $T/$1.log && [ $took -le 2000 ] && [ $rc = 75 ]"
+    check "D5 $1: what it read before is trained and saved (${E:-no} examples), stopped_by SIGTERM" \
+        sh -c "[ '${E:-0}' -gt 0 ] && [ '${E:-0}' -lt $N ] && grep -q '\"stopped_by\": \"SIGTERM\"' $M && [ -s $T/$1/model/dense.bin ]"
+    shift 2
+    d5_resumed $_c "$@"
+    E=$(json examples $T/$_c-r/metrics.json 2>/dev/null)
+    check "D5 $_c: --resume trains every example once (${E:-none} of $N)" sh -c "[ $rc = 0 ] && [ '$E' = $N ]"
+}
 step "D5: data.train's file system hangs in a read after 4 MiB"
-d5 d5t data.train 4194304
-M=$T/d5t/metrics.json
-check "D5: the hung read is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 75 ($rc)" \
-    sh -c "grep -q 'train.tsv: stopped (SIGTERM) while a read of it had not returned' $T/d5t.log && [ $took -le 2000 ] && [ $rc = 75 ]"
-E=$(json examples $M 2>/dev/null)
-check "D5: what it read before is trained and saved (${E:-no} examples), stopped_by SIGTERM" \
-    sh -c "[ '${E:-0}' -gt 0 ] && [ '${E:-0}' -lt $N ] && grep -q '\"stopped_by\": \"SIGTERM\"' $M && [ -s $T/d5t/model/dense.bin ]"
-$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
-    --set output.dir=$T/d5r --set checkpoint.dir=$T/d5t-ck --resume $T/d5t-ck > $T/d5r.log 2>&1
-rc=$?
-E=$(json examples $T/d5r/metrics.json 2>/dev/null)
-check "D5: --resume trains every example once (${E:-none} of $N)" sh -c "[ $rc = 0 ] && [ '$E' = $N ]"
+d5 d5t $T/d/train.tsv 4194304
+d5_check d5t train.tsv
+step "D5: binary shards: a page of data.train's mapping hangs after 8 MiB"
+$BIN convert configs/tiny.ini --in $T/d/train.tsv --out $T/bin > /dev/null 2>&1
+$BIN convert configs/tiny.ini --in $T/d/eval.tsv --out $T/binev > /dev/null 2>&1
+SHARDS="--set data.format=binary --set data.train=$T/bin --set data.eval=$T/binev"
+d5 d5s $T/bin/part-00000.bin 8388608 $SHARDS
+d5_check d5s part-00000.bin $SHARDS
 step "D5: data.eval's file system hangs in its second read (its first is the start-up probe's)"
-d5 d5e data.eval 1
+d5 d5e $T/d/eval.tsv 1
 check "D5: data.eval's hung read is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 1 ($rc)" \
     sh -c "grep -q 'data.eval: .*eval.tsv: stopped (SIGTERM) while waiting on it, a read that had not returned, after [0-9]* examples: not scored' $T/d5e.log && [ $took -le 2000 ] && [ $rc = 1 ] && [ -s $T/d5e/model/dense.bin ]"
 

@@ -132,11 +132,19 @@ struct reader {
         const char *path;
         int fd, err, is_pipe, gz;
         const char *kind; /* not_text_kind's */
+        struct ss_err e;  /* a shard's: */
+        struct shard_header hdr;
+        const unsigned char *map;
+        size_t map_len;
     } op;
+    struct {
+        size_t from, to;
+    } tc; /* the shard's bytes being faulted in on io */
 
     /* binary */
     const unsigned char *map;
     size_t map_len, at;
+    size_t touched; /* map[0, touched) faulted in on io (shard_touch) */
     uint64_t rec, ids_left;
     struct shard_header hdr;
 };

@@ -77,6 +77,12 @@ static int pos_not_line_start(struct reader *r, const struct reader_pos *p, stru
                    r->gz ? " of its uncompressed text" : "");
 }
 
+static int stopped_opening(struct reader *r, struct ss_err *e)
+{
+    return ss_fail(e, SS_EIO, "%s: stopped (%s) while opening it", r->files[r->cur],
+                   ss_halt_sig_name(r->stopped));
+}
+
 int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
 {
     if (p->magic != READER_POS_MAGIC && p->magic != READER_POS_MAGIC_FILES)
@@ -109,6 +115,8 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
     if (p->is_open && p->cur < r->n_files) {
         if (r->s.format == FMT_BINARY) {
             rc = reader_shard_open(r, e);
+            if (rc == READ_STOPPED)
+                rc = stopped_opening(r, e);
             if (rc == 0)
                 rc = pos_same_size(r, p, e);
             if (rc == 0 && (p->offset < SHARD_HEADER_BYTES || (size_t)p->offset > r->map_len ||
@@ -126,8 +134,7 @@ int reader_seek(struct reader *r, const struct reader_pos *p, struct ss_err *e)
         } else {
             rc = reader_text_open(r, e);
             if (rc == READ_STOPPED)
-                rc = ss_fail(e, SS_EIO, "%s: stopped (%s) while opening it", r->files[r->cur],
-                             ss_halt_sig_name(r->stopped));
+                rc = stopped_opening(r, e);
             if (rc == 0)
                 rc = pos_same_size(r, p, e);
             if (rc == 0 && r->gz) { /* inflates up to it (the skip is done at the next read) */

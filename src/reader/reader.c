@@ -599,34 +599,87 @@ static int text_fill_batch(struct reader *r, struct batch *b, struct ss_err *e)
 
 /* ---- binary ---------------------------------------------------------- */
 
-int reader_shard_open(struct reader *r, struct ss_err *e)
+/* On the reader's io thread: files[cur] opened, checked and mapped (r->op). */
+static int shard_open_job(void *arg)
 {
-    const char *f = r->files[r->cur];
+    struct reader *r = arg;
+    const char *f = r->op.path;
+    struct ss_err *e = &r->op.e;
     int fd = open(f, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(errno));
     uint64_t size;
-    int rc = reader_shard_check(f, fd, &r->hdr, &size, e);
-    if (!rc && (r->hdr.n_dense != (uint32_t)r->s.n_dense ||
-                r->hdr.n_tables != (uint32_t)r->s.n_cat))
+    int rc = reader_shard_check(f, fd, &r->op.hdr, &size, e);
+    if (!rc && (r->op.hdr.n_dense != (uint32_t)r->s.n_dense ||
+                r->op.hdr.n_tables != (uint32_t)r->s.n_cat))
         rc = ss_fail(e, SS_EFORMAT,
                      "%s: shard has %u dense and %u categorical features, expected %d and %d", f,
-                     r->hdr.n_dense, r->hdr.n_tables, r->s.n_dense, r->s.n_cat);
+                     r->op.hdr.n_dense, r->op.hdr.n_tables, r->s.n_dense, r->s.n_cat);
     if (!rc) {
         void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             rc = ss_fail(e, SS_EIO, "%s: mmap: %s", f, strerror(errno));
         } else {
             madvise(m, (size_t)size, MADV_SEQUENTIAL);
-            r->map = m;
-            r->map_len = (size_t)size;
-            r->at = SHARD_HEADER_BYTES;
-            r->rec = 0;
-            r->ids_left = r->hdr.total_ids;
+            r->op.map = m;
+            r->op.map_len = (size_t)size;
         }
     }
     close(fd);
     return rc;
+}
+
+int reader_shard_open(struct reader *r, struct ss_err *e)
+{
+    r->op.path = r->files[r->cur];
+    int rc = io_call(&r->io, shard_open_job, r, r->op.path);
+    if (rc == READ_STOPPED) {
+        r->stopped = ss_halt_raised();
+        return rc;
+    }
+    if (rc < 0) {
+        *e = r->op.e;
+        return rc;
+    }
+    r->hdr = r->op.hdr;
+    r->map = r->op.map;
+    r->map_len = r->op.map_len;
+    r->at = r->touched = SHARD_HEADER_BYTES;
+    r->rec = 0;
+    r->ids_left = r->hdr.total_ids;
+    return 0;
+}
+
+/* On the reader's io thread: the pages of map[tc.from, tc.to) read once,
+ * so that their faults (a read of the file) happen here. */
+static int touch_job(void *arg)
+{
+    struct reader *r = arg;
+    volatile unsigned char sum = 0;
+    for (size_t at = r->tc.from; at < r->tc.to; at += 4096)
+        sum += r->map[at];
+    if (r->tc.to > r->tc.from)
+        sum += r->map[r->tc.to - 1];
+    (void)sum;
+    return 0;
+}
+
+/* The shard's bytes up to `to` faulted in by the io thread (SHARD_TOUCH at
+ * a time), so that a file system that hangs holds that thread, not the
+ * caller: 0, or READ_STOPPED. */
+#define SHARD_TOUCH (4u << 20)
+static int shard_touch(struct reader *r, size_t to)
+{
+    if (to <= r->touched)
+        return 0;
+    r->tc.from = r->touched > r->at ? r->touched : r->at;
+    r->tc.to = to + SHARD_TOUCH < r->map_len ? to + SHARD_TOUCH : r->map_len;
+    if (io_call(&r->io, touch_job, r, r->files[r->cur]) == READ_STOPPED) {
+        r->stopped = ss_halt_raised();
+        return READ_STOPPED;
+    }
+    r->touched = r->tc.to;
+    return 0;
 }
 
 static void shard_close(struct reader *r)
@@ -657,13 +710,13 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
 {
     const int nd = r->s.n_dense, T = r->s.n_cat;
     const size_t fixed = (size_t)shard_record_fixed((uint32_t)nd, (uint32_t)T);
-    while (b->n < b->cap && more(r)) {
+    while (b->n < b->cap && more(r) && !r->stopped) {
         if (!r->is_open) {
             if (r->cur >= r->n_files && !next_pass(r))
                 return 0;
             int rc = reader_shard_open(r, e);
             if (rc)
-                return rc;
+                return rc < 0 ? rc : 0; /* (READ_STOPPED: what was taken is handed out) */
             r->is_open = 1;
         }
         if (r->rec == r->hdr.examples) {
@@ -676,6 +729,8 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
         const size_t idb = (size_t)shard_id_bytes(r->hdr.flags); /* per id: 8, or 12 weighed */
         if (r->map_len - r->at < fixed)
             return corrupt(r, e);
+        if (shard_touch(r, r->at + fixed))
+            return 0;
         int take = mine(r);
         const unsigned char *lens = p + 4 + 4 * (size_t)nd;
         uint64_t k = 0;
@@ -686,6 +741,8 @@ static int binary_fill_batch(struct reader *r, struct batch *b, struct ss_err *e
         }
         if (k > r->ids_left || (r->map_len - r->at - fixed) / idb < k)
             return corrupt(r, e);
+        if (shard_touch(r, r->at + fixed + idb * (size_t)k))
+            return 0;
         if (!take) {
             r->at += fixed + idb * (size_t)k;
             r->bytes_done += fixed + idb * k;
