@@ -266,17 +266,25 @@ check "a flood: the job exits 0, every checkpoint written ($(json checkpoints $M
 # twice job.rpc_timeout_s (the save took 10 times that); continued, the job
 # goes on, writes its final checkpoint and exits 0
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
-(job stall-save 3 job.embedding_ps=1 job.sync_ps=1 sync.algo=easgd sync.mode=foreground \
-    sync.gap=1000000 job.rpc_timeout_s=2 trainer.batch_size=32 data.epochs=2 \
-    checkpoint.dir=$T/ck-ss checkpoint.interval_s=0.5; echo $? > $T/stall-save.rc) &
-wait_ckpt $T/ck-ss
-for i in $(seq 1 50); do victim=$(pid_of stall-save 2); [ -n "$victim" ] && break; sleep 0.1; done
-t0=$(ms)
-[ -n "$victim" ] && kill -STOP $victim
-for i in $(seq 1 400); do grep -q 'checkpoint failed' $T/stall-save.log && break; sleep 0.05; done
-took=$(( $(ms) - t0 ))
-[ -n "$victim" ] && kill -CONT $victim
-wait %1
+# stall NAME CKPT_DIR PATTERN JOB_ARGS...: job NAME in the background, its
+# rank 2 stopped (SIGSTOP) once CKPT_DIR has a checkpoint, until its log
+# says PATTERN (at most 20 s), then continued: sets victim, took (ms to
+# PATTERN); NAME.rc holds the job's status
+stall() {
+    _n=$1; _ck=$2; _pat=$3; shift 3
+    (job $_n "$@"; echo $? > $T/$_n.rc) &
+    wait_ckpt $_ck
+    for i in $(seq 1 50); do victim=$(pid_of $_n 2); [ -n "$victim" ] && break; sleep 0.1; done
+    t0=$(ms)
+    [ -n "$victim" ] && kill -STOP $victim
+    for i in $(seq 1 400); do grep -q "$_pat" $T/$_n.log && break; sleep 0.05; done
+    took=$(( $(ms) - t0 ))
+    [ -n "$victim" ] && kill -CONT $victim
+    wait
+}
+stall stall-save $T/ck-ss 'checkpoint failed' 3 job.embedding_ps=1 job.sync_ps=1 sync.algo=easgd \
+    sync.mode=foreground sync.gap=1000000 job.rpc_timeout_s=2 trainer.batch_size=32 data.epochs=2 \
+    checkpoint.dir=$T/ck-ss checkpoint.interval_s=0.5
 check "a sync PS stalled in a checkpoint's save: named within 0.5 s + 2 x job.rpc_timeout_s ($took ms)" \
     sh -c "[ -n '$victim' ] && [ $took -le 4500 ] && grep -q '^shadowsync: a checkpoint failed, training goes on (the last good one is kept): sync_ps 0 (rank 2 on [^)]*) at [^ ]*: save failed: no answer within job.rpc_timeout_s = 2 s, and [^ ]*center-0.bin did not grow meanwhile (the service has stalled)' $T/stall-save.log"
 check "a sync PS stalled in a save, then continued: the job ends well, its final checkpoint written" \
@@ -287,15 +295,7 @@ check "a sync PS stalled in a save, then continued: the job ends well, its final
 # went on): the next batch's pull or the next save meets it, and either
 # names it within 2 x job.rpc_timeout_s; --resume then trains every example once
 RS="job.embedding_ps=1 job.readers=1 job.rpc_timeout_s=2 trainer.batch_size=32 checkpoint.dir=$T/ck-sr checkpoint.interval_s=0.5"
-(job stall-reader 3 $RS; echo $? > $T/stall-reader.rc) &
-wait_ckpt $T/ck-sr
-for i in $(seq 1 50); do victim=$(pid_of stall-reader 2); [ -n "$victim" ] && break; sleep 0.1; done
-t0=$(ms)
-[ -n "$victim" ] && kill -STOP $victim
-for i in $(seq 1 400); do grep -q 'reader 0 (rank 2 on [^)]*) at [^ ]*: [a-z_ ]* failed: no answer within job.rpc_timeout_s' $T/stall-reader.log && break; sleep 0.05; done
-took=$(( $(ms) - t0 ))
-[ -n "$victim" ] && kill -CONT $victim
-wait %1
+stall stall-reader $T/ck-sr 'reader 0 (rank 2 on [^)]*) at [^ ]*: [a-z_ ]* failed: no answer within job.rpc_timeout_s' 3 $RS
 check "a reader service stalled after a checkpoint: named within 0.5 s + 2 x job.rpc_timeout_s ($took ms), the job failed" \
     sh -c "[ -n '$victim' ] && [ $took -le 4500 ] && [ \"\$(cat $T/stall-reader.rc)\" != 0 ]"
 EXTRA="--resume $T/ck-sr" job stall-reader-resumed 3 $RS
