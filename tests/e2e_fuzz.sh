@@ -1,18 +1,19 @@
 #!/bin/sh
 # The fuzz targets (tests/fuzz, built by `make fuzz` with clang, libFuzzer,
 # ASan and UBSan), bounded for CI: FUZZ_RUNS executions each (default
-# 100000, in at most FUZZ_SECONDS, default 30) from the seed corpora in tests/fuzz/corpus, then every input the
+# 100000, in at most FUZZ_SECONDS, default 12; docs/benchmarks.md has the long runs
+# and their command) from the seed corpora in tests/fuzz/corpus, then every input the
 # run kept is replayed with LeakSanitizer on. Any crash, sanitizer report,
 # timeout or leak fails. SKIP_FUZZ=1 skips.
 [ -n "$SKIP_FUZZ" ] && { echo "PASS fuzzing skipped (SKIP_FUZZ set)"; exit 0; }
 command -v clang > /dev/null || { echo "FAIL fuzzing: clang is not installed (tools/install-deps)"; exit 0; }
 RUNS=${FUZZ_RUNS:-100000}
-SECS=${FUZZ_SECONDS:-30}   # and at most this long each, whatever the machine
+SECS=${FUZZ_SECONDS:-12}   # and at most this long each, whatever the machine
 T=$(mktemp -d)
 trap 'rm -rf "$T" /tmp/ss_fuzz_saves' EXIT
 export TMPDIR=$T   # the reader target's data file (fuzz_tmp): this run's own
 mkdir -p /tmp/ss_fuzz_saves   # where the seeds' save requests write
-if ! make -s fuzz > $T/build.log 2>&1; then
+if ! make -s -j"$(nproc)" fuzz > $T/build.log 2>&1; then
     echo "FAIL fuzz: build failed"; tail -20 $T/build.log; exit 0
 fi
 export G_SLICE=always-malloc UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -22,7 +22,7 @@ export TSAN_OPTIONS="suppressions=$(pwd)/tests/tsan.supp halt_on_error=1"
 for kind in asan tsan; do
     B=build-$kind
     rm -rf $T/ck $T/ckh $T/ckc $T/ckd $T/ckg # a run on an earlier run's checkpoints is refused
-    if ! make -s $kind > $T/$kind-build.log 2>&1; then
+    if ! make -s -j"$(nproc)" $kind > $T/$kind-build.log 2>&1; then
         echo "FAIL $kind: build failed"; tail -20 $T/$kind-build.log; continue
     fi
     for t in $B/tests/test_*; do
