@@ -17,7 +17,9 @@ if ! make -s -j"$(nproc)" fuzz > $T/build.log 2>&1; then
     echo "FAIL fuzz: build failed"; tail -20 $T/build.log; exit 0
 fi
 export G_SLICE=always-malloc UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-for f in build-fuzz/fuzz/fuzz_*; do
+# one_target FILE: its bounded run, then its kept inputs replayed
+one_target() {
+    f=$1
     t=$(basename $f)
     mkdir -p $T/$t
     ASAN_OPTIONS=detect_leaks=0 timeout -k 10 900 $f $T/$t tests/fuzz/corpus/$t -runs=$RUNS -max_total_time=$SECS -timeout=10 \
@@ -28,7 +30,7 @@ for f in build-fuzz/fuzz/fuzz_*; do
         echo "PASS fuzz $t: $done_line"
     else
         echo "FAIL fuzz $t (rc $rc)"; grep -E 'ERROR|SUMMARY|#[0-9]+ ' $T/$t.log | head -20
-        continue
+        return
     fi
     # every kept input again, with LeakSanitizer and whole stacks (its
     # suppressions name Thrift's per-connection leak by our caller)
@@ -41,4 +43,14 @@ for f in build-fuzz/fuzz/fuzz_*; do
     else
         echo "FAIL fuzz $t: leak or error replaying its inputs"; grep -E 'ERROR|SUMMARY|leak of|#[0-9]+ ' $T/$t-leaks.log | head -20
     fi
+}
+# two targets at a time (each runs on one core), their lines in order
+set -- build-fuzz/fuzz/fuzz_*
+while [ $# -gt 0 ]; do
+    one_target $1 > $T/$(basename $1).out 2>&1 &
+    [ $# -gt 1 ] && { one_target $2 > $T/$(basename $2).out 2>&1 & }
+    wait
+    cat $T/$(basename $1).out; [ $# -gt 1 ] && cat $T/$(basename $2).out
+    shift; [ $# -gt 0 ] && shift
 done
+
