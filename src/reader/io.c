@@ -9,6 +9,7 @@
  * so, and reader_close leaves the reader to it. */
 #include "internal.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,6 +18,12 @@
 static void *io_main(void *arg)
 {
     struct io *io = arg;
+    sigset_t all; /* a signal for the process must not wait on a thread held in a read */
+    sigfillset(&all);
+    int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}; /* its own faults */
+    for (size_t i = 0; i < sizeof sync_sigs / sizeof *sync_sigs; i++)
+        sigdelset(&all, sync_sigs[i]);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     pthread_mutex_lock(&io->mu);
     for (;;) {
         while (!io->fn && !io->quit)
