@@ -144,6 +144,16 @@ static int text_files_check(const struct reader *r, struct ss_err *e)
     return 0;
 }
 
+/* fn(r) on the reader's io thread, for files[cur]: fn's value, or
+ * READ_STOPPED when a stop gave it up (the reader then stops). */
+static int on_io(struct reader *r, int (*fn)(void *))
+{
+    int rc = io_call(&r->io, fn, r, r->files[r->cur]);
+    if (rc == READ_STOPPED)
+        r->stopped = ss_halt_raised();
+    return rc;
+}
+
 /* On the reader's io thread: files[cur] opened, and its first bytes told. */
 static int open_job(void *arg)
 {
@@ -167,11 +177,9 @@ int reader_text_open(struct reader *r, struct ss_err *e)
 {
     const char *f = r->files[r->cur];
     r->op.path = f;
-    int rc = io_call(&r->io, open_job, r, f);
-    if (rc == READ_STOPPED) {
-        r->stopped = ss_halt_raised();
+    int rc = on_io(r, open_job);
+    if (rc == READ_STOPPED)
         return rc;
-    }
     if (rc < 0)
         return ss_fail(e, SS_EIO, "%s: %s", f, strerror(r->op.err));
     r->fd = r->op.fd;
@@ -260,10 +268,8 @@ static ssize_t io_read(struct reader *r, char *dst, size_t n)
     r->rd.gz = r->gz;
     r->rd.dst = dst;
     r->rd.n = n;
-    if (io_call(&r->io, read_job, r, r->files[r->cur]) == READ_STOPPED) {
-        r->stopped = ss_halt_raised();
+    if (on_io(r, read_job) == READ_STOPPED)
         return -READ_STOPPED;
-    }
     errno = r->rd.err;
     return r->rd.k;
 }
@@ -632,11 +638,9 @@ static int shard_open_job(void *arg)
 int reader_shard_open(struct reader *r, struct ss_err *e)
 {
     r->op.path = r->files[r->cur];
-    int rc = io_call(&r->io, shard_open_job, r, r->op.path);
-    if (rc == READ_STOPPED) {
-        r->stopped = ss_halt_raised();
+    int rc = on_io(r, shard_open_job);
+    if (rc == READ_STOPPED)
         return rc;
-    }
     if (rc < 0) {
         *e = r->op.e;
         return rc;
@@ -674,10 +678,8 @@ static int shard_touch(struct reader *r, size_t to)
         return 0;
     r->tc.from = r->touched > r->at ? r->touched : r->at;
     r->tc.to = to + SHARD_TOUCH < r->map_len ? to + SHARD_TOUCH : r->map_len;
-    if (io_call(&r->io, touch_job, r, r->files[r->cur]) == READ_STOPPED) {
-        r->stopped = ss_halt_raised();
+    if (on_io(r, touch_job) == READ_STOPPED)
         return READ_STOPPED;
-    }
     r->touched = r->tc.to;
     return 0;
 }
