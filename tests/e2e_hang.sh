@@ -14,6 +14,11 @@
 # - D5: the same for a file whose read never returns (a hung file system,
 #   tests/slowread.c), text or a binary shard's mapping, and --resume then
 #   trains every example once.
+# - D6: checkpoint.dir's file system dies (its writes, opens, fsyncs never
+#   return) in a periodic checkpoint, or in the final one after the stop:
+#   one SIGTERM ends the run within 2 s, the write named; the complete
+#   checkpoints are kept, the model saved where output.dir is on another
+#   mount, and --resume trains every example once.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 . tests/lib.sh
@@ -115,6 +120,40 @@ step "D5: data.eval's file system hangs in its second read (its first is the sta
 d5 d5e $T/d/eval.tsv 1
 check "D5: data.eval's hung read is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 1 ($rc)" \
     sh -c "grep -q 'data.eval: .*eval.tsv: stopped (SIGTERM) while waiting on it, a read that had not returned, after [0-9]* examples: not scored' $T/d5e.log && [ $took -le 2000 ] && [ $rc = 1 ] && [ -s $T/d5e/model/dense.bin ]"
+
+# d6 NAME AFTER PATTERN [--set ...]: a run whose checkpoint.dir ($T/NAME-ck)
+# dies once AFTER bytes were written there, stopped by one SIGTERM once its
+# log says PATTERN
+d6() {
+    _n=$1; _a=$2; _p=$3; shift 3
+    stop1 $_n "$_p" env SLOWWRITE_DIR=$T/$_n-ck SLOWWRITE_AFTER=$_a SLOWWRITE_MARK=$T/$_n.dead \
+        LD_PRELOAD=$BUILD/tests/libslowread.so $BIN train configs/tiny.ini \
+        --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/$_n \
+        --set checkpoint.dir=$T/$_n-ck --set data.collision_check_batches=0 --set data.epochs=10 "$@"
+}
+# output.dir on another mount than $T's (whose file system the run sees die)
+O=/dev/shm/ss-hang-$$
+[ -d /dev/shm ] && [ "$(stat -c %d /dev/shm)" != "$(stat -c %d $T)" ] || O=
+step "D6: checkpoint.dir's file system dies in the second checkpoint${O:+ (output.dir on /dev/shm)}"
+d6 d6p 1500000 "a write has made no progress for 3 s" --set checkpoint.interval_s=1 ${O:+--set output.dir=$O}
+check "D6: the hung write is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 75 ($rc)" \
+    sh -c "[ -f $T/d6p.dead ] && grep -q 'ckpt-000002.tmp/tables.bin: stopped (SIGTERM) while a write to it had made no progress' $T/d6p.log && [ $took -le 2000 ] && [ $rc = 75 ]"
+check "D6: the checkpoint before it is kept, the run's resume names it" \
+    sh -c "[ -s $T/d6p-ck/ckpt-000001/MANIFEST ] && [ ! -e $T/d6p-ck/ckpt-000002 ] && grep -q 'continues from checkpoint.dir = $T/d6p-ck, its last good checkpoint' $T/d6p.log"
+if [ -n "$O" ]; then
+    check "D6: the model is saved on the other mount, stopped_by SIGTERM" \
+        sh -c "[ -s $O/model/dense.bin ] && grep -q '\"stopped_by\": \"SIGTERM\"' $O/metrics.json"
+else
+    check "D6: the model on the same mount is named as not saved" grep -q "the model is not saved" $T/d6p.log
+fi
+rm -rf "$O"
+d5_resumed d6p --set data.epochs=10
+E=$(json examples $T/d6p-r/metrics.json 2>/dev/null)
+check "D6: --resume trains every example once (${E:-none} of $((10 * N)))" sh -c "[ $rc = 0 ] && [ '$E' = $((10 * N)) ]"
+step "D6: checkpoint.dir's file system dies in the final checkpoint, after the stop"
+d6 d6f 500000 "examples .*eps" --set checkpoint.interval_s=0
+check "D6: one SIGTERM ends the run in ${took} ms (bound 2000): the final checkpoint's hung write given up, nothing kept, status 1 ($rc)" \
+    sh -c "[ -f $T/d6f.dead ] && grep -q 'the final checkpoint failed, the run ends without it (none has been written yet): .*stopped (SIGTERM) while a write to it had made no progress for 1.0 s' $T/d6f.log && grep -q 'neither a checkpoint nor the model could be written (above): nothing of this run is kept' $T/d6f.log && [ $took -le 2000 ] && [ $rc = 1 ]"
 
 step "D1: embedding PS 0 stalled for $((2 * RPC)) s after the second checkpoint"
 # (3 passes over the data: the second checkpoint comes ~4 s in, where one pass of it

@@ -4,9 +4,19 @@
  * it (as they do not end a read on a hard-mounted NFS share). A mapping of
  * it (mmap) hangs the same way at the first touch of a page past those
  * bytes (they are mapped PROT_NONE, and the fault's handler never returns).
- * The shim creates the file SLOWREAD_MARK when it starts to hang. */
+ * The shim creates the file SLOWREAD_MARK when it starts to hang.
+ *
+ * Writes: once SLOWWRITE_AFTER bytes in all have been written (write(2))
+ * to files under the directory SLOWWRITE_DIR (absolute), the file system
+ * there dies: the write that would pass them, and from then on every
+ * open, mkdir, rename, unlink, stat, read, write or fsync of a path or a
+ * file under it never returns, signals or not. It creates SLOWWRITE_MARK
+ * when it dies. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
+#include <stdarg.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -36,15 +46,143 @@ static long long after(void)
     return atoll(a ? a : "0");
 }
 
-static void hang(void)
+static void hang_marking(const char *mark_env)
 {
-    const char *mark = getenv("SLOWREAD_MARK");
+    const char *mark = getenv(mark_env);
     if (mark)
         close(open(mark, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
     for (;;) { /* an EINTR ends a nap, never the hang */
         struct timespec nap = {1, 0};
         nanosleep(&nap, NULL);
     }
+}
+
+static void hang(void)
+{
+    hang_marking("SLOWREAD_MARK");
+}
+
+/* ---- the dying file system of SLOWWRITE_DIR ---- */
+static int dead;
+static long long written;
+
+static int under_dir(const char *path)
+{
+    const char *d = getenv("SLOWWRITE_DIR");
+    size_t n = d ? strlen(d) : 0;
+    return n && path && strncmp(path, d, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+static int fd_under_dir(int fd)
+{
+    char link[64], at[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t k = readlink(link, at, sizeof at - 1);
+    if (k <= 0)
+        return 0;
+    at[k] = '\0';
+    return under_dir(at);
+}
+
+static void die_if_dead(const char *path)
+{
+    if (__atomic_load_n(&dead, __ATOMIC_SEQ_CST) && under_dir(path))
+        hang_marking("SLOWWRITE_MARK");
+}
+
+static void die_if_dead_fd(int fd)
+{
+    if (__atomic_load_n(&dead, __ATOMIC_SEQ_CST) && fd_under_dir(fd))
+        hang_marking("SLOWWRITE_MARK");
+}
+
+#define REAL(ret, name, ...)                                                                       \
+    static ret (*real)(__VA_ARGS__);                                                               \
+    if (!real)                                                                                     \
+        real = (ret (*)(__VA_ARGS__))dlsym(RTLD_NEXT, name)
+
+ssize_t write(int fd, const void *buf, size_t n)
+{
+    REAL(ssize_t, "write", int, const void *, size_t);
+    if (getenv("SLOWWRITE_DIR") && fd > 2 && fd_under_dir(fd)) {
+        const char *a = getenv("SLOWWRITE_AFTER");
+        if (__atomic_add_fetch(&written, (long long)n, __ATOMIC_SEQ_CST) > atoll(a ? a : "0"))
+            __atomic_store_n(&dead, 1, __ATOMIC_SEQ_CST);
+        die_if_dead_fd(fd);
+    }
+    return real(fd, buf, n);
+}
+
+int fsync(int fd)
+{
+    REAL(int, "fsync", int);
+    die_if_dead_fd(fd);
+    return real(fd);
+}
+
+int fdatasync(int fd)
+{
+    REAL(int, "fdatasync", int);
+    die_if_dead_fd(fd);
+    return real(fd);
+}
+
+int open(const char *path, int flags, ...)
+{
+    REAL(int, "open", const char *, int, ...);
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+    die_if_dead(path);
+    return real(path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...)
+{
+    REAL(int, "open64", const char *, int, ...);
+    va_list ap;
+    va_start(ap, flags);
+    mode_t mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+    die_if_dead(path);
+    return real(path, flags, mode);
+}
+
+int mkdir(const char *path, mode_t mode)
+{
+    REAL(int, "mkdir", const char *, mode_t);
+    die_if_dead(path);
+    return real(path, mode);
+}
+
+int rename(const char *from, const char *to)
+{
+    REAL(int, "rename", const char *, const char *);
+    die_if_dead(from);
+    die_if_dead(to);
+    return real(from, to);
+}
+
+int unlink(const char *path)
+{
+    REAL(int, "unlink", const char *);
+    die_if_dead(path);
+    return real(path);
+}
+
+int stat(const char *path, struct stat *st)
+{
+    REAL(int, "stat", const char *, struct stat *);
+    die_if_dead(path);
+    return real(path, st);
+}
+
+DIR *opendir(const char *path)
+{
+    REAL(DIR *, "opendir", const char *);
+    die_if_dead(path);
+    return real(path);
 }
 
 ssize_t read(int fd, void *buf, size_t n)
@@ -54,6 +192,7 @@ ssize_t read(int fd, void *buf, size_t n)
         real = (ssize_t (*)(int, void *, size_t))dlsym(RTLD_NEXT, "read");
     if (is_target(fd) && lseek(fd, 0, SEEK_CUR) >= after())
         hang();
+    die_if_dead_fd(fd);
     return real(fd, buf, n);
 }
 

@@ -12,6 +12,7 @@
 #define SHADOWSYNC_CORE_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +23,8 @@
 #define SS_VERSION "0.1.0"
 
 /* ---- errors ---------------------------------------------------------- */
-enum { SS_OK = 0, SS_EINVAL = -1, SS_EIO = -2, SS_ENOMEM = -3, SS_EFORMAT = -4, SS_ESTATE = -5 };
+enum { SS_OK = 0, SS_EINVAL = -1, SS_EIO = -2, SS_ENOMEM = -3, SS_EFORMAT = -4, SS_ESTATE = -5,
+       SS_ESTOPPED = -6 /* a write given up on a stop (ss_file_call) */ };
 
 struct ss_err {
     int code;
@@ -126,6 +128,53 @@ int ss_mkdir_p(const char *dir, struct ss_err *e); /* mkdir -p, naming the part 
  * it passes. Fails naming key when another process holds it. */
 int ss_dir_lock(const char *key, const char *dir, const char *name, struct ss_err *e);
 void ss_log(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* stderr, with a prefix */
+
+/* ---- file calls a stop can give up (src/core/io.c) --------------------
+ * fn(arg) runs on the io's thread while ss_io_call waits; once a signal
+ * has come (ss_halt_raised; or ss_io_end) and the call has made no progress for
+ * give_up_s (since it began or its last ss_io_step, which fn calls on
+ * the io's thread), it is given up: SS_IO_STOPPED, and the io is stuck
+ * (arg is the call's from then on: never free it). A call without
+ * progress for SS_IO_NOTE_S is named once on stderr (file). */
+#define SS_IO_NOTE_S 3.0
+#define SS_IO_POLL_MS 200 /* how soon a wait sees a signal */
+enum { SS_IO_STOPPED = 3 };
+struct ss_io {
+    pthread_t th;
+    int started, quit, writes;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    int (*fn)(void *); /* the call under way, NULL when none */
+    void *arg;
+    int rc;
+    double give_up_s, step_at; /* the call's last progress (ss_now) */
+    int stuck;                 /* a call was given up: the thread keeps what it points at */
+    double stuck_s;            /* how long it had made no progress then */
+};
+void ss_io_init(struct ss_io *io, int writes, double give_up_s); /* writes: its notes' words */
+int ss_io_call(struct ss_io *io, int (*fn)(void *), void *arg, const char *file);
+void ss_io_step(void);
+/* After it, a call is given up as after a signal: a service's save still
+ * under way when the job has ended (nobody waits for it). */
+void ss_io_end(void);
+const char *ss_io_stop_name(void); /* what stopped them: "SIGTERM", "the job's end" */
+int ss_io_close(struct ss_io *io); /* 1 when stuck (the io itself is then left alone) */
+/* The process's writes of its state (checkpoints, the model) run on one
+ * io, a call at a time. ss_file_call runs fn on a copy of job (size
+ * bytes), copied back after; a stop gives up a call without progress for
+ * 1 s, and the ones after it for a path on the same mount fail at once:
+ * SS_ESTOPPED, e naming path.
+ * ss_write_file writes path whole from its spans, 4 MiB a step, and
+ * (sync) fsyncs it (a given-up call keeps its copy of the spans: their
+ * bytes it only hands to write(2)). */
+struct ss_span {
+    const void *p;
+    size_t n;
+};
+int ss_file_call(int (*fn)(void *job, struct ss_err *e), void *job, size_t size,
+                 const char *path, struct ss_err *e);
+int ss_write_file(const char *path, const struct ss_span *parts, int n, int sync,
+                  struct ss_err *e);
 
 /* ---- the cluster job's waits and aborts (DESIGN §2; src/core/waits.c) --
  * How a rank of a cluster job waits on the others and ends the job when

@@ -57,6 +57,7 @@ static int hash_file(const char *path, uint64_t *bytes, uint64_t *hash, struct s
         for (size_t i = words * 8; i < (size_t)k; i++)
             h = (h ^ ((unsigned char *)buf)[i]) * 0x100000001B3ull;
         n += (uint64_t)k;
+        ss_io_step();
     }
     int rc = k < 0 ? ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno)) : 0;
     close(fd);
@@ -82,6 +83,7 @@ static int fsync_path(const char *path, struct ss_err *e)
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st, (void)flag, (void)ftw;
+    ss_io_step();
     return remove(p);
 }
 
@@ -176,24 +178,40 @@ static void make_room(const char *dir, const long *seq, int n)
                 free_bytes / 1e6, tree_bytes / 1e6);
 }
 
-int ckpt_begin(struct ckpt **out, const char *dir, struct ss_err *e)
+/* The file system's calls of a checkpoint run on the process's writer
+ * (ss_file_call): a stop gives up one that hangs. */
+struct begin_job {
+    char dir[4096], final[4200], tmp[4300];
+};
+
+static int begin_job(void *arg, struct ss_err *e)
 {
-    int rc = ss_mkdir_p(dir, e);
+    struct begin_job *b = arg;
+    int rc = ss_mkdir_p(b->dir, e);
     if (rc < 0)
         return rc;
     long seq[1024];
-    int n = list_ckpts(dir, seq, 1024);
-    make_room(dir, seq, n);
-    struct ckpt *k = ss_xcalloc(1, sizeof *k);
-    snprintf(k->dir, sizeof k->dir, "%s", dir);
-    snprintf(k->final, sizeof k->final, "%s/ckpt-%06ld", dir, n ? seq[0] + 1 : 1);
-    snprintf(k->tmp, sizeof k->tmp, "%s.tmp", k->final);
-    rm_tree(k->tmp);
-    if (mkdir(k->tmp, 0755) != 0) {
-        rc = ss_fail(e, SS_EIO, "%s: cannot create: %s", k->tmp, strerror(errno));
-        free(k);
+    int n = list_ckpts(b->dir, seq, 1024);
+    make_room(b->dir, seq, n);
+    snprintf(b->final, sizeof b->final, "%s/ckpt-%06ld", b->dir, n ? seq[0] + 1 : 1);
+    snprintf(b->tmp, sizeof b->tmp, "%s.tmp", b->final);
+    rm_tree(b->tmp);
+    if (mkdir(b->tmp, 0755) != 0)
+        return ss_fail(e, SS_EIO, "%s: cannot create: %s", b->tmp, strerror(errno));
+    return 0;
+}
+
+int ckpt_begin(struct ckpt **out, const char *dir, struct ss_err *e)
+{
+    struct begin_job b;
+    snprintf(b.dir, sizeof b.dir, "%s", dir);
+    int rc = ss_file_call(begin_job, &b, sizeof b, dir, e);
+    if (rc < 0)
         return rc;
-    }
+    struct ckpt *k = ss_xcalloc(1, sizeof *k);
+    memcpy(k->dir, b.dir, sizeof k->dir);
+    memcpy(k->final, b.final, sizeof k->final);
+    memcpy(k->tmp, b.tmp, sizeof k->tmp);
     *out = k;
     return 0;
 }
@@ -204,6 +222,19 @@ const char *ckpt_part_path(const struct ckpt *k, const char *name, char *buf, si
     return buf;
 }
 
+struct add_job {
+    char path[4400];
+    uint64_t bytes, hash;
+};
+
+/* A part fsynced, then read back for its size and hash. */
+static int add_job(void *arg, struct ss_err *e)
+{
+    struct add_job *a = arg;
+    int rc = fsync_path(a->path, e);
+    return rc < 0 ? rc : hash_file(a->path, &a->bytes, &a->hash, e);
+}
+
 int ckpt_add(struct ckpt *k, const char *name, struct ss_err *e)
 {
     if (k->n_parts == MAX_PARTS || strlen(name) >= sizeof k->parts[0].name || strchr(name, ' '))
@@ -211,9 +242,11 @@ int ckpt_add(struct ckpt *k, const char *name, struct ss_err *e)
     char p[4400];
     ckpt_part_path(k, name, p, sizeof p);
     struct ckpt_part *pt = &k->parts[k->n_parts];
-    int rc = fsync_path(p, e);
-    if (rc == 0)
-        rc = hash_file(p, &pt->bytes, &pt->hash, e);
+    struct add_job a;
+    snprintf(a.path, sizeof a.path, "%s", p);
+    int rc = ss_file_call(add_job, &a, sizeof a, p, e);
+    pt->bytes = a.bytes;
+    pt->hash = a.hash;
     if (rc == 0) {
         snprintf(pt->name, sizeof pt->name, "%s", name);
         k->n_parts++;
@@ -228,33 +261,47 @@ const char *ckpt_tmp_dir(const struct ckpt *k)
 
 static int by_name(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(a, b);
 }
 
-int ckpt_add_all(struct ckpt *k, struct ss_err *e)
+struct list_job {
+    char dir[4300];
+    int n;
+    char names[MAX_PARTS][64];
+};
+
+/* The parts in dir (not its MANIFEST), by name. */
+static int list_job(void *arg, struct ss_err *e)
 {
-    DIR *d = opendir(k->tmp);
+    struct list_job *l = arg;
+    DIR *d = opendir(l->dir);
     if (!d)
-        return ss_fail(e, SS_EIO, "%s: %s", k->tmp, strerror(errno));
-    char *names[MAX_PARTS];
-    int n = 0, rc = 0;
+        return ss_fail(e, SS_EIO, "%s: %s", l->dir, strerror(errno));
+    int rc = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.' || !strcmp(de->d_name, MANIFEST))
             continue;
-        if (n == MAX_PARTS) {
-            rc = ss_fail(e, SS_EINVAL, "%s: more than %d parts", k->tmp, MAX_PARTS);
+        if (l->n == MAX_PARTS || strlen(de->d_name) >= sizeof l->names[0]) {
+            rc = ss_fail(e, SS_EINVAL, "%s: more than %d parts, or %s's name is too long",
+                         l->dir, MAX_PARTS, de->d_name);
             break;
         }
-        names[n++] = strdup(de->d_name);
+        snprintf(l->names[l->n++], sizeof l->names[0], "%s", de->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, by_name);
-    for (int i = 0; i < n; i++) {
-        if (rc == 0)
-            rc = ckpt_add(k, names[i], e);
-        free(names[i]);
-    }
+    qsort(l->names, l->n, sizeof l->names[0], by_name);
+    return rc;
+}
+
+int ckpt_add_all(struct ckpt *k, struct ss_err *e)
+{
+    struct list_job *l = ss_xcalloc(1, sizeof *l);
+    snprintf(l->dir, sizeof l->dir, "%s", k->tmp);
+    int rc = ss_file_call(list_job, l, sizeof *l, k->tmp, e);
+    for (int i = 0; rc == 0 && i < l->n; i++)
+        rc = ckpt_add(k, l->names[i], e);
+    free(l);
     return rc;
 }
 
@@ -266,13 +313,42 @@ void ckpt_meta(struct ckpt *k, const char *key, double value)
     k->meta_val[k->n_meta++] = value;
 }
 
+struct commit_job {
+    char dir[4096], final[4200], tmp[4300];
+    int keep;
+};
+
+/* The MANIFEST written: the directory fsynced and renamed to its final
+ * name, the parent fsynced, and the snapshots past the newest keep gone. */
+static int commit_job(void *arg, struct ss_err *e)
+{
+    struct commit_job *c = arg;
+    int rc = fsync_path(c->tmp, e);
+    if (rc == 0 && rename(c->tmp, c->final) != 0)
+        rc = ss_fail(e, SS_EIO, "%s: cannot rename to %s: %s", c->tmp, c->final, strerror(errno));
+    if (rc == 0)
+        rc = fsync_path(c->dir, e);
+    if (rc < 0)
+        return rc;
+    long seq[1024];
+    int n = list_ckpts(c->dir, seq, 1024);
+    for (int i = c->keep; i < n; i++) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/ckpt-%06ld", c->dir, seq[i]);
+        rm_tree(p);
+    }
+    return 0;
+}
+
 int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e)
 {
     char p[4400];
     snprintf(p, sizeof p, "%s/%s", k->tmp, MANIFEST);
-    FILE *f = fopen(p, "w");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f)
-        return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
+        return ss_fail(e, SS_ENOMEM, "%s: %s", p, strerror(errno));
     char line[256];
     uint64_t h = SS_FNV_BASIS;
 #define PUT(...)                                                                                   \
@@ -285,24 +361,30 @@ int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e)
             (unsigned long long)k->parts[i].hash);
 #undef PUT
     fprintf(f, "end %016llx\n", (unsigned long long)h);
-    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0 || !ok)
-        return ss_fail(e, SS_EIO, "%s: write failed: %s", p, strerror(errno));
-    int rc = fsync_path(k->tmp, e);
-    if (rc == 0 && rename(k->tmp, k->final) != 0)
-        rc = ss_fail(e, SS_EIO, "%s: cannot rename to %s: %s", k->tmp, k->final, strerror(errno));
-    if (rc == 0)
-        rc = fsync_path(k->dir, e);
+    fclose(f);
+    struct ss_span part = {text, len};
+    int rc = ss_write_file(p, &part, 1, 1, e);
+    if (rc != SS_ESTOPPED)
+        free(text);
     if (rc < 0)
+        return rc;
+    struct commit_job c = {.keep = keep};
+    memcpy(c.dir, k->dir, sizeof c.dir);
+    memcpy(c.final, k->final, sizeof c.final);
+    memcpy(c.tmp, k->tmp, sizeof c.tmp);
+    if ((rc = ss_file_call(commit_job, &c, sizeof c, k->tmp, e)) < 0)
         return rc;
     if (final)
         *final = k->final;
-    long seq[1024];
-    int n = list_ckpts(k->dir, seq, 1024);
-    for (int i = keep; i < n; i++) {
-        snprintf(p, sizeof p, "%s/ckpt-%06ld", k->dir, seq[i]);
-        rm_tree(p);
-    }
+    return 0;
+}
+
+static int drop_job(void *arg, struct ss_err *e)
+{
+    (void)e;
+    struct stat st;
+    if (stat(arg, &st) == 0)
+        rm_tree(arg);
     return 0;
 }
 
@@ -310,9 +392,8 @@ void ckpt_free(struct ckpt *k)
 {
     if (!k)
         return;
-    struct stat st;
-    if (stat(k->tmp, &st) == 0)
-        rm_tree(k->tmp); /* never committed */
+    struct ss_err ignored = {0}; /* never committed: gone (a stop's hung file system: left) */
+    ss_file_call(drop_job, k->tmp, sizeof k->tmp, k->tmp, &ignored);
     free(k);
 }
 

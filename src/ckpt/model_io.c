@@ -7,6 +7,7 @@
 #include "shadowsync/ckpt.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #define DENSE_MAGIC "SSDENSE\0"
@@ -40,21 +41,24 @@ static void shape_text(const uint32_t *v, char *out, size_t cap)
     }
 }
 
+/* dense.bin's head as written: the magic, the version, the count (a
+ * uint64_t at offset 12, kept as two words: no padding), the pooling and
+ * the shape's words. */
+struct dense_head {
+    char magic[8];
+    uint32_t version, count[2], pool, shape[2 * SS_MAX_LAYERS + 4];
+};
+
 int dense_save(const float *w, size_t n, const struct model_layout *l, const char *path,
                struct ss_err *e)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return ss_fail(e, SS_EIO, "%s: cannot write: %s", path, strerror(errno));
-    uint32_t version = DENSE_VERSION, pool = (uint32_t)l->pooling, shape[2 * SS_MAX_LAYERS + 4];
+    struct dense_head head = {DENSE_MAGIC, DENSE_VERSION, {0, 0}, (uint32_t)l->pooling, {0}};
     uint64_t count = n;
-    size_t k = (size_t)shape_of(l, shape);
-    int ok = fwrite(DENSE_MAGIC, 8, 1, f) == 1 && fwrite(&version, 4, 1, f) == 1 &&
-             fwrite(&count, 8, 1, f) == 1 && fwrite(&pool, 4, 1, f) == 1 &&
-             fwrite(shape, 4, k, f) == k && fwrite(w, sizeof(float), n, f) == n;
-    if (fclose(f) != 0 || !ok)
-        return ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
-    return 0;
+    memcpy(head.count, &count, 8);
+    size_t k = (size_t)shape_of(l, head.shape);
+    struct ss_span parts[2] = {{&head, offsetof(struct dense_head, shape) + 4 * k},
+                               {w, n * sizeof(float)}};
+    return ss_write_file(path, parts, 2, 0, e);
 }
 
 /* Version 3's widths: 0, or -1 with e set where they are not the config's. */

@@ -300,11 +300,11 @@ static void late_note(int sig)
     static int said;
     static const char *const note[3] = {
         "# SIGINT after the training had ended: the run goes on to its end "
-        "(a second one: at once), but for a wait on a pipe or a stalled read\n",
+        "(a second one: at once), but for a wait on a pipe or a stalled read or write\n",
         "# SIGTERM after the training had ended: the run goes on to its end "
-        "(a second one: at once), but for a wait on a pipe or a stalled read\n",
+        "(a second one: at once), but for a wait on a pipe or a stalled read or write\n",
         "# SIGUSR1 after the training had ended: the run goes on to its end, but for a "
-        "wait on a pipe or a stalled read\n"};
+        "wait on a pipe or a stalled read or write\n"};
     int zero = 0;
     if (__atomic_load_n(&halt_frozen, __ATOMIC_SEQ_CST) != 0 ||
         __atomic_load_n(&halt_quiet, __ATOMIC_SEQ_CST) ||

@@ -152,18 +152,15 @@ void hot_initial(const struct ss_config *c, const struct model_layout *l, const 
 
 int hot_save(const struct hot_set *h, const char *path, struct ss_err *e)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return ss_fail(e, SS_EIO, "%s: cannot write: %s", path, strerror(errno));
     uint32_t head[3] = {HOT_VERSION, (uint32_t)h->n_tables, (uint32_t)h->dim};
     uint64_t n = (uint64_t)h->n;
-    int ok = fwrite(HOT_MAGIC, 8, 1, f) == 1 && fwrite(head, 4, 3, f) == 3 &&
-             fwrite(h->table_rows, 8, h->n_tables, f) == (size_t)h->n_tables &&
-             fwrite(&n, 8, 1, f) == 1 && fwrite(h->table, 4, n, f) == n &&
-             fwrite(h->row, 8, n, f) == n;
-    if (fclose(f) != 0 || !ok)
-        return ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
-    return 0;
+    struct ss_span parts[6] = {{HOT_MAGIC, 8},
+                               {head, sizeof head},
+                               {h->table_rows, 8 * (size_t)h->n_tables},
+                               {&n, 8},
+                               {h->table, 4 * n},
+                               {h->row, 8 * n}};
+    return ss_write_file(path, parts, 6, 0, e);
 }
 
 int hot_load(struct hot_set **out, const char *path, const struct model_layout *l,

@@ -424,22 +424,21 @@ struct emb_held {               /* one per table in the file, after the header *
 
 int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e)
 {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return ss_fail(e, SS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    int nt = t->o.n_tables;
     struct emb_header h = {EMB_MAGIC, EMB_VERSION, t->o.n_tables, t->o.dim, t->stride};
-    int ok = fwrite(&h, sizeof h, 1, f) == 1;
-    for (int k = 0; ok && k < t->o.n_tables; k++) {
-        struct emb_held hk = {t->gid[k], 0, t->table_rows[k], t->lo[k], t->rows[k]};
-        ok = fwrite(&hk, sizeof hk, 1, f) == 1;
+    struct emb_held *held = ss_xcalloc((size_t)nt + 1, sizeof *held);
+    struct ss_span *parts = ss_xmalloc(((size_t)nt + 2) * sizeof *parts);
+    parts[0] = (struct ss_span){&h, sizeof h};
+    for (int k = 0; k < nt; k++) {
+        held[k] = (struct emb_held){t->gid[k], 0, t->table_rows[k], t->lo[k], t->rows[k]};
+        parts[2 + k] = (struct ss_span){t->data[k], (size_t)t->rows[k] * t->stride * sizeof(float)};
     }
-    for (int k = 0; ok && k < t->o.n_tables; k++) {
-        size_t n = (size_t)t->rows[k] * t->stride;
-        ok = fwrite(t->data[k], sizeof(float), n, f) == n;
-    }
-    if (fclose(f) != 0 || !ok)
-        return ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
-    return 0;
+    parts[1] = (struct ss_span){held, (size_t)nt * sizeof *held};
+    int rc = ss_write_file(path, parts, nt + 2, 0, e);
+    if (rc != SS_ESTOPPED) /* else the given-up write's (as its spans' bytes) */
+        free(held);
+    free(parts);
+    return rc;
 }
 
 int embps_saved_stride(const char *dir)

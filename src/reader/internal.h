@@ -57,30 +57,12 @@ static inline uint64_t shard_record_fixed(uint32_t n_dense, uint32_t n_tables)
  * inflated (gz_fill) */
 #define GZ_STEP (256u << 10)
 #define TEXT_BUF_MIN (64u << 10)
-#define PIPE_NOTE_S 3.0   /* a pipe silent this long is named, once per open */
-#define PIPE_POLL_MS 200  /* how soon a wait on a pipe sees a signal */
-enum { READ_STOPPED = 3 }; /* text_fill, text_line: a signal ended a wait on a pipe or a read */
+#define PIPE_NOTE_S SS_IO_NOTE_S /* a pipe silent this long is named, once per open */
+#define PIPE_POLL_MS SS_IO_POLL_MS /* how soon a wait on a pipe sees a signal */
+#define READ_GIVE_UP_S 0.5 /* a read this old when a stop is seen is given up */
+/* text_fill, text_line: a signal ended a wait on a pipe or a read */
+enum { READ_STOPPED = SS_IO_STOPPED };
 
-/* The reader's thread for its blocking calls (io.c). */
-struct io {
-    pthread_t th;
-    int started, quit;
-    pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    int (*fn)(void *); /* the call under way, NULL when none */
-    void *arg;
-    int rc;
-    int stuck; /* a call was given up on a stop: the thread keeps what it points at */
-};
-
-void io_init(struct io *io);
-/* fn(arg) on io's thread; file names it in the notes. fn's value, or
- * READ_STOPPED when a stop gave it up (arg must then outlive the reader:
- * keep it in the reader, which reader_close leaves). */
-int io_call(struct io *io, int (*fn)(void *), void *arg, const char *file);
-/* Ends the thread: 0, or 1 when a call was given up (nothing may be freed
- * that it points at). */
-int io_close(struct io *io);
 
 struct reader {
     pthread_mutex_t lock;
@@ -119,7 +101,7 @@ struct reader {
     int is_pipe;        /* the current file: polled (O_NONBLOCK) */
     int pipe_said;      /* its wait was named */
     int stopped;        /* a signal ended a wait on a pipe or a read: nothing more is handed out */
-    struct io io;       /* where the open and the reads of a file (not a pipe's) run */
+    struct ss_io io;      /* where the open and the reads of a file (not a pipe's) run */
     struct {            /* the read under way on io: read(2) of fd, or gzread of gz */
         int fd;
         gzFile gz;

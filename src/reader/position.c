@@ -185,11 +185,8 @@ int reader_save_pos(struct reader *r, const char *path, struct ss_err *e)
 {
     struct reader_pos pos;
     reader_tell(r, &pos);
-    FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(&pos, sizeof pos, 1, f) == 1;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    return ok ? 0 : ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
+    struct ss_span part = {&pos, sizeof pos}; /* (a given-up write's bytes: not read again) */
+    return ss_write_file(path, &part, 1, 0, e);
 }
 
 int reader_pos_read(const char *path, struct reader_pos *out, struct ss_err *e)

@@ -148,9 +148,13 @@ static int text_files_check(const struct reader *r, struct ss_err *e)
  * READ_STOPPED when a stop gave it up (the reader then stops). */
 static int on_io(struct reader *r, int (*fn)(void *))
 {
-    int rc = io_call(&r->io, fn, r, r->files[r->cur]);
-    if (rc == READ_STOPPED)
-        r->stopped = ss_halt_raised();
+    int rc = ss_io_call(&r->io, fn, r, r->files[r->cur]);
+    if (rc == READ_STOPPED && !r->stopped) {
+        r->stopped = ss_halt_raised() ? ss_halt_raised() : -1; /* -1: the job's end */
+        fprintf(stderr, "shadowsync: %s: stopped (%s) while a read of it had not returned for "
+                "%.1f s: it is left to its thread, and nothing more is read\n", r->files[r->cur],
+                ss_io_stop_name(), r->io.stuck_s);
+    }
     return rc;
 }
 
@@ -841,7 +845,7 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     r->report_bad = report_bad > 0 ? report_bad : 0;
     r->fd = -1;
     r->epochs = 1;
-    io_init(&r->io);
+    ss_io_init(&r->io, 0, READ_GIVE_UP_S);
     int binary = s->format == FMT_BINARY;
     int rc = reader_list_files(path, binary ? PICK_BINARY : PICK_TEXT, &r->files, &r->n_files, e);
     char **all;
@@ -858,7 +862,7 @@ int reader_open(struct reader **out, const char *path, const struct schema *s,
     if (!rc)
         rc = binary ? check_shards(r, e) : text_files_check(r, e);
     if (rc) {
-        io_close(&r->io);
+        ss_io_close(&r->io);
         reader_free_files(r->files, r->n_files);
         free(r);
         return rc;
@@ -1113,7 +1117,7 @@ uint64_t reader_bytes_done(struct reader *r)
 
 void reader_close(struct reader *r)
 {
-    if (!r || io_close(&r->io)) /* a read given up on a stop keeps the reader (the run ends) */
+    if (!r || ss_io_close(&r->io)) /* a read given up on a stop keeps the reader (the run ends) */
         return;
     if (r->is_open) {
         if (r->map)

@@ -241,6 +241,7 @@ void rpc_wait_job_end(struct job_plan *p)
     }
     /* the heartbeat goes on: a rank stopped inside the barrier lets some
      * ranks out of it and holds others, who still listen for it */
+    ss_io_end(); /* a save still under way (a service's, on a hung disk) waits for nobody */
 }
 
 void rpc_announce(struct job_plan *p, struct endpoint *mine, struct rpc_server *srv,

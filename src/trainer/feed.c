@@ -300,19 +300,23 @@ void feed_free(struct batch_feed *f)
 
 int feed_save(struct batch_feed *f, const char *path, struct ss_err *e)
 {
-    FILE *out = fopen(path, "w");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
     if (!out)
-        return ss_fail(e, SS_EIO, "%s: %s", path, strerror(errno));
+        return ss_fail(e, SS_ENOMEM, "%s: %s", path, strerror(errno));
     pthread_mutex_lock(&f->mu);
     fprintf(out, "%s\nreaders %d\nnext_reader %d\nhanded", FEED_STATE, f->n_rd, f->next_rd);
     for (int i = 0; i < f->n_rd; i++)
         fprintf(out, " %lld", (long long)f->rd[i].next);
     pthread_mutex_unlock(&f->mu);
     fputc('\n', out);
-    int bad = ferror(out);
-    if (fclose(out) != 0 || bad)
-        return ss_fail(e, SS_EIO, "%s: write failed: %s", path, strerror(errno));
-    return 0;
+    fclose(out);
+    struct ss_span part = {text, len};
+    int rc = ss_write_file(path, &part, 1, 0, e);
+    if (rc != SS_ESTOPPED)
+        free(text);
+    return rc;
 }
 
 /* Reader i's count in a feed state is at most what that reader had handed

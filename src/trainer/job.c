@@ -454,13 +454,14 @@ static int save_output(struct job *j, const float *w, struct ss_err *e)
     int rc = c->output.save_model ? job_save_model(j, w, e) : 0;
     if (rc == 0)
         return 0;
-    if (!j->env)
+    if (!j->env && rc != SS_ESTOPPED) /* given up on a stop: nothing more is written */
         job_stale_files(c->output.dir, MODEL_FILES, 1);
     if (!j->final_ckpt[0])
         return rc;
     struct ss_err why = *e;
-    return ss_fail(e, rc, "%s; the final checkpoint %s holds the model: once there is room, "
+    return ss_fail(e, rc, "%s; the final checkpoint %s holds the model: once %s, "
                    "`%s CONFIG ... --resume %s` %s", why.msg, j->final_ckpt,
+                   rc == SS_ESTOPPED ? "output.dir can be written" : "there is room",
                    j->env ? "tools/submit" : "shadowsync train", c->checkpoint.dir,
                    ss_halt_signal() ? "trains on from it (stopped short of the data) and saves "
                                       "the model at its end"
@@ -476,6 +477,12 @@ static int conclude(struct job *j, struct run_end *r, struct ss_err *e)
     job_end_notes(j, &r->f, &r->rs);
     job_mid_eval_end(j, ss_halt_signal() != 0, r->f.examples);
     int rc = save_output(j, r->w, e);
+    if (rc == SS_ESTOPPED && ss_halt_signal()) { /* a stop: 75 where a checkpoint is kept */
+        j->model_lost = 1;
+        fprintf(stderr, "shadowsync: the model is not saved (%s/model may hold part of it: "
+                "not a model), nor the run's figures: %s\n", c->output.dir, e->msg);
+        return job_stop_message(j, &r->f, e); /* it says where the training is kept */
+    }
     if (rc == 0 && c->data.eval && *c->data.eval)
         rc = job_final_eval(j, &r->f, &r->rs, r->w, &r->ev, e);
     if (rc == 0)

@@ -134,6 +134,7 @@ struct job {
                                  * sched_times); atomic */
     int64_t checkpoints, checkpoint_failures;
     int final_ckpt_failed;      /* the final checkpoint could not be written */
+    int model_lost;             /* a stop gave up the model's save (a hung file system) */
     double nonfinite;           /* the job's NaN or infinite parameters at the end */
     char final_ckpt[4400];      /* the final checkpoint this run committed */
     double run_id;              /* the run's, kept by its checkpoints and output.dir/run.id */

@@ -778,6 +778,12 @@ int job_stop_message(struct job *j, const struct figures *f, struct ss_err *e)
     if (!ss_halt_signal())
         return 0;
     fflush(stdout);
+    if (j->model_lost && (!ck[0] || (j->final_ckpt_failed && !j->checkpoints &&
+                                     !j->resumed_from[0])))
+        return ss_fail(e, SS_EIO, "stopped (%s) after %lld examples, but neither %s nor the "
+                       "model could be written (above): nothing of this run is kept",
+                       ss_halt_name(), (long long)f->examples,
+                       ck[0] ? "a checkpoint" : "a checkpoint (no checkpoint.dir)");
     if (ck[0] && j->final_ckpt_failed && !j->checkpoints && !j->resumed_from[0])
         return ss_fail(e, SS_EIO, "stopped (%s) after %lld examples, but no checkpoint could "
                        "be written (the final one failed, above): no resume can continue "

@@ -61,11 +61,16 @@ static int save_shards(struct job *j, const char *dir, struct ss_err *e)
     return rc;
 }
 
+static int mkdir_job(void *dir, struct ss_err *e)
+{
+    return ss_mkdir_p(dir, e);
+}
+
 int job_save_model(struct job *j, const float *w, struct ss_err *e)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/model", j->c->output.dir);
-    int rc = ss_mkdir_p(p, e);
+    int rc = ss_file_call(mkdir_job, p, sizeof p, p, e); /* on the writer: a stop gives it up */
     if (rc < 0)
         return rc;
     snprintf(p, sizeof p, "%s/model/dense.bin", j->c->output.dir);
