@@ -127,27 +127,20 @@ int fdatasync(int fd)
     return real(fd);
 }
 
-int open(const char *path, int flags, ...)
-{
-    REAL(int, "open", const char *, int, ...);
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = (mode_t)va_arg(ap, int);
-    va_end(ap);
-    die_if_dead(path);
-    return real(path, flags, mode);
-}
-
-int open64(const char *path, int flags, ...)
-{
-    REAL(int, "open64", const char *, int, ...);
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = (mode_t)va_arg(ap, int);
-    va_end(ap);
-    die_if_dead(path);
-    return real(path, flags, mode);
-}
+/* open and open64 alike: the mode is there only with O_CREAT, read as an int */
+#define OPEN_SHIM(name)                                                                            \
+    int name(const char *path, int flags, ...)                                                     \
+    {                                                                                              \
+        REAL(int, #name, const char *, int, ...);                                                  \
+        va_list ap;                                                                                \
+        va_start(ap, flags);                                                                       \
+        mode_t mode = (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;                             \
+        va_end(ap);                                                                                \
+        die_if_dead(path);                                                                         \
+        return real(path, flags, mode);                                                            \
+    }
+OPEN_SHIM(open)
+OPEN_SHIM(open64)
 
 int mkdir(const char *path, mode_t mode)
 {
