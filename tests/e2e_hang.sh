@@ -15,15 +15,16 @@
 #   tests/slowread.c), text or a binary shard's mapping, and --resume then
 #   trains every example once.
 # - D6: checkpoint.dir's file system dies (its writes, opens, fsyncs never
-#   return) in a periodic checkpoint, or in the final one after the stop:
-#   one SIGTERM ends the run within 2 s, the write named; the complete
-#   checkpoints are kept, the model saved where output.dir is on another
-#   mount, and --resume trains every example once.
+#   return) in a periodic checkpoint, or in the final one after the stop,
+#   or output.dir's in a progress line: one SIGTERM ends the run within
+#   2 s, the write named; the complete checkpoints are kept, the model
+#   saved where output.dir is on another mount, and --resume trains every
+#   example once.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 . tests/lib.sh
 T=$(mktemp -d)
-trap '[ -n "$KEEP" ] && echo "kept $T" || rm -rf "$T"' EXIT
+trap '[ -n "$KEEP" ] && echo "kept $T" || rm -rf "$T" ${O:+"$O" "$O-ck"}' EXIT
 N=40000
 $BIN gen --out $T/d --examples $N --eval-examples 2000 --seed 5 --config configs/tiny.ini > /dev/null 2>&1
 T0=$(date +%s)
@@ -121,21 +122,23 @@ d5 d5e $T/d/eval.tsv 1
 check "D5: data.eval's hung read is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 1 ($rc)" \
     sh -c "grep -q 'data.eval: .*eval.tsv: stopped (SIGTERM) while waiting on it, a read that had not returned, after [0-9]* examples: not scored' $T/d5e.log && [ $took -le 2000 ] && [ $rc = 1 ] && [ -s $T/d5e/model/dense.bin ]"
 
-# d6 NAME AFTER PATTERN [--set ...]: a run whose checkpoint.dir ($T/NAME-ck)
-# dies once AFTER bytes were written there, stopped by one SIGTERM once its
-# log says PATTERN
+# d6 NAME DIR AFTER PATTERN [--set ...]: a run (output.dir $T/NAME,
+# checkpoint.dir $T/NAME-ck) whose DIR's file system dies once AFTER bytes
+# were written there, or once $T/NAME.kill exists, stopped by one SIGTERM
+# once its log says PATTERN
 d6() {
-    _n=$1; _a=$2; _p=$3; shift 3
-    stop1 $_n "$_p" env SLOWWRITE_DIR=$T/$_n-ck SLOWWRITE_AFTER=$_a SLOWWRITE_MARK=$T/$_n.dead \
-        LD_PRELOAD=$BUILD/tests/libslowread.so $BIN train configs/tiny.ini \
-        --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv --set output.dir=$T/$_n \
-        --set checkpoint.dir=$T/$_n-ck --set data.collision_check_batches=0 --set data.epochs=10 "$@"
+    _n=$1; _d=$2; _a=$3; _p=$4; shift 4
+    stop1 $_n "$_p" env SLOWWRITE_DIR=$_d SLOWWRITE_AFTER=$_a SLOWWRITE_MARK=$T/$_n.dead \
+        SLOWWRITE_KILL=$T/$_n.kill LD_PRELOAD=$BUILD/tests/libslowread.so $BIN train \
+        configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+        --set output.dir=$T/$_n --set checkpoint.dir=$T/$_n-ck --set data.collision_check_batches=0 \
+        --set data.epochs=10 "$@"
 }
 # output.dir on another mount than $T's (whose file system the run sees die)
 O=/dev/shm/ss-hang-$$
 [ -d /dev/shm ] && [ "$(stat -c %d /dev/shm)" != "$(stat -c %d $T)" ] || O=
 step "D6: checkpoint.dir's file system dies in the second checkpoint${O:+ (output.dir on /dev/shm)}"
-d6 d6p 1500000 "a write has made no progress for 3 s" --set checkpoint.interval_s=1 ${O:+--set output.dir=$O}
+d6 d6p $T/d6p-ck 1500000 "a write has made no progress for 3 s" --set checkpoint.interval_s=1 ${O:+--set output.dir=$O}
 check "D6: the hung write is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 75 ($rc)" \
     sh -c "[ -f $T/d6p.dead ] && grep -q 'ckpt-000002.tmp/tables.bin: stopped (SIGTERM) while a write to it had made no progress' $T/d6p.log && [ $took -le 2000 ] && [ $rc = 75 ]"
 check "D6: the checkpoint before it is kept, the run's resume names it" \
@@ -151,9 +154,24 @@ d5_resumed d6p --set data.epochs=10
 E=$(json examples $T/d6p-r/metrics.json 2>/dev/null)
 check "D6: --resume trains every example once (${E:-none} of $((10 * N)))" sh -c "[ $rc = 0 ] && [ '$E' = $((10 * N)) ]"
 step "D6: checkpoint.dir's file system dies in the final checkpoint, after the stop"
-d6 d6f 500000 "examples .*eps" --set checkpoint.interval_s=0
+d6 d6f $T/d6f-ck 500000 "examples .*eps" --set checkpoint.interval_s=0
 check "D6: one SIGTERM ends the run in ${took} ms (bound 2000): the final checkpoint's hung write given up, nothing kept, status 1 ($rc)" \
     sh -c "[ -f $T/d6f.dead ] && grep -q 'the final checkpoint failed, the run ends without it (none has been written yet): .*stopped (SIGTERM) while a write to it had made no progress for 1.0 s' $T/d6f.log && grep -q 'neither a checkpoint nor the model could be written (above): nothing of this run is kept' $T/d6f.log && [ $took -le 2000 ] && [ $rc = 1 ]"
+
+step "D6: output.dir's file system dies in a progress line after the first checkpoint"
+CK=${O:-$T/d6o}-ck # (on another mount where there is one: the final checkpoint is written)
+( for i in $(seq 1 200); do grep -q "# checkpoint" $T/d6o.log 2>/dev/null && break; sleep 0.1; done
+  touch $T/d6o.kill ) &
+d6 d6o $T/d6o 100000000000 "progress.csv: a write has made no progress for 3 s" \
+    --set checkpoint.dir=$CK --set checkpoint.interval_s=1 --set data.epochs=40
+check "D6: the hung progress line is named, one SIGTERM ends the run in ${took} ms (bound 2000), status 75 ($rc)" \
+    sh -c "[ -f $T/d6o.dead ] && grep -q 'the model is not saved (.*), nor the run.s figures: .*d6o/model: not written: a write to .*d6o/progress.csv made no progress' $T/d6o.log && [ $took -le 2000 ] && [ $rc = 75 ]"
+$BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \
+    --set output.dir=$T/d6o-r --set checkpoint.dir=$CK --set data.epochs=40 --resume $CK > $T/d6o-r.log 2>&1
+rc=$?; E=$(json examples $T/d6o-r/metrics.json 2>/dev/null)
+check "D6: --resume from its checkpoints trains every example once (${E:-none} of $((40 * N)))" \
+    sh -c "[ $rc = 0 ] && [ '$E' = $((40 * N)) ]"
+rm -rf "$O" "$O-ck"
 
 step "D1: embedding PS 0 stalled for $((2 * RPC)) s after the second checkpoint"
 # (3 passes over the data: the second checkpoint comes ~4 s in, where one pass of it

@@ -10,8 +10,9 @@
  * to files under the directory SLOWWRITE_DIR (absolute), the file system
  * there dies: the write that would pass them, and from then on every
  * open, mkdir, rename, unlink, stat, read, write or fsync of a path or a
- * file under it never returns, signals or not. It creates SLOWWRITE_MARK
- * when it dies. */
+ * file under it never returns, signals or not (fflush and fclose of a
+ * stream on such a file too). It dies as well once the file SLOWWRITE_KILL
+ * exists. It creates SLOWWRITE_MARK when it dies. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -84,15 +85,23 @@ static int fd_under_dir(int fd)
     return under_dir(at);
 }
 
+static int is_dead(void)
+{
+    const char *kill = getenv("SLOWWRITE_KILL");
+    if (kill && access(kill, F_OK) == 0)
+        __atomic_store_n(&dead, 1, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&dead, __ATOMIC_SEQ_CST);
+}
+
 static void die_if_dead(const char *path)
 {
-    if (__atomic_load_n(&dead, __ATOMIC_SEQ_CST) && under_dir(path))
+    if (is_dead() && under_dir(path))
         hang_marking("SLOWWRITE_MARK");
 }
 
 static void die_if_dead_fd(int fd)
 {
-    if (__atomic_load_n(&dead, __ATOMIC_SEQ_CST) && fd_under_dir(fd))
+    if (is_dead() && fd_under_dir(fd))
         hang_marking("SLOWWRITE_MARK");
 }
 
@@ -111,6 +120,22 @@ ssize_t write(int fd, const void *buf, size_t n)
         die_if_dead_fd(fd);
     }
     return real(fd, buf, n);
+}
+
+int fflush(FILE *f)
+{
+    REAL(int, "fflush", FILE *);
+    if (f && getenv("SLOWWRITE_DIR"))
+        die_if_dead_fd(fileno(f));
+    return real(f);
+}
+
+int fclose(FILE *f)
+{
+    REAL(int, "fclose", FILE *);
+    if (f && getenv("SLOWWRITE_DIR"))
+        die_if_dead_fd(fileno(f));
+    return real(f);
 }
 
 int fsync(int fd)

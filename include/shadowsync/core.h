@@ -175,6 +175,10 @@ int ss_file_call(int (*fn)(void *job, struct ss_err *e), void *job, size_t size,
                  const char *path, struct ss_err *e);
 int ss_write_file(const char *path, const struct ss_span *parts, int n, int sync,
                   struct ss_err *e);
+/* *f's buffered lines written (fflush), or (close) *f closed, on the same
+ * writer (path names it); *f is NULL after a close, or once a stop gave
+ * it up (the stream is the stuck call's). 0 or a negative code. */
+int ss_file_flush(FILE **f, const char *path, int close);
 
 /* ---- the cluster job's waits and aborts (DESIGN §2; src/core/waits.c) --
  * How a rank of a cluster job waits on the others and ends the job when

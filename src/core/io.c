@@ -307,3 +307,29 @@ int ss_write_file(const char *path, const struct ss_span *parts, int n, int sync
         free(own); /* else the stuck call's */
     return rc;
 }
+
+/* A stream's buffered lines written (fflush), or the stream closed, on the
+ * writer; given up, the stream is the stuck call's: *f is then NULL. */
+struct stream_job {
+    FILE *f;
+    int close;
+};
+
+static int stream_job(void *arg, struct ss_err *e)
+{
+    struct stream_job *s = arg;
+    int bad = s->close ? fclose(s->f) : fflush(s->f);
+    return bad ? ss_fail(e, SS_EIO, "write failed: %s", strerror(errno)) : 0;
+}
+
+int ss_file_flush(FILE **f, const char *path, int close)
+{
+    if (!*f)
+        return 0;
+    struct stream_job s = {*f, close};
+    struct ss_err ignored = {0}; /* (a report's line: its failure is not the run's) */
+    int rc = ss_file_call(stream_job, &s, sizeof s, path, &ignored);
+    if (rc == SS_ESTOPPED || close)
+        *f = NULL;
+    return rc;
+}

@@ -520,12 +520,7 @@ static void job_free(struct job *j)
 {
     job_mid_eval_end(j, 1, 0);
     free(j->mid.w);
-    if (j->csv)
-        fclose(j->csv);
-    if (j->eval_csv)
-        fclose(j->eval_csv);
-    if (j->tr_csv)
-        fclose(j->tr_csv);
+    job_close_csvs(j);
     free(j->tr_each);
     free(j->tr_seen);
     job_free_trainers(j);

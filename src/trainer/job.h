@@ -198,6 +198,7 @@ int job_final_eval(struct job *j, const struct figures *f, const struct reader_s
 /* report.c: figures, lines and files */
 void job_collect(struct job *j, struct figures *f);
 int job_progress(struct job *j, int final, int print);
+void job_close_csvs(struct job *j); /* the report files written and closed (job_free) */
 double job_stale_files(const char *dir, int n, int remove);
 int job_open_run_dir(struct job *j, struct ss_err *e);
 void job_clear_stale(struct job *j);

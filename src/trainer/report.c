@@ -140,6 +140,23 @@ static const char *done_text(struct job *j, double f, int csv, char buf[64])
     return buf;
 }
 
+/* A report file's buffered lines written (close: and the file closed) on
+ * the process's writer, so that a hung output.dir holds no stop; a
+ * stream a stop gave up is dropped (NULL). */
+static void csv_flush(const struct job *j, FILE **f, const char *name, int close)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", j->c->output.dir, name);
+    ss_file_flush(f, p, close);
+}
+
+void job_close_csvs(struct job *j)
+{
+    csv_flush(j, &j->csv, "progress.csv", 1);
+    csv_flush(j, &j->eval_csv, "eval.csv", 1);
+    csv_flush(j, &j->tr_csv, "trainers.csv", 1);
+}
+
 /* trainers.csv: a row for each trainer with figures new since its last
  * row (a cluster job's as its reports came, on its own clock; in one
  * process, every trainer's now), over this run's counts and seconds. */
@@ -174,8 +191,7 @@ static void trainer_rows(struct job *j)
                 (long long)f.examples, f.eps, num_text(f.train_ne, 1, "%.6f", nes),
                 f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
     }
-    if (j->tr_csv)
-        fflush(j->tr_csv);
+    csv_flush(j, &j->tr_csv, "trainers.csv", 0);
 }
 
 int job_progress(struct job *j, int final, int print)
@@ -200,7 +216,7 @@ int job_progress(struct job *j, int final, int print)
         fprintf(j->csv, "%.3f,%lld,%.1f,%s,%.3f,%s,", f.elapsed, (long long)f.examples, f.eps,
                 num_text(f.train_ne, 1, "%.6f", ne), f.syncs_per_s, gap_text(f.sync_gap, 1, gap));
         fprintf(j->csv, "%s\n", done_text(j, frac, 1, done));
-        fflush(j->csv);
+        csv_flush(j, &j->csv, "progress.csv", 0);
     }
     trainer_rows(j);
     return all;
@@ -496,9 +512,11 @@ int job_write_metrics(struct job *j, const struct figures *f, const struct eval_
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/metrics.json", j->c->output.dir);
-    FILE *out = fopen(p, "w");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len); /* written on the writer: a stop gives it up */
     if (!out)
-        return ss_fail(e, SS_EIO, "%s: cannot write: %s", p, strerror(errno));
+        return ss_fail(e, SS_ENOMEM, "%s: %s", p, strerror(errno));
     fprintf(out, "{\n");
     json_num(out, "examples", (double)f->examples, 0);
     json_num(out, "seconds", f->elapsed, 0);
@@ -579,9 +597,12 @@ int job_write_metrics(struct job *j, const struct figures *f, const struct eval_
     json_num(out, "trainers", j->env ? j->env->count : j->n_tr, 0);
     json_num(out, "worker_threads", j->n_wk, 1);
     fprintf(out, "}\n");
-    if (fclose(out) != 0)
-        return ss_fail(e, SS_EIO, "%s: write failed: %s", p, strerror(errno));
-    return 0;
+    fclose(out);
+    struct ss_span whole = {text, len};
+    int rc = ss_write_file(p, &whole, 1, 0, e);
+    if (rc != SS_ESTOPPED)
+        free(text);
+    return rc;
 }
 
 /* A NaN printed as "nan", not glibc's "-nan" for one of sign bit set. */
@@ -625,7 +646,7 @@ void job_eval_row(struct job *j, int64_t at, double elapsed, const struct eval_r
             (long long)ev->examples, num_text(ev->ne, 1, "%.6f", v[0]),
             num_text(ev->logloss, 1, "%.6f", v[1]), num_text(ev->auc, 1, "%.6f", v[2]),
             num_text(ev->calibration, 1, "%.6f", v[3]));
-    fflush(j->eval_csv);
+    csv_flush(j, &j->eval_csv, "eval.csv", 0);
 }
 
 /* Cluster job: the figures of every trainer, summed onto each. */
