@@ -18,10 +18,11 @@
  * blocking and polled, so a wait for its writer says what it waits on and
  * ends on a signal (ss_halt_raised): the reader then hands out nothing
  * more, as at its end, and reader_stats says why. Any other file's open
- * and reads run on the reader's io thread (io.c), so a read that never
- * returns (a hung file system) ends on a signal the same way. example_id = (file
- * index << 40) | (0-based line or record index). With data.epochs (reader_set_epochs) the files are read
- * that many times in the same order, the pass kept in positions. An error
+ * and reads run on the reader's io thread (src/core/io.c), so a read that
+ * never returns (a hung file system) ends on a signal the same way.
+ * example_id = (file index << 40) | (0-based line or record index). With
+ * data.epochs (reader_set_epochs) the files are read that many times in
+ * the same order, the pass kept in positions. An error
  * (I/O, corrupt shard) is sticky: every later call returns it too. */
 #include "internal.h"
 
