@@ -179,6 +179,7 @@ int ss_write_file(const char *path, const struct ss_span *parts, int n, int sync
  * writer (path names it); *f is NULL after a close, or once a stop gave
  * it up (the stream is the stuck call's). 0 or a negative code. */
 int ss_file_flush(FILE **f, const char *path, int close);
+int ss_file_mkdir_p(const char *dir, struct ss_err *e); /* ss_mkdir_p on the writer */
 
 /* ---- the cluster job's waits and aborts (DESIGN §2; src/core/waits.c) --
  * How a rank of a cluster job waits on the others and ends the job when

@@ -256,6 +256,19 @@ int ss_file_call(int (*fn)(void *job, struct ss_err *e), void *job, size_t size,
 }
 
 
+static int mkdir_job(void *dir, struct ss_err *e)
+{
+    return ss_mkdir_p(dir, e);
+}
+
+int ss_file_mkdir_p(const char *dir, struct ss_err *e)
+{
+    char d[4096];
+    if (snprintf(d, sizeof d, "%s", dir) >= (int)sizeof d)
+        return ss_fail(e, SS_EINVAL, "%s: path too long", dir);
+    return ss_file_call(mkdir_job, d, sizeof d, dir, e);
+}
+
 /* ss_write_file's job: path written whole from its spans. */
 struct write_job {
     char path[4400];

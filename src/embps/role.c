@@ -178,7 +178,7 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
     if (rc == 0 && t && c->output.save_model && c->output.dir[0]) {
         char path[4096];
         snprintf(path, sizeof path, "%s/model", c->output.dir);
-        rc = ss_mkdir_p(path, e);
+        rc = ss_file_mkdir_p(path, e);
         snprintf(path, sizeof path, "%s/model/tables-ps%d.bin", c->output.dir, p->role_index);
         if (rc == 0)
             rc = embps_save(t, path, e);

@@ -61,16 +61,11 @@ static int save_shards(struct job *j, const char *dir, struct ss_err *e)
     return rc;
 }
 
-static int mkdir_job(void *dir, struct ss_err *e)
-{
-    return ss_mkdir_p(dir, e);
-}
-
 int job_save_model(struct job *j, const float *w, struct ss_err *e)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/model", j->c->output.dir);
-    int rc = ss_file_call(mkdir_job, p, sizeof p, p, e); /* on the writer: a stop gives it up */
+    int rc = ss_file_mkdir_p(p, e); /* on the writer: a stop gives it up */
     if (rc < 0)
         return rc;
     snprintf(p, sizeof p, "%s/model/dense.bin", j->c->output.dir);
@@ -463,6 +458,6 @@ int job_save_des_shards(struct job *j, struct ss_err *e)
 {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/model", j->c->output.dir);
-    int rc = ss_mkdir_p(dir, e);
+    int rc = ss_file_mkdir_p(dir, e);
     return rc < 0 ? rc : save_shards(j, dir, e);
 }
