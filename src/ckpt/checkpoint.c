@@ -282,12 +282,13 @@ static int list_job(void *arg, struct ss_err *e)
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.' || !strcmp(de->d_name, MANIFEST))
             continue;
-        if (l->n == MAX_PARTS || strlen(de->d_name) >= sizeof l->names[0]) {
+        size_t len = strlen(de->d_name);
+        if (l->n == MAX_PARTS || len >= sizeof l->names[0]) {
             rc = ss_fail(e, SS_EINVAL, "%s: more than %d parts, or %s's name is too long",
                          l->dir, MAX_PARTS, de->d_name);
             break;
         }
-        snprintf(l->names[l->n++], sizeof l->names[0], "%s", de->d_name);
+        memcpy(l->names[l->n++], de->d_name, len + 1);
     }
     closedir(d);
     qsort(l->names, l->n, sizeof l->names[0], by_name);
