@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DENSE_MAGIC "SSDENSE\0"
@@ -56,9 +57,17 @@ int dense_save(const float *w, size_t n, const struct model_layout *l, const cha
     uint64_t count = n;
     memcpy(head.count, &count, 8);
     size_t k = (size_t)shape_of(l, head.shape);
+    /* a copy taken at once: w may be a replica the shadow thread blends
+     * into (a Hogwild read, docs/design.md §8), and the write runs on the
+     * writer's thread, which a stop may leave holding it */
+    float *v = ss_xmalloc(n ? n * sizeof(float) : 1);
+    memcpy(v, w, n * sizeof(float));
     struct ss_span parts[2] = {{&head, offsetof(struct dense_head, shape) + 4 * k},
-                               {w, n * sizeof(float)}};
-    return ss_write_file(path, parts, 2, 0, e);
+                               {v, n * sizeof(float)}};
+    int rc = ss_write_file(path, parts, 2, 0, e);
+    if (rc != SS_ESTOPPED)
+        free(v);
+    return rc;
 }
 
 /* Version 3's widths: 0, or -1 with e set where they are not the config's. */
