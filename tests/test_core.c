@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int near(double a, double b, double tol) { return fabs(a - b) <= tol; }
 
@@ -205,6 +207,79 @@ static void test_long_error(void)
           "%s", e.msg);
 }
 
+/* A file call that never returns (a hung file system): it reads the end
+ * of a pipe nobody writes to. */
+static int hang_job(void *arg, struct ss_err *e)
+{
+    (void)e;
+    char c;
+    return read(*(int *)arg, &c, 1) > 0 ? 0 : SS_EIO;
+}
+
+/* The writer (src/core/io.c): a file written whole from its spans in 4 MiB
+ * steps; an error names the file; a stop gives up a call without progress
+ * after 1 s, and later calls on its mount fail at once. Last: it raises
+ * the stop, which the process keeps. */
+static void test_writer(void)
+{
+    char dir[] = "/tmp/ss-writer-XXXXXX", p[128];
+    if (!mkdtemp(dir))
+        return;
+    size_t n = (9u << 20) + 3; /* three steps, the last a short one */
+    unsigned char *big = malloc(n), head[5] = "head";
+    for (size_t i = 0; i < n; i++)
+        big[i] = (unsigned char)(i * 7 + (i >> 20));
+    struct ss_span parts[2] = {{head, 4}, {big, n}};
+    struct ss_err e = {0};
+    snprintf(p, sizeof p, "%s/f.bin", dir);
+    int rc = ss_write_file(p, parts, 2, 1, NULL, &e);
+    FILE *f = fopen(p, "rb");
+    unsigned char *back = malloc(n + 4);
+    size_t got = f ? fread(back, 1, n + 5, f) : 0;
+    if (f)
+        fclose(f);
+    CHECK(rc == 0 && got == n + 4 && !memcmp(back, "head", 4) && !memcmp(back + 4, big, n),
+          "writer: a file written whole from its spans", "rc %d, %zu of %zu bytes: %s", rc, got,
+          n + 4, e.msg);
+    snprintf(p, sizeof p, "%s/no/such/dir/f.bin", dir);
+    rc = ss_write_file(p, parts, 1, 0, NULL, &e);
+    CHECK(rc == SS_EIO && strstr(e.msg, p) && strstr(e.msg, "No such file"),
+          "writer: a file that cannot be written is named, with the cause", "%d %s", rc, e.msg);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return;
+    ss_halt_request(); /* a stop, as a signal's */
+    double t0 = ss_now();
+    snprintf(p, sizeof p, "%s/hung", dir);
+    rc = ss_file_call(hang_job, &fds[0], sizeof fds[0], p, &e);
+    double took = ss_now() - t0;
+    CHECK(rc == SS_ESTOPPED && took >= 0.9 && took < 2.0 && strstr(e.msg, p) &&
+              strstr(e.msg, "had made no progress for"),
+          "writer: a stop gives up a call without progress after 1 s, naming it", "%d in %.2f s: %s",
+          rc, took, e.msg);
+    t0 = ss_now();
+    snprintf(p, sizeof p, "%s/after.bin", dir);
+    rc = ss_write_file(p, parts, 1, 0, NULL, &e);
+    CHECK(rc == SS_ESTOPPED && ss_now() - t0 < 0.2 && strstr(e.msg, "not written") &&
+              access(p, F_OK) != 0,
+          "writer: later writes on the hung one's mount fail at once", "%d: %s", rc, e.msg);
+    struct stat a, b;
+    char shm[] = "/dev/shm/ss-writer-XXXXXX";
+    if (stat("/dev/shm", &a) == 0 && stat(dir, &b) == 0 && a.st_dev != b.st_dev && mkdtemp(shm)) {
+        snprintf(p, sizeof p, "%s/other.bin", shm);
+        rc = ss_write_file(p, parts, 1, 0, NULL, &e);
+        CHECK(rc == 0 && access(p, F_OK) == 0, "writer: a write on another mount still runs",
+              "%d: %s", rc, e.msg);
+        unlink(p);
+        rmdir(shm);
+    }
+    free(big);
+    free(back);
+    snprintf(p, sizeof p, "rm -rf %s", dir);
+    if (system(p) != 0)
+        fprintf(stderr, "%s failed\n", p);
+}
+
 int main(void)
 {
     test_long_error();
@@ -213,5 +288,6 @@ int main(void)
     test_metrics();
     test_tables();
     test_tables_init_threads();
+    test_writer(); /* last: it raises the stop */
     CHECK_DONE();
 }

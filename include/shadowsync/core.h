@@ -166,14 +166,16 @@ int ss_io_close(struct ss_io *io); /* 1 when stuck (the io itself is then left a
  * SS_ESTOPPED, e naming path.
  * ss_write_file writes path whole from its spans, 4 MiB a step, and
  * (sync) fsyncs it (a given-up call keeps its copy of the spans: their
- * bytes it only hands to write(2)). */
+ * bytes it only hands to write(2)); owned (or NULL), a buffer of the
+ * caller's that the spans point into, is freed once the call is done, or
+ * left to the call a stop gave up. */
 struct ss_span {
     const void *p;
     size_t n;
 };
 int ss_file_call(int (*fn)(void *job, struct ss_err *e), void *job, size_t size,
                  const char *path, struct ss_err *e);
-int ss_write_file(const char *path, const struct ss_span *parts, int n, int sync,
+int ss_write_file(const char *path, const struct ss_span *parts, int n, int sync, void *owned,
                   struct ss_err *e);
 /* *f's buffered lines written (fflush), or (close) *f closed, on the same
  * writer (path names it); *f is NULL after a close, or once a stop gave

@@ -364,9 +364,7 @@ int ckpt_commit(struct ckpt *k, int keep, const char **final, struct ss_err *e)
     fprintf(f, "end %016llx\n", (unsigned long long)h);
     fclose(f);
     struct ss_span part = {text, len};
-    int rc = ss_write_file(p, &part, 1, 1, e);
-    if (rc != SS_ESTOPPED)
-        free(text);
+    int rc = ss_write_file(p, &part, 1, 1, text, e);
     if (rc < 0)
         return rc;
     struct commit_job c = {.keep = keep};

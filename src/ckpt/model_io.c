@@ -64,10 +64,7 @@ int dense_save(const float *w, size_t n, const struct model_layout *l, const cha
     memcpy(v, w, n * sizeof(float));
     struct ss_span parts[2] = {{&head, offsetof(struct dense_head, shape) + 4 * k},
                                {v, n * sizeof(float)}};
-    int rc = ss_write_file(path, parts, 2, 0, e);
-    if (rc != SS_ESTOPPED)
-        free(v);
-    return rc;
+    return ss_write_file(path, parts, 2, 0, v, e);
 }
 
 /* Version 3's widths: 0, or -1 with e set where they are not the config's. */

@@ -210,21 +210,29 @@ static int run_file_call(void *arg)
     return c->fn(c->job, &c->err);
 }
 
-int ss_file_call(int (*fn)(void *job, struct ss_err *e), void *job, size_t size,
-                 const char *path, struct ss_err *e)
+/* SS_ESTOPPED when path's mount had a call given up; under writer_mu. */
+static int refuse_hung(const char *path, struct ss_err *e)
 {
-    pthread_mutex_lock(&writer_mu);
     char mount[4096];
     if (n_hung)
         mount_of(path, mount, sizeof mount);
     for (int i = 0; i < n_hung; i++)
-        if (!strcmp(mount, hung[i].mount)) {
-            int rc = ss_fail(e, SS_ESTOPPED, "%s: not written: a write to %s made no progress "
-                             "when the run was stopped (%s): nothing more is written under %s",
-                             path, hung[i].file, ss_io_stop_name(), mount);
-            pthread_mutex_unlock(&writer_mu);
-            return rc;
-        }
+        if (!strcmp(mount, hung[i].mount))
+            return ss_fail(e, SS_ESTOPPED, "%s: not written: a write to %s made no progress "
+                           "when the run was stopped (%s): nothing more is written under %s",
+                           path, hung[i].file, ss_io_stop_name(), mount);
+    return 0;
+}
+
+int ss_file_call(int (*fn)(void *job, struct ss_err *e), void *job, size_t size,
+                 const char *path, struct ss_err *e)
+{
+    pthread_mutex_lock(&writer_mu);
+    int refused = refuse_hung(path, e);
+    if (refused) {
+        pthread_mutex_unlock(&writer_mu);
+        return refused;
+    }
     if (!writer) {
         writer = ss_xmalloc(sizeof *writer);
         ss_io_init(writer, 1, WRITE_GIVE_UP_S);
@@ -307,17 +315,27 @@ static int write_all(void *arg, struct ss_err *e)
     return rc;
 }
 
-int ss_write_file(const char *path, const struct ss_span *parts, int n, int sync, struct ss_err *e)
+int ss_write_file(const char *path, const struct ss_span *parts, int n, int sync, void *owned,
+                  struct ss_err *e)
 {
     struct write_job w = {.n = n, .sync = sync};
-    if (snprintf(w.path, sizeof w.path, "%s", path) >= (int)sizeof w.path)
-        return ss_fail(e, SS_EINVAL, "%s: path too long", path);
+    pthread_mutex_lock(&writer_mu);
+    int rc = refuse_hung(path, e); /* (then nothing is the stuck call's) */
+    pthread_mutex_unlock(&writer_mu);
+    if (rc == 0 && snprintf(w.path, sizeof w.path, "%s", path) >= (int)sizeof w.path)
+        rc = ss_fail(e, SS_EINVAL, "%s: path too long", path);
+    if (rc < 0) {
+        free(owned);
+        return rc;
+    }
     struct ss_span *own = ss_xmalloc((size_t)(n ? n : 1) * sizeof *own);
     memcpy(own, parts, (size_t)n * sizeof *own);
     w.parts = own;
-    int rc = ss_file_call(write_all, &w, sizeof w, path, e);
-    if (rc != SS_ESTOPPED)
-        free(own); /* else the stuck call's */
+    rc = ss_file_call(write_all, &w, sizeof w, path, e);
+    if (rc != SS_ESTOPPED) { /* else the stuck call's */
+        free(own);
+        free(owned);
+    }
     return rc;
 }
 

@@ -160,7 +160,7 @@ int hot_save(const struct hot_set *h, const char *path, struct ss_err *e)
                                {&n, 8},
                                {h->table, 4 * n},
                                {h->row, 8 * n}};
-    return ss_write_file(path, parts, 6, 0, e);
+    return ss_write_file(path, parts, 6, 0, NULL, e);
 }
 
 int hot_load(struct hot_set **out, const char *path, const struct model_layout *l,

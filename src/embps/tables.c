@@ -434,10 +434,8 @@ int embps_save(const struct emb_tables *t, const char *path, struct ss_err *e)
         parts[2 + k] = (struct ss_span){t->data[k], (size_t)t->rows[k] * t->stride * sizeof(float)};
     }
     parts[1] = (struct ss_span){held, (size_t)nt * sizeof *held};
-    int rc = ss_write_file(path, parts, nt + 2, 0, e);
-    if (rc != SS_ESTOPPED) /* else the given-up write's (as its spans' bytes) */
-        free(held);
-    free(parts);
+    int rc = ss_write_file(path, parts, nt + 2, 0, held, e);
+    free(parts); /* (the call copied them) */
     return rc;
 }
 

@@ -186,7 +186,7 @@ int reader_save_pos(struct reader *r, const char *path, struct ss_err *e)
     struct reader_pos pos;
     reader_tell(r, &pos);
     struct ss_span part = {&pos, sizeof pos}; /* (a given-up write's bytes: not read again) */
-    return ss_write_file(path, &part, 1, 0, e);
+    return ss_write_file(path, &part, 1, 0, NULL, e);
 }
 
 int reader_pos_read(const char *path, struct reader_pos *out, struct ss_err *e)

@@ -75,10 +75,7 @@ int syncps_save(struct syncps_service *s, size_t n, const char *path, struct ss_
     memcpy(v, s->center, bytes);
     pthread_mutex_unlock(&s->mu);
     struct ss_span parts[3] = {{CENTER_MAGIC, 8}, {head, sizeof head}, {v, bytes}};
-    int rc = ss_write_file(path, parts, 3, 0, e);
-    if (rc != SS_ESTOPPED)
-        free(v);
-    return rc;
+    return ss_write_file(path, parts, 3, 0, v, e);
 }
 
 int syncps_load(float *slice, size_t n, size_t lo, size_t hi, char *const *paths, int k,

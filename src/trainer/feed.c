@@ -313,10 +313,7 @@ int feed_save(struct batch_feed *f, const char *path, struct ss_err *e)
     fputc('\n', out);
     fclose(out);
     struct ss_span part = {text, len};
-    int rc = ss_write_file(path, &part, 1, 0, e);
-    if (rc != SS_ESTOPPED)
-        free(text);
-    return rc;
+    return ss_write_file(path, &part, 1, 0, text, e);
 }
 
 /* Reader i's count in a feed state is at most what that reader had handed

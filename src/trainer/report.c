@@ -599,10 +599,7 @@ int job_write_metrics(struct job *j, const struct figures *f, const struct eval_
     fprintf(out, "}\n");
     fclose(out);
     struct ss_span whole = {text, len};
-    int rc = ss_write_file(p, &whole, 1, 0, e);
-    if (rc != SS_ESTOPPED)
-        free(text);
-    return rc;
+    return ss_write_file(p, &whole, 1, 0, text, e);
 }
 
 /* A NaN printed as "nan", not glibc's "-nan" for one of sign bit set. */
