@@ -455,7 +455,7 @@ if unshare -rm true 2>/dev/null; then
         echo \$? >> $T/fill.rc
         [ -s $T/small/out/model/dense.bin ] && echo saved >> $T/fill.rc"
     check "a model that cannot be saved after the training: the final checkpoint named, and a --resume saves it ($(cat $T/fill.rc | tr '\n' ' '))" \
-        sh -c "[ \"\$(cat $T/fill.rc | tr '\n' ' ')\" = '1 0 saved ' ] && grep -q 'the final checkpoint $T/ckfill/ckpt-[0-9]* holds the model: once there is room, .shadowsync train CONFIG ... --resume $T/ckfill. saves it' $T/fill.log"
+        sh -c "[ \"\$(cat $T/fill.rc | tr '\n' ' ')\" = '1 0 saved ' ] && grep -q 'the final checkpoint $T/ckfill/ckpt-[0-9]* holds the model: once output.dir can be written, .shadowsync train CONFIG ... --resume $T/ckfill. saves it' $T/fill.log"
     # an output.dir with no room for the model saved at the end: refused before training
     unshare -rm sh -c "mount -t tmpfs -o size=300k tmpfs $T/small || exit 9
         timeout -k 10 300 $BIN train configs/tiny.ini --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \

@@ -249,6 +249,22 @@ nr=$?
 check "an embedding PS the plan leaves empty idles: exits 0 ($rc), said, checkpointed, its model scores ($INE)" \
     sh -c "[ $rc = 0 ] && [ $nr = 0 ] && grep -q '# embedding_ps 3 (rank 4 on .*) holds no shard of the plan (placement.strategy = round_robin): it idles' $T/idle.log && ls -d $T/idleck/ckpt-* > /dev/null && ! [ -e $T/idle/model/tables-ps3.bin ]"
 
+# a PS that cannot write its part of the model (its file's name taken by a folder): the master
+# asked it while the services served, so the job ends 1 naming the PS, the parts written are
+# removed (no half model), and the final checkpoint's --resume saves the model without training
+CL2="--set job.trainers=2 --set job.embedding_ps=2 --set sync.algo=ma --set job.bind=127.0.0.1
+     --set data.max_examples=20000 --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv
+     --set output.dir=$T/mpart --set checkpoint.dir=$T/mpartck"
+mkdir -p $T/mpart/model/tables-ps1.bin
+timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini $CL2 > $T/mpart.log 2>&1
+rc=$?
+left=$(ls $T/mpart/model | tr '\n' ' ')
+rmdir $T/mpart/model/tables-ps1.bin
+timeout -k 10 120 $MPIRUN -np 4 $BIN train configs/tiny.ini $CL2 --resume $T/mpartck > $T/mpart2.log 2>&1
+rc2=$?
+check "a PS's part of the model not written: ends 1 ($rc) naming the PS and the final checkpoint, no part left; its --resume saves the model ($rc2)" \
+    sh -c "[ $rc = 1 ] && grep -q 'embedding_ps 1 (rank 3 on [^)]*) at [^ ]*: save failed: $T/mpart/model/tables-ps1.bin: .*Is a directory; the final checkpoint $T/mpartck/ckpt-[0-9]* holds the model' $T/mpart.log && [ '$left' = 'tables-ps1.bin ' ] && [ $rc2 = 0 ] && grep -q '^# nothing left to train' $T/mpart2.log && grep -q '^eval: examples' $T/mpart2.log && [ -s $T/mpart/model/tables-ps0.bin ] && [ -s $T/mpart/model/tables-ps1.bin ]"
+
 # shadowsync plan: every strategy's figures; a job beyond the PSs' memory says so up front
 $BIN plan configs/tiny.ini --set job.embedding_ps=3 --set job.sync_ps=2 --set placement.strategy=profile \
     --set data.train=$T/d/train.tsv --set output.dir=$T/plan > $T/plan.log 2>&1

@@ -640,8 +640,18 @@ int main(void)
           "save with a wrong token is refused", "%s", why);
     CHECK(raw_save(ep[0].port, token, f0, why) == 1 && strstr(why, "path"),
           "save without a checkpoint.dir is refused", "%s", why);
-    embps_service_save_root(s0, dir);
-    embps_service_save_root(s1, dir);
+    char out[64], model[80], fm[112]; /* the model's folder: output.dir/model, not yet made */
+    snprintf(out, sizeof out, "%s-out", dir);
+    snprintf(model, sizeof model, "%s/model", out);
+    snprintf(fm, sizeof fm, "%s/tables-ps0.bin", model);
+    embps_service_save_root(s0, dir, model);
+    CHECK(raw_save(ep[0].port, token, fm, why) == 0 && access(fm, F_OK) == 0,
+          "save into the model's folder (output.dir/model) is written, the folder made", "%s",
+          why);
+    unlink(fm);
+    rmdir(model);
+    rmdir(out);
+    embps_service_save_root(s1, dir, NULL);
     char dotdot[128];
     snprintf(dotdot, sizeof dotdot, "%s/../x.bin", dir);
     CHECK(raw_save(ep[0].port, token, dotdot, why) == 1 && strstr(why, "path"),

@@ -135,8 +135,9 @@ struct embps_stats {
 struct embps_service;
 struct embps_service *embps_service_create(struct emb_tables *t, const int32_t *shard_ids, int k,
                                            const char *token);
-/* Where save requests may write: below dir (the job's checkpoint.dir). */
-void embps_service_save_root(struct embps_service *s, const char *dir);
+/* Where save requests may write: below dir (the job's checkpoint.dir), or
+ * below model (output.dir/model, made when asked; NULL: none). */
+void embps_service_save_root(struct embps_service *s, const char *dir, const char *model);
 /* The cost of a row served by each shard, ns (the profile's), for load_s. */
 void embps_service_costs(struct embps_service *s, const double *ns_per_row);
 ThriftProcessor *embps_service_processor(struct embps_service *s);

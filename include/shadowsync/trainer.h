@@ -291,6 +291,10 @@ struct trainer_env {
         int (*final)(void *arg, char *tmp, size_t cap, double *fig, int rc);
         void (*final_done)(void *arg);
     } ckpt;
+    /* The model's tables (the master, while the services serve): each
+     * embedding PS writes dir/tables-psK.bin, a failure names it. NULL:
+     * the trainers hold the tables. */
+    int (*save_tables)(void *arg, const char *dir, struct ss_err *e);
     /* Out, at the end (NULL: not asked): this run's examples of this
      * trainer and the rates' clock at its last batch (0: no schedule). */
     double *figures;

@@ -150,7 +150,10 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
         rc = embps_load_dir(t, p->resume_from, e);
     if (rc == 0 && k > 0) {
         svc = embps_service_create(t, ids, k, p->token);
-        embps_service_save_root(svc, c->checkpoint.dir);
+        char model[4200] = "";
+        if (c->output.save_model && c->output.dir[0])
+            snprintf(model, sizeof model, "%s/model", c->output.dir);
+        embps_service_save_root(svc, c->checkpoint.dir, model);
         double *cost = ss_xmalloc((size_t)k * sizeof(double));
         for (int j = 0; j < k; j++)
             cost[j] = p->placement->shards[ids[j]].ns_per_row;
@@ -175,14 +178,6 @@ int embps_role_run(const struct ss_config *c, struct job_plan *p, struct ss_err 
     }
     if (srv)
         rpc_server_stop(srv);
-    if (rc == 0 && t && c->output.save_model && c->output.dir[0]) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/model", c->output.dir);
-        rc = ss_file_mkdir_p(path, e);
-        snprintf(path, sizeof path, "%s/model/tables-ps%d.bin", c->output.dir, p->role_index);
-        if (rc == 0)
-            rc = embps_save(t, path, e);
-    }
     embps_service_free(svc);
     embps_free(t);
     free(ids);

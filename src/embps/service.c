@@ -27,6 +27,7 @@ struct embps_service {
     int k, dim;
     char token[64];
     char save_root[4096];       /* saves go only below it: the job's checkpoint.dir */
+    char model_root[4096];      /* ...or the model's folder, output.dir/model ("": none) */
     ThriftProcessor *proc;
     struct embps_stats st;      /* updated with atomics */
 };
@@ -278,11 +279,13 @@ static gboolean ps_save(ssEmbeddingPSIf *iface, gint64 *ret, const GByteArray *t
 {
     (void)error;
     struct embps_service *s = ((PsHandler *)iface)->svc;
-    if (!rpc_save_request_ok(&s->st.refused, err, token, s->token, path, s->save_root))
+    int model = s->model_root[0] && rpc_save_path_ok(path, s->model_root);
+    if (!rpc_save_request_ok(&s->st.refused, err, token, s->token, path,
+                             model ? s->model_root : s->save_root))
         return FALSE;
-    struct ss_err e = {0};
-    if (embps_save(s->t, path, &e) < 0)
-        return rpc_refuse(NULL, err, SS_EIO, "%s", e.msg); /* the client says "save failed" */
+    struct ss_err e = {0}; /* the model's folder made on this host: output.dir may be its own */
+    if ((model && ss_file_mkdir_p(s->model_root, &e) < 0) || embps_save(s->t, path, &e) < 0)
+        return rpc_refuse(NULL, err, e.code, "%s", e.msg); /* the client says "save failed" */
     *ret = (gint64)embps_bytes(s->t);
     return TRUE;
 }
@@ -365,7 +368,8 @@ void embps_service_free(struct embps_service *s)
     free(s);
 }
 
-void embps_service_save_root(struct embps_service *s, const char *dir)
+void embps_service_save_root(struct embps_service *s, const char *dir, const char *model)
 {
     snprintf(s->save_root, sizeof s->save_root, "%s", dir ? dir : "");
+    snprintf(s->model_root, sizeof s->model_root, "%s", model ? model : "");
 }

@@ -686,7 +686,8 @@ int rpc_call_failed(struct ss_err *e, const char *name, const char *host, int po
         why = "no answer within job.rpc_timeout_s (the service has stalled, or is overloaded)";
     else if (!rerr && rpc_conn_closed(gerr))
         why = "the connection was closed (the service is gone, or full)";
-    int rc = ss_fail(e, SS_EIO, "%s at %s:%d: %s failed: %s", name, host, port, what, why);
+    int code = rerr && rerr->code == SS_ESTOPPED ? SS_ESTOPPED : SS_EIO; /* a write given up */
+    int rc = ss_fail(e, code, "%s at %s:%d: %s failed: %s", name, host, port, what, why);
     if (rerr)
         g_object_unref(rerr);
     if (gerr)

@@ -59,9 +59,10 @@ service EmbeddingPS {
    * (the trainer's rates' schedule; 1 when not sent). */
   void push(1: Bags bags, 2: binary grads, 3: double lr_scale = 1.0) throws (1: RpcError err),
   RowAnswer rows(1: RowSync req) throws (1: RpcError err),
-  /* Checkpoints: writes this PS's shards (rows and optimizer state) to path
-   * (a file in the job's checkpoint directory, which every rank sees);
-   * answers the bytes written. */
+  /* Checkpoints and the model: writes this PS's shards (rows and optimizer
+   * state) to path (a file in the job's checkpoint directory, which every
+   * rank sees, or in output.dir/model, made on its host); answers the bytes
+   * written. */
   i64 save(1: binary token, 2: string path) throws (1: RpcError err)
 }
 

@@ -336,23 +336,34 @@ static int save_one(struct wiring *w, int rank, const char *path, struct ss_err 
     }
 }
 
-/* Every service writes its part: tables-psK.bin, center-K.bin, reader-svc-K.pos. */
-static int ckpt_services(void *arg, const char *tmp, struct ss_err *e)
+/* Every service of roles from..to writes its part into dir: tables-psK.bin,
+ * center-K.bin, reader-svc-K.pos. */
+static int save_parts(struct wiring *w, const char *dir, int from, int to, struct ss_err *e)
 {
-    struct wiring *w = arg;
     const int *count = w->p->count;
     int rc = 0, rank = count[ROLE_TRAINER];
     static const char *const fmt[N_ROLES] = {"", "%s/tables-ps%d.bin", "%s/center-%d.bin",
                                              "%s/reader-svc-%d.pos"};
     for (int role = ROLE_EMBEDDING_PS; role < N_ROLES; role++)
         for (int k = 0; k < count[role]; k++, rank++) {
-            if (rc < 0 || w->all[rank].port == 0) /* a PS that holds no shard */
+            if (rc < 0 || role < from || role > to || w->all[rank].port == 0) /* a PS that
+                                                                              * holds no shard */
                 continue;
             char path[CKPT_PATH + 64];
-            snprintf(path, sizeof path, fmt[role], tmp, k);
+            snprintf(path, sizeof path, fmt[role], dir, k);
             rc = save_one(w, rank, path, e);
         }
     return rc;
+}
+
+static int ckpt_services(void *arg, const char *tmp, struct ss_err *e)
+{
+    return save_parts(arg, tmp, ROLE_EMBEDDING_PS, N_ROLES - 1, e);
+}
+
+static int save_tables(void *arg, const char *dir, struct ss_err *e)
+{
+    return save_parts(arg, dir, ROLE_EMBEDDING_PS, ROLE_EMBEDDING_PS, e);
 }
 
 static int make_emb(void *arg, struct emb_client **out, struct ss_err *e)
@@ -641,6 +652,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
         .ckpt = {.ask = ckpt_ask, .wait = ckpt_wait, .services = ckpt_services,
                  .release = ckpt_release, .end = ckpt_end, .poll = ckpt_poll, .done = ckpt_done,
                  .final = ckpt_final, .final_done = ckpt_final_done},
+        .save_tables = save_tables,
         .figures = p->figures,
     };
     if (rc == 0)

@@ -454,14 +454,14 @@ static int save_output(struct job *j, const float *w, struct ss_err *e)
     int rc = c->output.save_model ? job_save_model(j, w, e) : 0;
     if (rc == 0)
         return 0;
-    if (!j->env && rc != SS_ESTOPPED) /* given up on a stop: nothing more is written */
+    if (rc != SS_ESTOPPED) /* (given up on a stop: nothing more is written) the parts written,
+                            * a cluster job's PSs' too where output.dir is shared */
         job_stale_files(c->output.dir, MODEL_FILES, 1);
     if (!j->final_ckpt[0])
         return rc;
     struct ss_err why = *e;
-    return ss_fail(e, rc, "%s; the final checkpoint %s holds the model: once %s, "
-                   "`%s CONFIG ... --resume %s` %s", why.msg, j->final_ckpt,
-                   rc == SS_ESTOPPED ? "output.dir can be written" : "there is room",
+    return ss_fail(e, rc, "%s; the final checkpoint %s holds the model: once output.dir can "
+                   "be written, `%s CONFIG ... --resume %s` %s", why.msg, j->final_ckpt,
                    j->env ? "tools/submit" : "shadowsync train", c->checkpoint.dir,
                    ss_halt_signal() ? "trains on from it (stopped short of the data) and saves "
                                       "the model at its end"

@@ -80,8 +80,10 @@ int job_save_model(struct job *j, const float *w, struct ss_err *e)
         if ((rc = dense_save(w + np, j->n_sync - np, &j->l, p, e)) < 0)
             return rc;
     }
-    if (!j->tables) /* cluster job: each embedding PS saves its shards, tables-psK.bin; */
-        return 0;   /* DES: each trainer its own (save_shards) */
+    snprintf(p, sizeof p, "%s/model", j->c->output.dir);
+    if (!j->tables) /* cluster job: each embedding PS its shards (tables-psK.bin), asked now
+                     * while it serves; DES: each trainer its own (save_shards) */
+        return j->env && j->env->save_tables ? j->env->save_tables(j->env->arg, p, e) : 0;
     write_back_hot(j, w);
     snprintf(p, sizeof p, "%s/model/tables.bin", j->c->output.dir);
     return embps_save(j->tables, p, e);

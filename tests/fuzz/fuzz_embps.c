@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
         if (embps_create(&t, &o, &e) < 0)
             abort();
         svc = embps_service_create(t, shard_ids, 2, fuzz_token);
-        embps_service_save_root(svc, "/tmp/ss_fuzz_saves"); /* the seeds' save path */
+        embps_service_save_root(svc, "/tmp/ss_fuzz_saves", NULL); /* the seeds' save path */
     }
     fuzz_request(embps_service_processor(svc), data, n);
     return 0;
