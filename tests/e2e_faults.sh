@@ -246,7 +246,7 @@ done
 # most, closes strangers' connections to serve the job's, and every
 # checkpoint is written, the final one included; exit 0
 (job flood 3 job.embedding_ps=2 job.rpc_timeout_s=10 trainer.batch_size=32 \
-    checkpoint.dir=$T/ck-flood checkpoint.interval_s=0.5 data.epochs=3; echo $? > $T/flood.rc) &
+    checkpoint.dir=$T/ck-flood checkpoint.interval_s=0.5 data.epochs=2; echo $? > $T/flood.rc) &
 for i in $(seq 1 300); do grep -q 'embedding_ps 0 .* listens on' $T/flood.log 2>/dev/null && break; sleep 0.05; done
 EP=$(sed -n 's/^# embedding_ps 0 .* listens on \(.*\)$/\1/p' $T/flood.log)
 python3 tests/flood_conns.py "${EP%:*}" "${EP#*:}" 1100 > $T/flood.out 2>&1 &
@@ -257,7 +257,7 @@ M=$T/flood/metrics.json
 check "a flood of 1,100 tokenless connections to an embedding PS: it filled the service ($(cat $T/flood.out))" \
     sh -c "grep -q 'open 1100' $T/flood.out && grep -q 'embedding_ps 0 (rank 1 on [^)]*): its connections are full: closed the newest one that never sent the job.s token' $T/flood.log"
 check "a flood: the job exits 0, every checkpoint written ($(json checkpoints $M 2>/dev/null) of them), the final one with every example" \
-    sh -c "[ \"\$(cat $T/flood.rc)\" = 0 ] && ! grep -q 'checkpoint failed' $T/flood.log && [ \"$(json checkpoint_failures $M)\" = 0 ] && grep -q 'meta examples $((3 * N))\$' \$(ls -d $T/ck-flood/ckpt-* | tail -1)/MANIFEST"
+    sh -c "[ \"\$(cat $T/flood.rc)\" = 0 ] && ! grep -q 'checkpoint failed' $T/flood.log && [ \"$(json checkpoint_failures $M)\" = 0 ] && grep -q 'meta examples $((2 * N))\$' \$(ls -d $T/ck-flood/ckpt-* | tail -1)/MANIFEST"
 
 # a service that stalls (SIGSTOP) when a checkpoint next saves it (issue 30,
 # D2): the sync PS of an EASGD job that syncs in the foreground only at its
@@ -283,12 +283,12 @@ stall() {
     wait
 }
 stall stall-save $T/ck-ss 'checkpoint failed' 3 job.embedding_ps=1 job.sync_ps=1 sync.algo=easgd \
-    sync.mode=foreground sync.gap=1000000 job.rpc_timeout_s=2 trainer.batch_size=32 data.epochs=2 \
+    sync.mode=foreground sync.gap=1000000 job.rpc_timeout_s=2 trainer.batch_size=32 \
     checkpoint.dir=$T/ck-ss checkpoint.interval_s=0.5
 check "a sync PS stalled in a checkpoint's save: named within 0.5 s + 2 x job.rpc_timeout_s ($took ms)" \
     sh -c "[ -n '$victim' ] && [ $took -le 4500 ] && grep -q '^shadowsync: a checkpoint failed, training goes on (the last good one is kept): sync_ps 0 (rank 2 on [^)]*) at [^ ]*: save failed: no answer within job.rpc_timeout_s = 2 s, and [^ ]*center-0.bin did not grow meanwhile (the service has stalled)' $T/stall-save.log"
 check "a sync PS stalled in a save, then continued: the job ends well, its final checkpoint written" \
-    sh -c "[ \"\$(cat $T/stall-save.rc)\" = 0 ] && grep -q 'meta examples $((2 * N))\$' \$(ls -d $T/ck-ss/ckpt-* | tail -1)/MANIFEST"
+    sh -c "[ \"\$(cat $T/stall-save.rc)\" = 0 ] && grep -q 'meta examples $N\$' \$(ls -d $T/ck-ss/ckpt-* | tail -1)/MANIFEST"
 
 # a reader service that stalls (SIGSTOP) once a checkpoint is written, the
 # next due in 0.5 s (issue 30, D2: a stalled reader was named only once it
