@@ -89,6 +89,8 @@ check "...and progress.csv keeps the stopped run's $K rows, then its own, the ex
 check "after SIGTERM, --resume: exits 0, every example once ($(json examples $M) of $N), no stopped_by" \
     sh -c "[ $rc = 0 ] && [ $(json examples $M) = $N ] && ! grep -q stopped_by $M"
 check "after SIGTERM, --resume: the uninterrupted run's eval NE ($(json eval_ne $M) vs $REF)" near "$(json eval_ne $M)" "$REF" 0.000001
+check "after SIGTERM, --resume: optim.schedule = auto takes the size its checkpoint was fitted to" \
+    grep -q "^# optim.schedule = auto: the job's $N examples, as the checkpoint it resumes was fitted to: the rates decay over its last $((N / 10)) examples" $T/stop2.log
 FIRST=$(grep '^\[ *[0-9.]*s\]' $T/stop2.log | head -1)
 check "after SIGTERM, --resume: done% goes on from where the data was left ($FIRST)" \
     sh -c "echo '$FIRST' | awk -v n=$N '{ for (i = 1; i < NF; i++) { if (\$i == \"examples\") e = \$(i + 1); if (\$i == \"done\") d = \$(i + 1) + 0 } } END { exit !(e > 0 && d - 100 * e / n < 5 && 100 * e / n - d < 5) }'"

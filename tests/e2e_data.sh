@@ -112,11 +112,13 @@ check "a cluster job (a reader service, 2 embedding PSs) trains weighted bags as
 
 # DES (the tables' shards on the trainers) sends each id's weight with its
 # lookups: weight 2 trains as the id twice there too (2 trainers, no sync:
-# the rounds in lockstep, the same steps each run)
+# the rounds in lockstep, the same steps each run; no schedule, whose clock
+# takes each trainer's share times the others' pace from their reports)
 for f in w2 dup train; do
     timeout -k 10 300 $MPIRUN -np 2 $BIN train $CFG $FM $ONE $SGD --set job.trainers=2 \
         --set job.embedding_ps=0 --set job.sync_ps=0 --set job.bind=127.0.0.1 \
         --set embedding.placement=trainers --set sync.algo=none --set data.train=$T/$f.fm \
+        --set optim.schedule=manual \
         --set output.dir=$T/des$f > $T/des$f.log 2>&1
 done
 a=$(json eval_ne $T/desw2/metrics.json); b1=$(json eval_ne $T/desdup/metrics.json)

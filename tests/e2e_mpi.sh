@@ -76,6 +76,8 @@ check "roles by rank, trainers first" sh -c "grep -q 'rank 1: trainer 1' $T/easg
 check "per-role figures: lookups served by each embedding PS" grep -q 'embedding_ps 1 (rank 3 on .*): lookups [1-9]' $T/easgd.log
 check "per-role figures: syncs served by the sync PS" grep -q 'sync_ps 0 (rank 4 on .*): syncs served [1-9]' $T/easgd.log
 check "per-role figures in the run directory (roles.json)" grep -q '"role": "embedding_ps", "index": 1.*"lookups_per_s"' $T/easgd/roles.json
+check "cluster: optim.schedule = auto fitted by the master to data.train's $N examples, said once, every trainer's rates decayed to x0.05 at the end" \
+    sh -c "[ \$(grep -c '^# optim.schedule = auto: the job.s $N examples (data.train.s 1 file, counted): the rates decay over its last $((N / 10)) examples' $T/easgd.log) = 1 ] && [ '$(json lr_scale $T/easgd/metrics.json)' = 0.05 ]"
 # the master's progress lines count every trainer's examples (their reports), not its own
 cluster progress sync.algo=easgd output.log_interval_s=0.2 trainer.batch_size=32 output.eval_every=10000
 LINES=$(grep -c '^\[ *[0-9.]*s\]' $T/progress.log); LAST=$(grep '^\[ *[0-9.]*s\]' $T/progress.log | tail -1 | awk '{print $4}')

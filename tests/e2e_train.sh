@@ -209,8 +209,30 @@ train lr0 --set trainer.worker_threads=1 --set optim.decay_examples=1 --set opti
 train lr1 --set trainer.worker_threads=1 --set data.max_examples=128 $SGD
 check "optim.decay_examples = 1, decay_to = 0: the model equals one batch's, dense and rows" \
     sh -c "cmp -s $T/lr0/model/dense.bin $T/lr1/model/dense.bin && cmp -s $T/lr0/model/tables.bin $T/lr1/model/tables.bin"
-check "a schedule is said at start, its factor in the progress lines and metrics.json (lr_scale $(json lr_scale $T/lr0/metrics.json); 1 without: $(json lr_scale $T/one/metrics.json))" \
-    sh -c "[ '$(json lr_scale $T/lr0/metrics.json)' = 0 ] && [ '$(json lr_scale $T/one/metrics.json)' = 1 ] && grep -q '^# learning rates x1 at 0 examples: down to x0 over 1 from 0; counted over the job.s examples' $T/lr0.log && grep -q '^\[ *[0-9.]*s\] examples $N .*  lr x0  done' $T/lr0.log"
+# optim.schedule = auto (the default): a decay over the job's last tenth, fitted to data.train's
+# lines as counted, the model of those keys given by hand (1 worker: bit for bit)
+train auto --set trainer.worker_threads=1 --set output.quiet=false
+train autok --set trainer.worker_threads=1 --set optim.schedule=manual \
+    --set optim.decay_start=$((N - N / 10)) --set optim.decay_examples=$((N / 10)) --set optim.decay_to=0.05
+check "optim.schedule = auto: fitted to data.train's $N examples and said, in config.ini, the model of the same keys set by hand, x$(json lr_scale $T/auto/metrics.json) at the end" \
+    sh -c "grep -q '^# optim.schedule = auto: the job.s $N examples (data.train.s 1 file, counted): the rates decay over its last $((N / 10)) examples to x0.05 (optim.decay_start = $((N - N / 10)), ' $T/auto.log && grep -q '^decay_start = $((N - N / 10))\$' $T/auto/config.ini && [ '$(json lr_scale $T/auto/metrics.json)' = 0.05 ] && cmp -s $T/auto/model/dense.bin $T/autok/model/dense.bin && cmp -s $T/auto/model/tables.bin $T/autok/model/tables.bin"
+# ...and a stream has no size: the rates stay as set, said why
+mkfifo $T/fifo
+cat $T/d/train.tsv > $T/fifo &
+train stream --set trainer.worker_threads=1 --set data.train=$T/fifo --set output.quiet=false
+check "optim.schedule = auto over a pipe: no decay, said why, x$(json lr_scale $T/stream/metrics.json) at the end" \
+    sh -c "grep -q '^# optim.schedule = auto: the rates stay as set (no decay): $T/fifo is a stream' $T/stream.log && [ '$(json lr_scale $T/stream/metrics.json)' = 1 ] && [ '$(json examples $T/stream/metrics.json)' = $N ]"
+train manual --set trainer.worker_threads=1 --set optim.schedule=manual --set output.quiet=false --set data.max_examples=2000
+check "optim.schedule = manual with no decay key: the rates constant, said" \
+    sh -c "grep -q '^# learning rates constant: optim.schedule = manual sets no warmup or decay' $T/manual.log && [ '$(json lr_scale $T/manual/metrics.json)' = 1 ]"
+# a final calibration outside [0.9, 1.1] is said, with what usually fixes it: eval data of
+# another click rate (its clicked lines twice)
+{ cat $T/d/eval.tsv; awk -F'\t' '$1 == 1' $T/d/eval.tsv; } > $T/eval2.tsv
+train calib --set trainer.worker_threads=1 --set data.eval=$T/eval2.tsv --set data.max_examples=20000
+check "a calibration outside [0.9, 1.1] is said at the end with its likely cause ($(grep -o 'calibration [0-9.]*' $T/calib.log))" \
+    sh -c "grep -q '^shadowsync: warning: the model.s calibration on data.eval is 0\.[0-8][0-9]* (it predicts [0-9]*% of the clicks there are: eval click rate .*: the eval data.s click rate is not the training.s' $T/calib.log && ! grep -q 'calibration on data.eval' $T/auto.log"
+check "a schedule is said at start, its factor in the progress lines and metrics.json (lr_scale $(json lr_scale $T/lr0/metrics.json); 1 without: $(json lr_scale $T/stream/metrics.json))" \
+    sh -c "[ '$(json lr_scale $T/lr0/metrics.json)' = 0 ] && [ '$(json lr_scale $T/stream/metrics.json)' = 1 ] && grep -q '^# learning rates x1 at 0 examples: down to x0 over 1 from 0; counted over the job.s examples' $T/lr0.log && grep -q '^\[ *[0-9.]*s\] examples $N .*  lr x0  done' $T/lr0.log"
 train lrbad --set optim.decay_start=5000
 check "optim.decay_start without optim.decay_examples stops before training, naming both" \
     sh -c "[ $? != 0 ] && grep -q 'optim.decay_start = 5000 starts a decay that optim.decay_examples = 0 leaves out' $T/lrbad.log && ! [ -e $T/lrbad/progress.csv ]"

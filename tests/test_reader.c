@@ -4,6 +4,7 @@
  * refusal, and the synthetic data generator. */
 #include "check.h"
 #include "shadowsync/reader.h"
+#include "../src/reader/internal.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -1873,6 +1874,84 @@ static void test_gzip(void)
     free(ib);
 }
 
+
+/* reader_count_examples: what optim.schedule = auto fits its decay to. */
+static int64_t count_of(const char *rel, int header, int epochs, int64_t max, int *exact,
+                        char *why, size_t cap)
+{
+    struct ss_config c;
+    struct ss_err e = {0};
+    struct example_count n;
+    char p[512];
+    memset(&c, 0, sizeof c);
+    path_of(p, sizeof p, rel);
+    c.data.train = p;
+    c.data.separator = "\t";
+    c.data.epochs = epochs;
+    c.data.max_examples = max;
+    if (header) { /* conv.tsv's columns */
+        c.data.format = FMT_CSV, c.data.header = 1, c.data.label_col = 0;
+        c.data.dense_cols = "1-2", c.data.cat_cols = "3-5", c.data.cat_encoding = CAT_HASH;
+    }
+    if (reader_count_examples(&c, &n, &e) < 0) {
+        snprintf(why, cap, "%s", e.msg);
+        return -2;
+    }
+    *exact = n.exact;
+    snprintf(why, cap, "%s", n.why);
+    return n.examples;
+}
+
+static void test_count(void)
+{
+    int exact = 0;
+    char why[1100];
+    int64_t n = count_of("gz/a.tsv", 0, 1, 0, &exact, why, sizeof why);
+    CHECK(n == 3000 && exact, "count: a small text file's lines, bad ones among them, counted",
+          "%lld (exact %d) %s", (long long)n, exact, why);
+    n = count_of("a.tsv.gz", 0, 1, 0, &exact, why, sizeof why);
+    CHECK(n == 3000 && exact, "count: a small gzip file's lines, counted", "%lld (exact %d) %s",
+          (long long)n, exact, why);
+    n = count_of("gz/a.tsv", 0, 3, 0, &exact, why, sizeof why);
+    int64_t m = count_of("gz/a.tsv", 0, 3, 5000, &exact, why, sizeof why);
+    CHECK(n == 9000 && m == 5000, "count: times data.epochs, capped by data.max_examples",
+          "%lld, %lld", (long long)n, (long long)m);
+    n = count_of("conv.tsv", 1, 1, 0, &exact, why, sizeof why);
+    CHECK(n == 32 && exact, "count: a CSV's header line is no example", "%lld %s", (long long)n,
+          why);
+    n = count_of("shards", 0, 1, 0, &exact, why, sizeof why);
+    CHECK(n == 30 && exact, "count: binary shards' headers", "%lld %s", (long long)n, why);
+
+    write_criteo_file("count-big.tsv", 300000, 0); /* over 64 MiB: sampled */
+    struct stat st;
+    char p[512];
+    path_of(p, sizeof p, "count-big.tsv");
+    stat(p, &st);
+    n = count_of("count-big.tsv", 0, 1, 0, &exact, why, sizeof why);
+    CHECK(st.st_size > (64 << 20) && !exact && n > 294000 && n < 306000,
+          "count: a text file over 64 MiB estimated from samples within 2 %",
+          "%lld (exact %d, %lld bytes) %s", (long long)n, exact, (long long)st.st_size, why);
+    unlink(p);
+    write_criteo_file("count-gz.tsv", 40000, 0); /* past the inflated bytes counted: estimated */
+    gzip_file("count-gz.tsv", "count-gz.tsv.gz", 1, 0);
+    n = count_of("count-gz.tsv.gz", 0, 1, 0, &exact, why, sizeof why);
+    CHECK(n == 40000 && exact, "count: a gzip file within 128 MiB inflated, counted",
+          "%lld (exact %d) %s", (long long)n, exact, why);
+    reader_count_gz_bytes = 8 << 20;
+    n = count_of("count-gz.tsv.gz", 0, 1, 0, &exact, why, sizeof why);
+    reader_count_gz_bytes = 128ll << 20;
+    CHECK(!exact && n > 38800 && n < 41200,
+          "count: a gzip file past the bytes inflated (8 MiB here) estimated within 3 %", "%lld (exact %d) %s",
+          (long long)n, exact, why);
+
+    path_of(p, sizeof p, "count.fifo");
+    mkfifo(p, 0644);
+    n = count_of("count.fifo", 0, 1, 0, &exact, why, sizeof why);
+    CHECK(n == -1 && strstr(why, "stream"), "count: a pipe has no size: unknown, said why",
+          "%lld: %s", (long long)n, why);
+    unlink(p);
+}
+
 int main(void)
 {
     strcpy(root, "/tmp/ss_test_reader.XXXXXX");
@@ -1896,6 +1975,7 @@ int main(void)
     test_pos_changed_data();
     test_epochs();
     test_gzip();
+    test_count();
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     CHECK_DONE();
 }

@@ -271,6 +271,8 @@ SS_HOGWILD static inline void ss_copy(float *dst, const float *src, size_t n)
 enum data_format { FMT_AUTO, FMT_CRITEO, FMT_CSV, FMT_BINARY, FMT_LIBSVM };
 enum cat_encoding { CAT_HEX, CAT_DEC, CAT_HASH };
 enum opt_kind { OPT_SGD, OPT_ADAGRAD, OPT_ROWWISE_ADAGRAD };
+/* optim.schedule: auto fits a decay to the job's size where none is set */
+enum sched_kind { SCHED_AUTO, SCHED_MANUAL };
 enum sync_mode { SYNC_SHADOW, SYNC_FOREGROUND };
 enum sync_output { OUT_TRAINER0, OUT_AVERAGE };
 enum device_kind { DEV_CPU, DEV_CUDA, DEV_AUTO };
@@ -315,8 +317,12 @@ struct ss_config {
     struct {
         int dense, emb;              /* enum opt_kind */
         double dense_lr, emb_lr, eps, init_acc;
+        int schedule;                /* enum sched_kind */
+        double auto_decay_share;     /* of the last pass, under SCHED_AUTO */
         int64_t warmup_examples, decay_start, decay_examples; /* the rates' schedule */
         double decay_to;
+        int64_t auto_examples;       /* not a key: the job's examples optim.schedule = auto
+                                      * fitted the decay to (0: none) */
     } optim;
     struct { int worker_threads, batch_size, device, dense_backend, precision; } trainer;
     struct {

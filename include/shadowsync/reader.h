@@ -135,6 +135,22 @@ double reader_fraction(struct reader *r);
 double reader_share_bytes(struct reader *r);
 void reader_close(struct reader *r);
 
+/* How many examples a run over data.train meets (count.c): a shard's
+ * header count, a text file's lines (counted up to 64 MiB, else sampled;
+ * gzip's estimated past 128 MiB inflated) less its header lines, times
+ * data.epochs, capped by data.max_examples. examples = -1 where that
+ * cannot be known (a stream), why saying so. */
+struct example_count {
+    int64_t examples;           /* the run's, every pass's; -1: unknown */
+    int64_t per_pass;           /* one pass over data.train */
+    int exact;                  /* counted, not estimated */
+    int capped;                 /* data.max_examples ends the run first */
+    int n_files;
+    char why[300];              /* examples = -1: why */
+};
+int reader_count_examples(const struct ss_config *c, struct example_count *out,
+                          struct ss_err *e);
+
 /* Where a reader is, for checkpoints (DESIGN §8): the next example to hand
  * out, and the counts so far. Plain data, written as is. */
 #define READER_POS_MAGIC 0x53534F50u       /* "SSPO"; split line by line (or alone) */

@@ -357,6 +357,14 @@ int trainer_rows_auto(const struct ss_config *c, const char *saved, FILE *say, c
                       struct ss_err *e);
 /* trainer_rows_auto into c->model.rows itself. */
 int trainer_resolve_rows(struct ss_config *c, const char *saved, FILE *say, struct ss_err *e);
+/* optim.schedule = auto (sched_auto.c): where no decay is set, one over
+ * the second half of the job's last pass, into c's optim.decay_* keys:
+ * fitted to the size resumed was (a resume's checkpoint figures, or
+ * NULL), else to data.train's examples (reader_count_examples); said on
+ * say. Nothing where the size is unknown (a stream: said why). */
+struct ckpt_meta_set;
+int trainer_resolve_schedule(struct ss_config *c, const struct ckpt_meta_set *resumed, FILE *say,
+                             struct ss_err *e);
 /* `shadowsync check`: the model's widths and the memory checks a job makes
  * before training, then "trainers T embedding_ps E sync_ps S readers R"
  * to out. */

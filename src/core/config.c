@@ -61,6 +61,7 @@ static const struct choice formats[] = {
 static const struct choice cat_encodings[] = {
     {"hex", CAT_HEX}, {"dec", CAT_DEC}, {"hash", CAT_HASH}, {NULL, 0}};
 static const struct choice dense_opts[] = {{"sgd", OPT_SGD}, {"adagrad", OPT_ADAGRAD}, {NULL, 0}};
+static const struct choice schedules[] = {{"auto", SCHED_AUTO}, {"manual", SCHED_MANUAL}, {NULL, 0}};
 static const struct choice emb_opts[] = {
     {"sgd", OPT_SGD}, {"rowwise_adagrad", OPT_ROWWISE_ADAGRAD}, {NULL, 0}};
 static const struct choice devices[] = {
@@ -155,6 +156,12 @@ static const struct key_desc keys[] = {
     DBL(optim, emb_lr, "0.1", 0, 100, OPEN_MIN, "learning rate of the embedding rows"),
     DBL(optim, eps, "1e-8", 0, 1, 0, "Adagrad epsilon"),
     DBL(optim, init_acc, "0", 0, 100, 0, "initial Adagrad accumulator"),
+    ENUM(optim, schedule, "auto", schedules,
+        "auto: where optim.decay_examples = 0 and data.train's size is known, both rates decay "
+        "over the last optim.auto_decay_share of the job's examples (every pass's) to x0.05; "
+        "manual: the keys below as set"),
+    DBL(optim, auto_decay_share, "0.1", 0, 1, OPEN_MIN,
+        "optim.schedule = auto: the share of the job's examples its decay spans"),
     I64(optim, warmup_examples, "0", 0, P62,
         "both learning rates rise linearly (from 1/N of theirs) over the job's first N "
         "examples (0 = none)"),

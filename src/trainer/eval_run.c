@@ -4,6 +4,9 @@
  * trainer_eval (eval.c). */
 #include "job.h"
 
+#define CALIBRATION_LO 0.9
+#define CALIBRATION_HI 1.1
+
 static void *des_serve_main(void *arg)
 {
     struct ss_err e;
@@ -282,6 +285,29 @@ static int close_predictions(FILE *f, const char *path, const char *part, int rc
     return rc;
 }
 
+/* A final calibration outside [0.9, 1.1] (predicted clicks over real
+ * ones), said with what usually brings it back: a decay over the end of
+ * the pass, or eval data of another click rate than the training's. */
+static void warn_calibration(const struct ss_config *c, const struct figures *f,
+                             const struct eval_result *ev)
+{
+    if (!(ev->calibration < CALIBRATION_LO || ev->calibration > CALIBRATION_HI))
+        return; /* NaN (one class) included */
+    double train_ctr = f->ne.n > 0 ? f->ne.label_sum / (double)f->ne.n : NAN;
+    int other_rate = train_ctr > 0 && fabs(ev->ctr / train_ctr - 1) > 0.1;
+    const char *fix =
+        other_rate ? "the eval data's click rate is not the training's: score data of the same "
+                     "period and sampling (a negative downsampling's eval must be sampled alike)"
+        : c->optim.decay_examples == 0
+            ? "a run that ends at a constant rate ends off: optim.schedule = auto (the default) or "
+              "optim.decay_start and optim.decay_examples decay the rates over the end of the pass"
+            : "a decay that ends earlier or lower (optim.decay_to), lower learning rates, or more "
+              "data usually bring it within 0.1";
+    fprintf(stderr, "shadowsync: warning: the model's calibration on data.eval is %.3f (it "
+            "predicts %.0f%% of the clicks there are: eval click rate %.4f, the training's %.4f): "
+            "%s\n", ev->calibration, 100 * ev->calibration, ev->ctr, train_ctr, fix);
+}
+
 /* The end-of-run eval of the output model w (the master): its line and
  * eval.csv's row. A failed eval keeps the training's figures (metrics.json
  * without an eval) and says where the model is; NaN predictions (weights
@@ -330,6 +356,7 @@ int job_final_eval(struct job *j, const struct figures *f, const struct reader_s
     job_eval_row(j, f->examples, f->elapsed, ev);
     reader_warn_bad_share("data.eval", c->data.eval, ev->bad_lines, ev->examples,
                           c->data.report_bad_lines);
+    warn_calibration(c, f, ev);
     return 0;
 }
 

@@ -138,18 +138,22 @@ static int cluster_train(struct ss_config *c, const char *resume)
     return rc < 0 ? 1 : p.rank == 0 && ss_halt_signal() ? SS_EXIT_HALTED : 0;
 }
 
-/* model.rows = auto into numbers: the rows of the checkpoint a resume
- * continues from, else sized from data.train. */
-static int resolve_rows(struct ss_config *c, const char *resume, struct ss_err *e)
+/* model.rows = auto and optim.schedule = auto into numbers: the rows and
+ * the size of the checkpoint a resume continues from, else from
+ * data.train. */
+static int resolve_auto(struct ss_config *c, const char *resume, struct ss_err *e)
 {
     char from[4300];
     struct ckpt_meta_set m;
     int skipped, rc = 0;
-    if (model_rows_auto(c) && resume)
+    FILE *say = c->output.quiet ? NULL : stdout;
+    if (resume)
         rc = ckpt_latest(resume, from, sizeof from, &m, &skipped, e);
-    if (rc < 0 || !model_rows_auto(c))
-        return rc;
-    return trainer_resolve_rows(c, resume ? from : NULL, c->output.quiet ? NULL : stdout, e);
+    if (rc == 0 && model_rows_auto(c))
+        rc = trainer_resolve_rows(c, resume ? from : NULL, say, e);
+    if (rc == 0)
+        rc = trainer_resolve_schedule(c, resume ? &m : NULL, say, e);
+    return rc;
 }
 
 /* The embedded default: the checks, the tables' rows, the resolved config,
@@ -160,7 +164,7 @@ static int embedded_train(struct ss_config *c, const char *resume)
     int rc;
     if ((rc = trainer_embedded_checks(c, &e)) < 0 ||
         (rc = reader_check_train(c->data.train, &e)) < 0 ||
-        (rc = trainer_prerun_checks(c, resume, &e)) < 0 || (rc = resolve_rows(c, resume, &e)) < 0) {
+        (rc = trainer_prerun_checks(c, resume, &e)) < 0 || (rc = resolve_auto(c, resume, &e)) < 0) {
         fprintf(stderr, "shadowsync: %s\n", e.msg);
         return 1;
     }

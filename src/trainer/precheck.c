@@ -162,15 +162,29 @@ static void share_rows(struct job_plan *p, struct ss_config *c)
     stall_guard_hold(p->start_guard, 0);
 }
 
+/* The master's optim.schedule = auto fit, on every rank. */
+static void share_schedule(struct job_plan *p, struct ss_config *c)
+{
+    if (c->optim.schedule != SCHED_AUTO)
+        return;
+    int64_t v[3] = {c->optim.decay_start, c->optim.decay_examples, c->optim.auto_examples};
+    double to = c->optim.decay_to;
+    MPI_Bcast(v, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&to, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    c->optim.decay_start = v[0], c->optim.decay_examples = v[1], c->optim.auto_examples = v[2];
+    c->optim.decay_to = to;
+    stall_guard_hold(p->start_guard, 0);
+}
+
 int trainer_master_checks(struct job_plan *p, struct ss_config *c, const char *resume,
                           struct ss_err *e)
 {
     struct ss_err shared = {0};
+    struct ckpt_meta_set m;
     int rc = 0, sized = model_rows_auto(c); /* the same on every rank */
-    if (sized)
+    if (sized || c->optim.schedule == SCHED_AUTO)
         stall_guard_hold(p->start_guard, 1);
     if (p->rank == 0 && resume) {
-        struct ckpt_meta_set m;
         int skipped;
         rc = ckpt_latest(resume, p->resume_from, sizeof p->resume_from, &m, &skipped, &shared);
     }
@@ -179,6 +193,9 @@ int trainer_master_checks(struct job_plan *p, struct ss_config *c, const char *r
     if (p->rank == 0 && rc == 0)
         rc = trainer_resolve_rows(c, resume ? p->resume_from : NULL,
                                   c->output.quiet ? NULL : stdout, &shared);
+    if (p->rank == 0 && rc == 0)
+        rc = trainer_resolve_schedule(c, resume ? &m : NULL, c->output.quiet ? NULL : stdout,
+                                      &shared);
     if (p->rank == 0 && rc == 0)
         reader_warn_collisions(c, stderr); /* as the embedded default warns */
     MPI_Request req;
@@ -190,6 +207,7 @@ int trainer_master_checks(struct job_plan *p, struct ss_config *c, const char *r
         return ss_fail(e, rc, "%s", shared.msg);
     if (sized)
         share_rows(p, c);
+    share_schedule(p, c);
     return 0;
 }
 

@@ -240,6 +240,8 @@ static int commit_snapshot(struct job *j, struct ckpt *k, const double *fig, int
          * of another algorithm kept */
         ckpt_meta(k, "center", sync_algo_needs(c->sync.algo) == SYNC_NEEDS_CENTER);
         ckpt_meta(k, "run", j->run_id);
+        if (c->optim.auto_examples > 0) /* the size optim.schedule = auto fitted to */
+            ckpt_meta(k, "auto_examples", (double)c->optim.auto_examples);
         rc = ckpt_commit(k, 2, &final_dir, e);
     }
     if (rc == 0 && final)
