@@ -80,8 +80,10 @@ static void test_defaults(void)
           "defaults data", "separator \"%s\"", c.data.separator);
     CHECK(!strcmp(c.model.rows, "200000") && c.model.dim == 16 &&
           !strcmp(c.model.top, "367-512-256-1"), "defaults model", "dim %d", c.model.dim);
-    CHECK(c.optim.dense == OPT_SGD && c.optim.dense_lr == 0.1 && c.optim.eps == 1e-8 &&
-          c.optim.init_acc == 0, "defaults optim", "eps %g", c.optim.eps);
+    CHECK(c.optim.dense == OPT_ADAGRAD && c.optim.dense_lr == 0.01 &&
+          c.optim.emb == OPT_ROWWISE_ADAGRAD && c.optim.emb_lr == 0.02 && c.optim.eps == 1e-8 &&
+          c.optim.init_acc == 0 && c.optim.schedule == SCHED_AUTO &&
+          c.optim.auto_decay_share == 0.1, "defaults optim", "eps %g", c.optim.eps);
     CHECK(c.trainer.device == DEV_CPU && c.trainer.batch_size == 128, "defaults trainer", "%d",
           c.trainer.batch_size);
     CHECK(!strcmp(c.sync.algo, "none") && c.sync.mode == SYNC_SHADOW && c.sync.alpha == 0.5 &&
@@ -498,7 +500,7 @@ static void test_reference(void)
     if (rc == 0)
         ss_config_free(&a);
     CHECK(strstr(buf, "# Adagrad epsilon [0, 1]\neps = 1e-8\n") &&
-          strstr(buf, "[1, 1024]\ntrainers = 1\n") && strstr(buf, "(0, 100]\ndense_lr = 0.1\n") &&
+          strstr(buf, "[1, 1024]\ntrainers = 1\n") && strstr(buf, "(0, 100]\ndense_lr = 0.01\n") &&
           strstr(buf, "(cpu|cuda|auto)\ndevice = cpu\n") && strstr(buf, "\nbind =\n"),
           "reference format", "unexpected text");
     unlink(path);

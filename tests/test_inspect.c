@@ -223,7 +223,7 @@ static int size_rows(const char *path, const char *rows, const char *more,
     snprintf(nrows, sizeof nrows, "model.rows=%s", rows);
     char *ov[] = {train, nrows, "data.format=csv", "data.separator=,", "data.label_col=0",
                   "data.dense_cols=1", "data.cat_cols=2-3", "data.cat_encoding=dec",
-                  (char *)more};
+                  "optim.emb=sgd", /* a row of 16 floats, no accumulator */ (char *)more};
     int rc = ss_config_load(c, NULL, ov, (int)(sizeof ov / sizeof *ov) - !*more, e);
     return rc < 0 ? rc : reader_rows_auto(c, r, e);
 }

@@ -150,10 +150,10 @@ static const struct key_desc keys[] = {
          "how a bag of ids becomes one vector: the sum of its rows, or their mean (steadier "
          "on long multi-hot bags)"),
 
-    ENUM(optim, dense, "sgd", dense_opts, "optimizer of the dense (MLP) parameters"),
-    ENUM(optim, emb, "sgd", emb_opts, "optimizer of the embedding rows"),
-    DBL(optim, dense_lr, "0.1", 0, 100, OPEN_MIN, "learning rate of the dense parameters"),
-    DBL(optim, emb_lr, "0.1", 0, 100, OPEN_MIN, "learning rate of the embedding rows"),
+    ENUM(optim, dense, "adagrad", dense_opts, "optimizer of the dense (MLP) parameters"),
+    ENUM(optim, emb, "rowwise_adagrad", emb_opts, "optimizer of the embedding rows"),
+    DBL(optim, dense_lr, "0.01", 0, 100, OPEN_MIN, "learning rate of the dense parameters"),
+    DBL(optim, emb_lr, "0.02", 0, 100, OPEN_MIN, "learning rate of the embedding rows"),
     DBL(optim, eps, "1e-8", 0, 1, 0, "Adagrad epsilon"),
     DBL(optim, init_acc, "0", 0, 100, 0, "initial Adagrad accumulator"),
     ENUM(optim, schedule, "auto", schedules,
