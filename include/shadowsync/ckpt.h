@@ -44,6 +44,10 @@ int ckpt_refuse_earlier(const char *dir, struct ckpt_meta_set *found, struct ss_
 double ckpt_meta_get(const struct ckpt_meta_set *m, const char *key, double dflt);
 /* The figures of a checkpoint already verified (its parts not read again). */
 int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);
+/* The figures of dir's newest checkpoint whose MANIFEST reads whole, its
+ * parts not hashed (ckpt_latest's, unless a part of it is damaged); -1:
+ * none. */
+int ckpt_newest_meta(const char *dir, struct ckpt_meta_set *m);
 /* Its MANIFEST and every part's size and hash, as a resume checks them. */
 int ckpt_verify(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e);
 

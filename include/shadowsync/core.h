@@ -318,7 +318,7 @@ struct ss_config {
         int dense, emb;              /* enum opt_kind */
         double dense_lr, emb_lr, eps, init_acc;
         int schedule;                /* enum sched_kind */
-        double auto_decay_share;     /* of the last pass, under SCHED_AUTO */
+        double auto_decay_share;     /* of the job's examples, under SCHED_AUTO */
         int64_t warmup_examples, decay_start, decay_examples; /* the rates' schedule */
         double decay_to;
         int64_t auto_examples;       /* not a key: the job's examples optim.schedule = auto

@@ -358,7 +358,7 @@ int trainer_rows_auto(const struct ss_config *c, const char *saved, FILE *say, c
 /* trainer_rows_auto into c->model.rows itself. */
 int trainer_resolve_rows(struct ss_config *c, const char *saved, FILE *say, struct ss_err *e);
 /* optim.schedule = auto (sched_auto.c): where no decay is set, one over
- * the second half of the job's last pass, into c's optim.decay_* keys:
+ * the job's last optim.auto_decay_share, into c's optim.decay_* keys:
  * fitted to the size resumed was (a resume's checkpoint figures, or
  * NULL), else to data.train's examples (reader_count_examples); said on
  * say. Nothing where the size is unknown (a stream: said why). */

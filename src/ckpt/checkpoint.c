@@ -524,6 +524,20 @@ int ckpt_read_meta(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
     return verify(ckdir, m, 0, e);
 }
 
+int ckpt_newest_meta(const char *dir, struct ckpt_meta_set *m)
+{
+    long seq[1024];
+    int n = list_ckpts(dir, seq, 1024);
+    for (int i = 0; i < n; i++) {
+        char ck[4200];
+        struct ss_err ignored = {0};
+        snprintf(ck, sizeof ck, "%s/ckpt-%06ld", dir, seq[i]);
+        if (verify(ck, m, 0, &ignored) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 int ckpt_verify(const char *ckdir, struct ckpt_meta_set *m, struct ss_err *e)
 {
     return verify(ckdir, m, 1, e);

@@ -4,9 +4,9 @@
  * has its lines counted; a bigger one is sampled at COUNT_SPOTS places
  * spread over it (lines = size / the sampled bytes a line); gzip counts
  * its lines, or past 128 MiB inflated those of its first 128 MiB against
- * the compressed bytes they took. Lines are taken as examples (bad and blank lines are
- * few where a run is worth training). A pipe or a character device has no
- * size: unknown, said why. */
+ * the compressed bytes they took. Lines are taken as examples (bad and
+ * blank lines are few where a run is worth training). A pipe or a
+ * character device has no size: unknown, said why. */
 #include "internal.h"
 
 #include <errno.h>
@@ -122,18 +122,14 @@ int reader_count_examples(const struct ss_config *c, struct example_count *out, 
     for (int i = 0; i < n; i++) {
         struct stat st; /* a pipe is never opened here: its writer would take that for the
                          * reader's open, and a close for its end */
-        if (stat(files[i], &st) == 0 && !S_ISREG(st.st_mode)) {
+        int fd = stat(files[i], &st) != 0 ? -1
+                 : S_ISREG(st.st_mode) ? open(files[i], O_RDONLY | O_CLOEXEC) : -2;
+        if (fd == -2)
             snprintf(out->why, sizeof out->why, "%s is a stream (no size to count)", files[i]);
+        else if (fd < 0)
+            snprintf(out->why, sizeof out->why, "%s: %s", files[i], strerror(errno));
+        if (fd < 0)
             goto unknown;
-        }
-        int fd = open(files[i], O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            snprintf(out->why, sizeof out->why, "%s: %s", files[i],
-                     fd < 0 || errno ? strerror(errno) : "not a regular file");
-            if (fd >= 0)
-                close(fd);
-            goto unknown;
-        }
         double lines = 0;
         int exact = 1, got;
         if (binary) {
@@ -141,11 +137,10 @@ int reader_count_examples(const struct ss_config *c, struct example_count *out, 
             uint64_t size;
             struct ss_err ignored = {0};
             got = reader_shard_check(files[i], fd, &h, &size, &ignored);
-            lines = (double)h.examples;
+            lines = got == 0 ? (double)h.examples : 0;
             close(fd);
         } else {
-            unsigned char m[2];
-            int gz = pread(fd, m, 2, 0) == 2 && m[0] == 0x1f && m[1] == 0x8b;
+            int gz = reader_is_gzip_fd(fd);
             got = gz ? gz_lines(fd, (uint64_t)st.st_size, &lines, &exact)
                      : text_lines(fd, (uint64_t)st.st_size, &lines, &exact);
             if (!gz)

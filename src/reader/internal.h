@@ -49,6 +49,9 @@ static inline uint64_t shard_record_fixed(uint32_t n_dense, uint32_t n_tables)
     return 4u + 4ull * n_dense + 4ull * n_tables;
 }
 
+/* fd's first bytes are gzip's magic (reader.c). */
+int reader_is_gzip_fd(int fd);
+
 /* count.c: a gzip file's lines are counted in its first this many bytes inflated */
 extern int64_t reader_count_gz_bytes;
 

@@ -74,8 +74,7 @@ static void bad_line(struct reader *r, int file, int64_t line, const char *why)
 
 /* ---- text ------------------------------------------------------------ */
 
-/* fd's first bytes are gzip's magic. */
-static int is_gzip_fd(int fd)
+int reader_is_gzip_fd(int fd)
 {
     unsigned char m[2];
     return pread(fd, m, 2, 0) == 2 && m[0] == 0x1f && m[1] == 0x8b;
@@ -84,7 +83,7 @@ static int is_gzip_fd(int fd)
 static int is_gzip(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int gz = fd >= 0 && is_gzip_fd(fd);
+    int gz = fd >= 0 && reader_is_gzip_fd(fd);
     if (fd >= 0)
         close(fd);
     return gz;
@@ -174,7 +173,7 @@ static int open_job(void *arg)
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     r->op.kind = not_text_kind(fd);
-    r->op.gz = !r->op.kind && is_gzip_fd(fd);
+    r->op.gz = !r->op.kind && reader_is_gzip_fd(fd);
     return 0;
 }
 

@@ -140,19 +140,21 @@ static int cluster_train(struct ss_config *c, const char *resume)
 
 /* model.rows = auto and optim.schedule = auto into numbers: the rows and
  * the size of the checkpoint a resume continues from, else from
- * data.train. */
+ * data.train (its parts are hashed once, by the run's resume, unless the
+ * rows must be read first). */
 static int resolve_auto(struct ss_config *c, const char *resume, struct ss_err *e)
 {
     char from[4300];
     struct ckpt_meta_set m;
     int skipped, rc = 0;
     FILE *say = c->output.quiet ? NULL : stdout;
-    if (resume)
+    if (model_rows_auto(c) && resume)
         rc = ckpt_latest(resume, from, sizeof from, &m, &skipped, e);
     if (rc == 0 && model_rows_auto(c))
         rc = trainer_resolve_rows(c, resume ? from : NULL, say, e);
+    int resumed = rc == 0 && resume && ckpt_newest_meta(resume, &m) == 0;
     if (rc == 0)
-        rc = trainer_resolve_schedule(c, resume ? &m : NULL, say, e);
+        rc = trainer_resolve_schedule(c, resumed ? &m : NULL, say, e);
     return rc;
 }
 

@@ -4,11 +4,12 @@
  * resolved config printed and saved) sees plain optim.decay_* keys. The
  * decay spans the last optim.auto_decay_share (0.1) of the job's examples
  * (of every pass: two passes train as one over two copies) and ends at
- * x0.05: a pass at a constant rate ends where its last steps'
- * noise left the model (calibration 0.96-0.99 by seed on gen data, ~0.6
- * on other teacher data), where the decay ends it calibrated; a longer
- * decay cost NE on runs far from converged (docs/benchmarks.md). The size is data.train's examples
- * (reader_count_examples) times data.epochs, capped by data.max_examples;
+ * x0.05: a pass at a constant rate ends where its last steps' noise left
+ * the model (calibration 0.96-0.99 by seed on gen data, ~0.6 on other
+ * teacher data), where the decay ends it calibrated; a longer decay cost
+ * NE on runs far from converged (docs/benchmarks.md). The size is
+ * data.train's examples (reader_count_examples) times data.epochs, capped
+ * by data.max_examples;
  * a resume takes the size its checkpoint was fitted to, so the rates it
  * goes on with are the ones it stopped at. A cluster job's master fits it
  * and every rank takes its numbers (trainer_master_checks). */
