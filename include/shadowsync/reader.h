@@ -139,14 +139,14 @@ void reader_close(struct reader *r);
  * header count, a text file's lines (counted up to 64 MiB, else sampled;
  * gzip's estimated past 128 MiB inflated) less its header lines, times
  * data.epochs, capped by data.max_examples. examples = -1 where that
- * cannot be known (a stream), why saying so. */
+ * cannot be known (a stream, files not listed here), why saying so. */
 struct example_count {
     int64_t examples;           /* the run's, every pass's; -1: unknown */
     int64_t per_pass;           /* one pass over data.train */
     int exact;                  /* counted, not estimated */
     int capped;                 /* data.max_examples ends the run first */
     int n_files;
-    char why[300];              /* examples = -1: why */
+    char why[sizeof(((struct ss_err *)0)->msg)]; /* examples = -1: why */
 };
 int reader_count_examples(const struct ss_config *c, struct example_count *out,
                           struct ss_err *e);

@@ -6,7 +6,8 @@
  * its lines, or past 128 MiB inflated those of its first 128 MiB against
  * the compressed bytes they took. Lines are taken as examples (bad and
  * blank lines are few where a run is worth training). A pipe or a
- * character device has no size: unknown, said why. */
+ * character device has no size, nor files this host cannot list (a
+ * cluster job's readers may hold them): unknown, said why. */
 #include "internal.h"
 
 #include <errno.h>
@@ -116,8 +117,10 @@ int reader_count_examples(const struct ss_config *c, struct example_count *out, 
     int binary = rc == 0 && s.format == FMT_BINARY;
     if (rc == 0)
         rc = reader_list_files(c->data.train, binary ? PICK_BINARY : PICK_TEXT, &files, &n, e);
-    if (rc < 0)
-        return rc;
+    if (rc < 0) { /* not here: a cluster job's reader services may hold the files elsewhere */
+        snprintf(out->why, sizeof out->why, "%s", e->msg);
+        return 0;
+    }
     double total = 0;
     for (int i = 0; i < n; i++) {
         struct stat st; /* a pipe is never opened here: its writer would take that for the
