@@ -254,8 +254,11 @@ fpid=$!
 wait %1
 kill $fpid; wait $fpid 2>/dev/null
 M=$T/flood/metrics.json
+# (the last few connects may still wait out a SYN retry when the job ends:
+# past the service's 1,024 slots is what fills it)
+nf=$(sed -n 's/^open \([0-9]*\).*/\1/p' $T/flood.out | tail -1)
 check "a flood of 1,100 tokenless connections to an embedding PS: it filled the service ($(cat $T/flood.out))" \
-    sh -c "grep -q 'open 1100' $T/flood.out && grep -q 'embedding_ps 0 (rank 1 on [^)]*): its connections are full: closed the newest one that never sent the job.s token' $T/flood.log"
+    sh -c "[ \"${nf:-0}\" -gt 1024 ] && grep -q 'embedding_ps 0 (rank 1 on [^)]*): its connections are full: closed the newest one that never sent the job.s token' $T/flood.log"
 check "a flood: the job exits 0, every checkpoint written ($(json checkpoints $M 2>/dev/null) of them), the final one with every example" \
     sh -c "[ \"\$(cat $T/flood.rc)\" = 0 ] && ! grep -q 'checkpoint failed' $T/flood.log && [ \"$(json checkpoint_failures $M)\" = 0 ] && grep -q 'meta examples $((2 * N))\$' \$(ls -d $T/ck-flood/ckpt-* | tail -1)/MANIFEST"
 
