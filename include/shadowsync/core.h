@@ -287,6 +287,7 @@ struct ss_config {
         int trainers, embedding_ps, sync_ps, readers;
         int64_t seed;
         char *bind;
+        char *interface;
         double rpc_timeout_s;
     } job;
     struct {

@@ -29,6 +29,8 @@ struct job_plan {
     MPI_Comm trainers;          /* the trainers' communicator; MPI_COMM_NULL elsewhere */
     char token[33];             /* 32 hex digits; never logged */
     char (*hosts)[64];          /* [size] host of every rank */
+    char (*addrs)[64];          /* [size] the address each rank's services take (rpc_check_bind) */
+    int multi_host;             /* the ranks' networks differ, whatever their host names */
 #define ROLE_FIGURES 10
     double figures[ROLE_FIGURES]; /* this rank's role figures at the end (rpc_report_roles) */
     struct placement *placement; /* the tables' plan, the same on every rank */
@@ -59,20 +61,23 @@ int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *
 void rpc_finalize(struct job_plan *p);
 
 struct rpc_server;
-/* A role's service on this rank's address, written into host: job.bind,
- * else the host's IPv4 address (127.0.0.1 when its name does not
- * resolve; where the ranks run on several hosts and the name resolves to
- * a loopback address, as Debian's 127.0.1.1, the first interface's that
- * is not one). Guarded with the job's token and job.rpc_timeout_s,
+/* A role's service on this rank's address (p->addrs, rpc_check_bind),
+ * written into host. Guarded with the job's token and job.rpc_timeout_s,
  * max_message as struct rpc_guard's, its warnings naming this rank. */
 int rpc_role_server(struct rpc_server **out, const struct ss_config *c, const struct job_plan *p,
                     ThriftProcessor *proc, size_t max_message, char host[64], struct ss_err *e);
 /* The ranks run on more than one host. */
 int rpc_multi_host(const struct job_plan *p);
-/* job.bind that is no IPv4 address, or that the other hosts of a job on
- * several cannot reach (a loopback address, 0.0.0.0): an error naming it
- * (and the hosts). */
-int rpc_check_bind(const struct ss_config *c, const struct job_plan *p, struct ss_err *e);
+/* Every rank's address (collective), into p->addrs: job.bind; else
+ * job.interface's (an interface name: its first IPv4 address; a CIDR:
+ * the rank's first address in it); else the host's name's IPv4 address,
+ * and where that is a loopback one (Debian's 127.0.1.1, or none) and the
+ * ranks run on several hosts (their names or their networks differ), the
+ * first up interface's that is not a loopback. An error naming the key:
+ * job.bind that is no IPv4 address or that the others cannot reach (a
+ * loopback address or 0.0.0.0 on several hosts), both keys set, or a
+ * rank with no address on job.interface (naming it and its addresses). */
+int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
 struct endpoint {
     char host[64];
     int port;                   /* 0: this rank serves nothing; -1: its service failed to start */

@@ -92,7 +92,9 @@ static const struct key_desc keys[] = {
         "sync parameter servers holding the EASGD center (cluster job only)"),
     INT(job, readers, "0", 0, 4096, "reader services (cluster job only; 0 = read in-process)"),
     I64(job, seed, "1", 0, P62, "seed of every random choice (init, data generation)"),
-    STR(job, bind, "", "address services bind to (empty = the host's address)"),
+    STR(job, bind, "", "address services bind to (empty = job.interface's, else the host's address)"),
+    STR(job, interface, "", "where each rank's services bind and announce: an interface (e.g. "
+        "eth0) or an IPv4 network (e.g. 10.1.0.0/16); empty = the host's address"),
     DBL(job, rpc_timeout_s, "30", 0, 3600, OPEN_MIN,
         "seconds a call to a service may take before the job ends naming the service"),
 

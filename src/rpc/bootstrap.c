@@ -10,8 +10,9 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
-#include <time.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -77,10 +78,20 @@ static int make_token(char out[33], struct ss_err *e)
     return 0;
 }
 
+static int interface_address(const char *spec, char out[64], char *why, size_t cap);
+
 int rpc_bootstrap(struct job_plan *p, const struct ss_config *c, struct ss_err *e)
 {
     memset(p, 0, sizeof *p);
     p->trainers = MPI_COMM_NULL;
+    /* Open MPI's own TCP traffic on the same interface or network, unless
+     * the launch says otherwise (its default leaves out 127.0.0.0/8,
+     * which a lab of hosts on one machine uses) */
+    const char *iface = c->job.interface;
+    char a[64], why[256];
+    if (iface && *iface && !getenv("OMPI_MCA_btl_tcp_if_include") &&
+        !getenv("OMPI_MCA_btl_tcp_if_exclude") && interface_address(iface, a, why, sizeof why) == 0)
+        setenv("OMPI_MCA_btl_tcp_if_include", iface, 0); /* (a rank without: rpc_check_bind) */
     int provided = 0;
     MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &p->rank);
@@ -129,6 +140,8 @@ void rpc_finalize(struct job_plan *p)
     }
     free(p->hosts);
     p->hosts = NULL;
+    free(p->addrs);
+    p->addrs = NULL;
     int inited = 0, fin = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&fin);
@@ -141,6 +154,8 @@ void rpc_finalize(struct job_plan *p)
 
 int rpc_multi_host(const struct job_plan *p)
 {
+    if (p->multi_host)
+        return 1;
     for (int r = 1; p->hosts && r < p->size; r++)
         if (strcmp(p->hosts[r], p->hosts[0]))
             return 1;
@@ -152,38 +167,90 @@ static int unreachable(const char *addr)
     return !strncmp(addr, "127.", 4) || !strcmp(addr, "0.0.0.0");
 }
 
-int rpc_check_bind(const struct ss_config *c, const struct job_plan *p, struct ss_err *e)
+/* "lo 127.0.0.1, eth0 10.0.0.2" (loopback too: with_lo), this rank's up
+ * IPv4 addresses in the order the kernel lists them. */
+static void list_addresses(int with_lo, char *out, size_t cap)
 {
-    struct in_addr a;
-    if (c->job.bind && *c->job.bind && inet_pton(AF_INET, c->job.bind, &a) != 1)
-        return ss_fail(e, SS_EINVAL, "job.bind = %s is not an IPv4 address (services bind to "
-                       "one, e.g. 127.0.0.1; empty: each host's own)", c->job.bind);
-    if (!c->job.bind || !*c->job.bind || !unreachable(c->job.bind) || !rpc_multi_host(p))
-        return 0;
-    char hosts[256] = "";
-    int n = 0;
-    for (int r = 0; r < p->size; r++) {
-        int seen = 0;
-        for (int q = 0; q < r && !seen; q++)
-            seen = !strcmp(p->hosts[q], p->hosts[r]);
-        if (!seen && n++ < 4) {
-            size_t k = strlen(hosts);
-            snprintf(hosts + k, sizeof hosts - k, "%s%s", k ? ", " : "", p->hosts[r]);
-        }
+    struct ifaddrs *ifs = NULL;
+    *out = 0;
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+            (!with_lo && (i->ifa_flags & IFF_LOOPBACK)))
+            continue;
+        char a[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a, sizeof a);
+        size_t k = strlen(out);
+        snprintf(out + k, cap - k, "%s%s %s", k ? ", " : "", i->ifa_name, a);
     }
-    return ss_fail(e, SS_EINVAL, "job.bind = %s: the ranks run on %d hosts (%s%s), and a service "
-                   "announced at %s is out of the others' reach; leave job.bind empty (each "
-                   "host's own address)", c->job.bind, n, hosts, n > 4 ? ", ..." : "",
-                   c->job.bind);
+    freeifaddrs(ifs);
 }
 
-/* Where this rank's services listen (rpc_role_server). */
-static void bind_address(const struct ss_config *c, const struct job_plan *p, char out[64])
+/* job.interface as a CIDR ("10.1.0.0/16": 1, net and mask set), a name
+ * (0), or neither (-1). */
+static int parse_cidr(const char *spec, uint32_t *net, uint32_t *mask)
 {
-    if (c->job.bind && *c->job.bind) {
-        snprintf(out, 64, "%s", c->job.bind);
-        return;
+    const char *slash = strchr(spec, '/');
+    if (!slash)
+        return 0;
+    char a[32];
+    char *end;
+    long bits = strtol(slash + 1, &end, 10);
+    if ((size_t)(slash - spec) >= sizeof a || slash[1] == 0 || *end || bits < 0 || bits > 32)
+        return -1;
+    memcpy(a, spec, (size_t)(slash - spec));
+    a[slash - spec] = 0;
+    struct in_addr in;
+    if (inet_pton(AF_INET, a, &in) != 1)
+        return -1;
+    *mask = bits ? htonl(~0u << (32 - bits)) : 0;
+    *net = in.s_addr & *mask;
+    return 1;
+}
+
+/* job.interface's address on this rank: the interface's first IPv4
+ * address, or the first of this rank's that lies in the CIDR. */
+static int interface_address(const char *spec, char out[64], char *why, size_t cap)
+{
+    uint32_t net = 0, mask = 0;
+    int cidr = parse_cidr(spec, &net, &mask);
+    struct ifaddrs *ifs = NULL;
+    if (cidr < 0) {
+        snprintf(why, cap, "is no IPv4 network");
+        return -1;
     }
+    if (getifaddrs(&ifs) != 0) {
+        snprintf(why, cap, "cannot list its interfaces (getifaddrs)");
+        return -1;
+    }
+    int found = 0, named = 0;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP))
+            continue;
+        struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        named |= !cidr && !strcmp(i->ifa_name, spec);
+        if (cidr ? (a.s_addr & mask) == net : !strcmp(i->ifa_name, spec)) {
+            inet_ntop(AF_INET, &a, out, 64);
+            found = 1;
+        }
+    }
+    freeifaddrs(ifs);
+    if (found)
+        return 0;
+    char all[160];
+    list_addresses(1, all, sizeof all);
+    snprintf(why, cap, "%s (its up IPv4 addresses: %s)", cidr ? "has no address in it" :
+             named ? "has no IPv4 address on it" : "has no such interface up", *all ? all : "none");
+    return -1;
+}
+
+/* The rule without job.bind or job.interface: the host's name's address;
+ * where that is a loopback one (Debian's 127.0.1.1, or no address) and the
+ * ranks run on several hosts, the first up interface's that is not a
+ * loopback; else 127.0.0.1 (one host). */
+static void host_address(const struct job_plan *p, char out[64])
+{
     snprintf(out, 64, "127.0.0.1");
     char host[256] = {0};
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
@@ -193,7 +260,7 @@ static void bind_address(const struct ss_config *c, const struct job_plan *p, ch
         freeaddrinfo(res);
     }
     struct ifaddrs *ifs = NULL;
-    if (!unreachable(out) || !p || !rpc_multi_host(p) || getifaddrs(&ifs) != 0)
+    if (!unreachable(out) || !rpc_multi_host(p) || getifaddrs(&ifs) != 0)
         return;
     for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
         if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
@@ -204,10 +271,109 @@ static void bind_address(const struct ss_config *c, const struct job_plan *p, ch
     freeifaddrs(ifs);
 }
 
+static void list_hosts(const struct job_plan *p, char *hosts, size_t cap, int *n)
+{
+    *n = 0;
+    *hosts = 0;
+    for (int r = 0; r < p->size; r++) {
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = !strcmp(p->hosts[q], p->hosts[r]);
+        if (!seen && (*n)++ < 4) {
+            size_t k = strlen(hosts);
+            snprintf(hosts + k, cap - k, "%s%s", k ? ", " : "", p->hosts[r]);
+        }
+    }
+}
+
+/* Which address each rank's services take (collective): every rank's
+ * non-loopback addresses are gathered too, so ranks that share a host
+ * name but not a network (namespaces, or hosts named alike) count as
+ * several hosts. */
+static int resolve_addresses(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+{
+    enum { REC = 256 };
+    char mine[REC] = {0};
+    list_addresses(0, mine, sizeof mine);
+    char *all = ss_xcalloc(p->size, REC);
+    MPI_Allgather(mine, REC, MPI_CHAR, all, REC, MPI_CHAR, MPI_COMM_WORLD);
+    for (int r = 1; r < p->size; r++)
+        p->multi_host |= strcmp(all + (size_t)r * REC, all) != 0;
+    const char *iface = c->job.interface;
+    char rec[REC] = {0}; /* "+ADDRESS", or "-why" */
+    if (c->job.bind && *c->job.bind) {
+        snprintf(rec, sizeof rec, "+%s", c->job.bind);
+    } else if (iface && *iface) {
+        char why[REC - 1];
+        rec[0] = interface_address(iface, rec + 1, why, sizeof why) == 0 ? '+' : '-';
+        if (rec[0] == '-')
+            snprintf(rec + 1, sizeof rec - 1, "%s", why);
+    } else {
+        rec[0] = '+';
+        host_address(p, rec + 1);
+    }
+    MPI_Allgather(rec, REC, MPI_CHAR, all, REC, MPI_CHAR, MPI_COMM_WORLD);
+    p->addrs = ss_xcalloc(p->size, sizeof *p->addrs);
+    int bad = -1, n_bad = 0;
+    for (int r = 0; r < p->size; r++) {
+        const char *x = all + (size_t)r * REC;
+        if (x[0] == '+')
+            snprintf(p->addrs[r], sizeof p->addrs[r], "%s", x + 1);
+        else if (n_bad++ == 0)
+            bad = r;
+    }
+    int rc = 0;
+    if (bad >= 0) {
+        char who[128];
+        rpc_rank_name(p, bad, who, sizeof who);
+        char more[48] = "";
+        if (n_bad > 1)
+            snprintf(more, sizeof more, "; %d other rank%s too", n_bad - 1, n_bad > 2 ? "s" : "");
+        rc = ss_fail(e, SS_EINVAL, "job.interface = %s: %s %s%s", iface, who,
+                     all + (size_t)bad * REC + 1, more);
+    }
+    free(all);
+    return rc;
+}
+
+int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+{
+    struct in_addr a;
+    const char *iface = c->job.interface;
+    uint32_t net, mask;
+    if (c->job.bind && *c->job.bind && inet_pton(AF_INET, c->job.bind, &a) != 1)
+        return ss_fail(e, SS_EINVAL, "job.bind = %s is not an IPv4 address (services bind to "
+                       "one, e.g. 127.0.0.1; empty: each host's own)", c->job.bind);
+    if (iface && *iface && c->job.bind && *c->job.bind)
+        return ss_fail(e, SS_EINVAL, "job.bind = %s and job.interface = %s: set one (job.bind: "
+                       "one address for every rank; job.interface: each rank's own address on "
+                       "that interface or network)", c->job.bind, iface);
+    if (iface && *iface && (parse_cidr(iface, &net, &mask) < 0 || strlen(iface) >= IFNAMSIZ))
+        return ss_fail(e, SS_EINVAL, "job.interface = %s is neither an interface name (as `ip "
+                       "addr` lists them, e.g. eth0) nor an IPv4 network (e.g. 10.1.0.0/16)",
+                       iface);
+    int rc = resolve_addresses(c, p, e);
+    if (rc < 0 || !c->job.bind || !*c->job.bind || !unreachable(c->job.bind) ||
+        !rpc_multi_host(p))
+        return rc;
+    char hosts[256];
+    int n;
+    list_hosts(p, hosts, sizeof hosts, &n);
+    return ss_fail(e, SS_EINVAL, "job.bind = %s: the ranks run on %d hosts (%s%s), and a service "
+                   "announced at %s is out of the others' reach; leave job.bind empty (each "
+                   "host's own address) or set job.interface", c->job.bind, n, hosts,
+                   n > 4 ? ", ..." : "", c->job.bind);
+}
+
 int rpc_role_server(struct rpc_server **out, const struct ss_config *c, const struct job_plan *p,
                     ThriftProcessor *proc, size_t max_message, char host[64], struct ss_err *e)
 {
-    bind_address(c, p, host);
+    if (p && p->addrs)
+        snprintf(host, 64, "%s", p->addrs[p->rank]);
+    else if (c->job.bind && *c->job.bind)
+        snprintf(host, 64, "%s", c->job.bind);
+    else
+        snprintf(host, 64, "127.0.0.1");
     char name[160];
     rpc_rank_name(p, p->rank, name, sizeof name);
     struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, max_message, 0};

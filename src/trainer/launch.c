@@ -96,7 +96,8 @@ static int cluster_train(struct ss_config *c, const char *resume)
         for (int r = 0; r < p.size; r++) {
             int role, idx;
             rpc_assign_role(p.count, r, &role, &idx);
-            printf("#   rank %d: %s %d on %s\n", r, rpc_role_name(role), idx, p.hosts[r]);
+            printf("#   rank %d: %s %d on %s (%s)\n", r, rpc_role_name(role), idx, p.hosts[r],
+                   p.addrs ? p.addrs[r] : "?");
         }
         if (c->job.sync_ps > 0 && sync_algo_needs(c->sync.algo) != SYNC_NEEDS_CENTER)
             printf("# job.sync_ps = %d: sync.algo = %s does not use the sync PSs (they hold "
