@@ -31,7 +31,7 @@ struct job_plan {
     char (*hosts)[64];          /* [size] host of every rank */
     char (*addrs)[64];          /* [size] the address each rank's services take (rpc_check_bind) */
     int multi_host;             /* the ranks' networks differ, whatever their host names */
-#define ROLE_FIGURES 10
+#define ROLE_FIGURES 12         /* [10], [11]: its bytes sent, received over TCP (rpc_report_roles) */
     double figures[ROLE_FIGURES]; /* this rank's role figures at the end (rpc_report_roles) */
     struct placement *placement; /* the tables' plan, the same on every rank */
     char resume_from[4300];     /* the checkpoint every rank resumes from ("": none) */
@@ -78,6 +78,10 @@ int rpc_multi_host(const struct job_plan *p);
  * loopback address or 0.0.0.0 on several hosts), both keys set, or a
  * rank with no address on job.interface (naming it and its addresses). */
 int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+/* This process's bytes sent (acknowledged) and received over TCP so far,
+ * every socket's, the closed rpc_conns' included (tcp_bytes.c). */
+void rpc_tcp_bytes(int64_t *sent, int64_t *received);
+void rpc_tcp_note_close(int fd); /* a socket about to close: its counts kept */
 struct endpoint {
     char host[64];
     int port;                   /* 0: this rank serves nothing; -1: its service failed to start */

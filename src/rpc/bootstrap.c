@@ -464,12 +464,63 @@ static void gather_figures(struct job_plan *p, double *all)
     free(req);
 }
 
+/* The bytes each role's ranks sent and received over TCP, said and added
+ * to the master's metrics.json (written by then) as tcp_bytes_sent_ROLE
+ * and tcp_bytes_received_ROLE. */
+static void tcp_bytes_by_role(const struct job_plan *p, const double *all, const char *dir)
+{
+    double sum[N_ROLES][2] = {{0}};
+    for (int r = 0; r < p->size; r++) {
+        int role, idx;
+        rpc_assign_role(p->count, r, &role, &idx);
+        sum[role][0] += all[(size_t)r * ROLE_FIGURES + 10];
+        sum[role][1] += all[(size_t)r * ROLE_FIGURES + 11];
+    }
+    char line[512] = "# bytes over TCP, sent / received:", keys[1024] = "";
+    for (int r = 0; r < N_ROLES; r++) {
+        if (!p->count[r])
+            continue;
+        size_t k = strlen(line);
+        snprintf(line + k, sizeof line - k, "%s %s %.1f / %.1f MB (%d rank%s)",
+                 k > 35 ? "," : "", rpc_role_name(r), sum[r][0] / 1e6, sum[r][1] / 1e6,
+                 p->count[r], p->count[r] > 1 ? "s" : "");
+        k = strlen(keys);
+        snprintf(keys + k, sizeof keys - k, ",\n  \"tcp_bytes_sent_%s\": %.0f,\n  "
+                 "\"tcp_bytes_received_%s\": %.0f", rpc_role_name(r), sum[r][0],
+                 rpc_role_name(r), sum[r][1]);
+    }
+    printf("%s\n", line);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.json", dir);
+    gchar *text = NULL;
+    gsize len = 0;
+    if (!g_file_get_contents(path, &text, &len, NULL))
+        return; /* (a run that wrote none: a failed eval's, say) */
+    while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
+        len--;
+    if (len && text[len - 1] == '}') {
+        while (len > 1 && (text[len - 2] == '\n' || text[len - 2] == ' '))
+            len--; /* "...last\n}" -> "...last" + keys + "\n}" */
+        GString *g = g_string_new_len(text, (gssize)len - 1);
+        g_string_append_printf(g, "%s\n}\n", keys);
+        struct ss_span whole = {g->str, g->len};
+        struct ss_err e = {0};
+        if (ss_write_file(path, &whole, 1, 0, g_string_free(g, FALSE), &e) < 0)
+            fprintf(stderr, "shadowsync: warning: %s\n", e.msg);
+    }
+    g_free(text);
+}
+
 void rpc_report_roles(struct job_plan *p, const char *dir)
 {
     double *all = p->rank == 0 ? ss_xcalloc((size_t)p->size * ROLE_FIGURES, sizeof(double)) : NULL;
+    int64_t sent, received;
+    rpc_tcp_bytes(&sent, &received);
+    p->figures[10] = (double)sent, p->figures[11] = (double)received;
     gather_figures(p, all);
     if (p->rank != 0)
         return;
+    tcp_bytes_by_role(p, all, dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/roles.json", dir);
     FILE *f = fopen(path, "w");
@@ -518,8 +569,10 @@ void rpc_report_roles(struct job_plan *p, const char *dir)
                      "\"center_reads\": %.0f, \"refused\": %.0f", v[0], v[0] / s, v[3], v[1]);
         }
         if (f)
-            fprintf(f, "  {\"rank\": %d, \"role\": \"%s\", \"index\": %d, \"host\": \"%s\"%s}%s\n",
-                    r, rpc_role_name(role), idx, p->hosts[r], extra, r + 1 < p->size ? "," : "");
+            fprintf(f, "  {\"rank\": %d, \"role\": \"%s\", \"index\": %d, \"host\": \"%s\", "
+                    "\"address\": \"%s\", \"tcp_bytes_sent\": %.0f, \"tcp_bytes_received\": %.0f%s}%s\n",
+                    r, rpc_role_name(role), idx, p->hosts[r], p->addrs ? p->addrs[r] : "", v[10],
+                    v[11], extra, r + 1 < p->size ? "," : "");
     }
     if (f) {
         fprintf(f, "]}\n");

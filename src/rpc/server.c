@@ -122,6 +122,7 @@ void rpc_conn_close(struct rpc_conn *c)
 {
     if (!c)
         return;
+    rpc_tcp_note_close(c->sock->sd);
     thrift_transport_close(THRIFT_TRANSPORT(c->sock), NULL);
     g_object_unref(c->p);
     g_object_unref(c->t);
