@@ -359,10 +359,14 @@ int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err 
     char hosts[256];
     int n;
     list_hosts(p, hosts, sizeof hosts, &n);
-    return ss_fail(e, SS_EINVAL, "job.bind = %s: the ranks run on %d hosts (%s%s), and a service "
-                   "announced at %s is out of the others' reach; leave job.bind empty (each "
-                   "host's own address) or set job.interface", c->job.bind, n, hosts,
-                   n > 4 ? ", ..." : "", c->job.bind);
+    char where[320];
+    if (n > 1)
+        snprintf(where, sizeof where, "%d hosts (%s%s)", n, hosts, n > 4 ? ", ..." : "");
+    else
+        snprintf(where, sizeof where, "hosts named alike (%s) whose addresses differ", hosts);
+    return ss_fail(e, SS_EINVAL, "job.bind = %s: the ranks run on %s, and a service announced "
+                   "at %s is out of the others' reach; leave job.bind empty (each host's own "
+                   "address) or set job.interface", c->job.bind, where, c->job.bind);
 }
 
 int rpc_role_server(struct rpc_server **out, const struct ss_config *c, const struct job_plan *p,
