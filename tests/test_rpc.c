@@ -192,8 +192,8 @@ static void test_cache_over_thrift(const struct placement *pl, int plain_port)
     struct emb_endpoint ep[2] = {{"embedding_ps 0", "127.0.0.1", rpc_server_port(v0)},
                                  {"embedding_ps 1", "127.0.0.1", rpc_server_port(v1)}};
     struct emb_client *th = NULL, *plain = NULL;
-    rc |= emb_client_thrift(&th, pl, DIM, ep, token, 2000, &e);
-    rc |= emb_client_thrift(&plain, pl, DIM, ep, token, 2000, &e);
+    rc |= emb_client_thrift(&th, pl, DIM, WIRE_FP32, ep, token, 2000, &e);
+    rc |= emb_client_thrift(&plain, pl, DIM, WIRE_FP32, ep, token, 2000, &e);
     struct ss_config c;
     struct model_layout l = {0};
     char *sets[] = {"embedding_cache.rows=12", "embedding_cache.staleness=0",
@@ -540,8 +540,90 @@ static int raw_save(int port, const char *tok, const char *path, char *why)
     return rc;
 }
 
+/* embedding.wire's forms: each value back within its form's precision
+ * (bf16: 2^-8 of itself; fp16: 2^-11 of itself, or of the largest value
+ * past 2^-24 below it), gradients far below fp16's range kept by the scale,
+ * infinities and NaNs kept, and a blob of the wrong size or scale refused. */
+static void test_wire_codec(void)
+{
+    enum { M = 1000 };
+    float v[M], back[M];
+    uint8_t blob[4 * M + 4];
+    uint64_t r = 3;
+    for (int i = 0; i < M; i++)
+        v[i] = (float)((ss_uniform(&r) - 0.5) * pow(10, -(i % 9))); /* 0.5 down to 5e-9 */
+    for (int form = WIRE_FP16; form <= WIRE_BF16; form++) {
+        wire_encode(form, v, M, blob);
+        int rc = wire_decode(form, blob, wire_bytes(form, M), back, M);
+        double worst = 0, amax = 0;
+        for (int i = 0; i < M; i++)
+            amax = fmax(amax, fabs(v[i]));
+        for (int i = 0; i < M; i++) {
+            double tol = form == WIRE_BF16 ? fabs(v[i]) / 256 : fmax(fabs(v[i]) / 2048, amax * 0x1p-39);
+            worst = fmax(worst, fabs(back[i] - v[i]) / (tol > 0 ? tol : 1));
+        }
+        CHECK(rc == 0 && worst <= 1 && wire_bytes(form, M) < 4 * M / 2 + 8,
+              "embedding.wire fp16 / bf16: half the bytes, each value within its form's precision",
+              "form %d rc %d worst %.3g of its bound", form, rc, worst);
+        float tiny[3] = {3e-9f, -7e-10f, 1e-9f}, t2[3];
+        wire_encode(form, tiny, 3, blob);
+        wire_decode(form, blob, wire_bytes(form, 3), t2, 3);
+        CHECK(fabs(t2[0] - 3e-9) < 3e-11 && fabs(t2[1] + 7e-10) < 1e-11,
+              "gradients far below fp16's normal range keep their value (the scale)",
+              "form %d: %g %g", form, t2[0], t2[1]);
+        float odd[4] = {INFINITY, NAN, -2.5f, 0}, o2[4];
+        wire_encode(form, odd, 4, blob);
+        wire_decode(form, blob, wire_bytes(form, 4), o2, 4);
+        CHECK(isinf(o2[0]) && o2[0] > 0 && isnan(o2[1]) && o2[2] == -2.5f && o2[3] == 0,
+              "an infinity, a NaN, -2.5 and 0 come back as they were", "form %d: %g %g %g %g",
+              form, o2[0], o2[1], o2[2], o2[3]);
+        CHECK(wire_decode(form, blob, wire_bytes(form, 4) - 2, o2, 4) < 0,
+              "a blob of the wrong size is refused", "form %d", form);
+    }
+    float zero = 0, neg = -1;
+    memcpy(blob, &zero, 4);
+    int bad0 = wire_decode(WIRE_FP16, blob, wire_bytes(WIRE_FP16, 2), back, 2);
+    memcpy(blob, &neg, 4);
+    CHECK(bad0 < 0 && wire_decode(WIRE_FP16, blob, wire_bytes(WIRE_FP16, 2), back, 2) < 0,
+          "an fp16 blob whose scale is 0 or negative is refused", "%d", bad0);
+}
+
+/* The trainer's client in fp16 and in bf16 over the same PSs: its lookups
+ * match in-process pooling within the form's precision, before and after
+ * pushes in that form (uint32 ids: these tables' rows fit). */
+static void test_wire_forms(const struct placement *pl, const struct emb_endpoint *ep,
+                            struct emb_tables *local, struct batch *b)
+{
+    float got[N * T * DIM], want[N * T * DIM], g[N * T * DIM];
+    uint64_t r = 21;
+    for (int i = 0; i < N * T * DIM; i++)
+        g[i] = (float)(ss_uniform(&r) - 0.5) * 1e-3f;
+    for (int form = WIRE_FP16; form <= WIRE_BF16; form++) {
+        struct emb_client *cl;
+        struct ss_err e = {0};
+        int rc = emb_client_thrift(&cl, pl, DIM, form, ep, token, 2000, &e);
+        double worst = 0;
+        for (int round = 0; rc == 0 && round < 3; round++) {
+            rc = cl->ops->lookup(cl, b, got, &e);
+            embps_pool(local, b, want);
+            double amax = 0;
+            for (int i = 0; i < N * T * DIM; i++)
+                amax = fmax(amax, fabs(want[i]));
+            worst = fmax(worst, max_diff(got, want, N * T * DIM) / amax);
+            if (rc == 0)
+                rc = cl->ops->push(cl, b, g, &e);
+            embps_push(local, b, g);
+        }
+        CHECK(rc == 0 && worst < (form == WIRE_BF16 ? 1e-2 : 2e-3),
+              "lookups and pushes in fp16 / bf16 over two PSs match in-process tables within "
+              "the form's precision", "form %d rc %d worst %g: %s", form, rc, worst, e.msg);
+        cl->ops->free(cl);
+    }
+}
+
 int main(void)
 {
+    test_wire_codec();
     signal(SIGPIPE, SIG_IGN);
     rpc_types_init();
     struct ss_err e = {0};
@@ -570,7 +652,7 @@ int main(void)
     struct emb_endpoint ep[2] = {{"embedding_ps 0", "127.0.0.1", rpc_server_port(v0)},
                                  {"embedding_ps 1", "127.0.0.1", rpc_server_port(v1)}};
     struct emb_client *cl;
-    rc = emb_client_thrift(&cl, &pl, DIM, ep, token, 2000, &e);
+    rc = emb_client_thrift(&cl, &pl, DIM, WIRE_FP32, ep, token, 2000, &e);
     CHECK(rc == 0, "the trainer's client connects to both", "%s", e.msg);
 
     struct batch b;
@@ -689,6 +771,7 @@ int main(void)
     unlink(f1);
     rmdir(dir);
 
+    test_wire_forms(&pl, ep, local, &b);
     test_cache_over_thrift(&pl, ep[0].port);
     test_guard(s0, ids0);
     test_room_at_once(s0, ids0);

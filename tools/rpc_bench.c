@@ -4,7 +4,9 @@
  * 100k and after 1M lookups of 8 examples (a per-RPC leak would show as
  * growth).
  * Built by `make` as build/rpc_bench; run by tools/bench --cluster.
- *   rpc_bench [--long N]    N lookups for the RSS check (default 1000000) */
+ *   rpc_bench [--wire fp32|fp16|bf16] [--long N]
+ *     embedding.wire's form of the vectors; N lookups for the RSS check
+ *     (default 1000000) */
 #include "shadowsync/rpc.h"
 #include "shadowsync/trainer.h"
 
@@ -42,13 +44,25 @@ static void fill(struct batch *b, int n, uint64_t *rng)
 int main(int argc, char **argv)
 {
     char *end = NULL;
-    if (argc > 1 && (strcmp(argv[1], "--long") || argc != 3 ||
-                     strtoll(argv[2], &end, 10) < 100000 || *end)) {
-        fprintf(stderr, "usage: rpc_bench [--long N]   embedding PS round trips on loopback, and "
-                        "RSS after 100k and N >= 100000 (default 1000000) lookups\n");
-        return strcmp(argv[1], "-h") && strcmp(argv[1], "--help") ? 2 : 0;
+    long long long_n = 1000000;
+    int wire = WIRE_FP32;
+    static const char *const forms[] = {"fp32", "fp16", "bf16"};
+    for (int i = 1; i < argc; i += 2) {
+        int ok = i + 1 < argc;
+        if (ok && !strcmp(argv[i], "--long"))
+            ok = (long_n = strtoll(argv[i + 1], &end, 10)) >= 100000 && !*end;
+        else if (ok && !strcmp(argv[i], "--wire"))
+            for (wire = 0; wire < 3 && strcmp(argv[i + 1], forms[wire]); wire++)
+                ;
+        else
+            ok = 0;
+        if (!ok || wire == 3) {
+            fprintf(stderr, "usage: rpc_bench [--wire fp32|fp16|bf16] [--long N]   embedding PS "
+                            "round trips on loopback, and RSS after 100k and N >= 100000 "
+                            "(default 1000000) lookups\n");
+            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+        }
     }
-    long long long_n = argc > 2 ? atoll(argv[2]) : 1000000;
     signal(SIGPIPE, SIG_IGN);
     rpc_types_init();
     int64_t rows[T];
@@ -74,7 +88,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "%s\n", e.msg), 1;
     struct emb_endpoint ep = {"embedding_ps 0", "127.0.0.1", rpc_server_port(srv)};
     struct emb_client *c;
-    if (emb_client_thrift(&c, &pl, DIM, &ep, token, 10000, &e) < 0)
+    if (emb_client_thrift(&c, &pl, DIM, wire, &ep, token, 10000, &e) < 0)
         return fprintf(stderr, "%s\n", e.msg), 1;
     struct batch b;
     batch_init(&b, 1024, 1, T);
@@ -94,9 +108,10 @@ int main(int argc, char **argv)
                 calls++;
             }
             double dt = ss_now() - t0;
-            printf("%s batch %4d: %8.0f round trips/s  (%.1f MB/s of request + answer)\n",
-                   op ? "push  " : "lookup", n, calls / dt,
-                   calls * (double)n * T * (op ? DIM * 4 + 12 : 12 + DIM * 4) / dt / 1e6);
+            printf("%s batch %4d, %s: %8.0f round trips/s  (%.1f MB/s of request + answer)\n",
+                   op ? "push  " : "lookup", n, forms[wire], calls / dt,
+                   calls * ((double)n * T * 8 + (double)wire_bytes(wire, (size_t)n * T * DIM)) /
+                       dt / 1e6);
             fflush(stdout);
         }
     }

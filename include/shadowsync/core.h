@@ -279,6 +279,7 @@ enum device_kind { DEV_CPU, DEV_CUDA, DEV_AUTO };
 enum dense_backend { DENSE_AUTO, DENSE_ONEDNN, DENSE_OPENBLAS }; /* trainer.dense_backend */
 enum precision { PREC_FP32, PREC_BF16 };                /* trainer.precision */
 enum emb_placement { EMB_ON_PS, EMB_ON_TRAINERS }; /* embedding.placement */
+enum wire_form { WIRE_FP32, WIRE_FP16, WIRE_BF16 }; /* embedding.wire */
 enum pooling { POOL_SUM, POOL_MEAN };                /* model.pooling */
 enum data_split { SPLIT_AUTO, SPLIT_LINES, SPLIT_FILES }; /* data.split */
 
@@ -337,7 +338,7 @@ struct ss_config {
         double timeout_s;            /* a cluster job's wait on the other trainers; 0: none */
     } sync;
     struct { char *strategy; int profile_batches; char *pin; } placement;
-    struct { int placement; } embedding; /* enum emb_placement */
+    struct { int placement, wire; } embedding; /* enum emb_placement, enum wire_form */
     struct { int64_t memory_mb; } embedding_ps;
     struct { double memory_mb; int min_lookups, profile_batches; } hot_embeddings;
     struct { int rows, staleness; } embedding_cache;

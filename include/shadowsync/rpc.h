@@ -173,6 +173,13 @@ GByteArray *rpc_answer(GByteArray **ret, size_t bytes);
 /* The longest binary field a request may hold (ids, gradients, a center
  * slice); a longer one fails its request. Strings: 64 KiB. */
 #define SS_MAX_FIELD_BYTES (1u << 30)
+
+/* n floats in embedding.wire's form (enum wire_form; wire.c): its bytes,
+ * the encoding into out, and the decoding of bytes back (-1: not n floats
+ * of that form, or an fp16 scale that is no positive finite number). */
+size_t wire_bytes(int form, size_t n);
+void wire_encode(int form, const float *v, size_t n, void *out);
+int wire_decode(int form, const void *in, size_t bytes, float *out, size_t n);
 /* One request from in, answered on out (the server's loop; the fuzz
  * targets). */
 gboolean rpc_process(ThriftProcessor *proc, ThriftProtocol *in, ThriftProtocol *out,

@@ -142,9 +142,10 @@ struct emb_endpoint {
 };
 /* The Thrift emb_client over the pl->n_ps PSs of a placement plan: one
  * connection per PS that holds a shard, one request per PS per batch (all
- * its shards), sent to every PS before any answer is read. Not
- * thread-safe: one client per worker thread. Fails naming the PS. */
-int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim,
+ * its shards), sent to every PS before any answer is read; the vectors in
+ * wire's form (enum wire_form, embedding.wire). Not thread-safe: one
+ * client per worker thread. Fails naming the PS. */
+int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim, int wire,
                       const struct emb_endpoint *ps, const char *token, int timeout_ms,
                       struct ss_err *e);
 

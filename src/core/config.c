@@ -77,6 +77,8 @@ static const struct choice sync_outputs[] = {
     {"trainer0", OUT_TRAINER0}, {"average", OUT_AVERAGE}, {NULL, 0}};
 static const struct choice emb_places[] = {
     {"ps", EMB_ON_PS}, {"trainers", EMB_ON_TRAINERS}, {NULL, 0}};
+static const struct choice wires[] = {
+    {"fp32", WIRE_FP32}, {"fp16", WIRE_FP16}, {"bf16", WIRE_BF16}, {NULL, 0}};
 static const struct choice poolings[] = {{"sum", POOL_SUM}, {"mean", POOL_MEAN}, {NULL, 0}};
 static const struct choice splits[] = {
     {"auto", SPLIT_AUTO}, {"lines", SPLIT_LINES}, {"files", SPLIT_FILES}, {NULL, 0}};
@@ -211,6 +213,10 @@ static const struct key_desc keys[] = {
          "where the tables live: ps = the embedding PSs (embedded default: one copy shared by "
          "the process's trainers); trainers = sharded over the trainers, which exchange pooled "
          "partial sums all-to-all every step (DES, synchronous)"),
+    ENUM(embedding, wire, "fp32", wires,
+         "the pooled vectors and their gradients between trainers and embedding PSs: fp32, fp16 "
+         "(scaled by a power of two per message) or bf16, half the bytes; rows are kept and "
+         "updated in fp32"),
 
     I64(embedding_ps, memory_mb, "16384", 1, P40, "memory of each embedding parameter server, MiB"),
 

@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -44,10 +45,66 @@ G_DEFINE_TYPE(PsHandler, ps_handler, SS_TYPE_EMBEDDING_P_S_HANDLER)
 
 #define refuse(s, err, code, ...) rpc_refuse(&(s)->st.refused, err, code, __VA_ARGS__)
 
-/* Checks bags against this PS; on success fills the batch view over it. */
+/* Each connection thread's buffers, kept between its requests: ids sent
+ * as uint32 widened, and the vectors in fp32 of a compact wire form. */
+struct scratch {
+    uint64_t *ids;
+    float *v;
+    size_t ids_cap, v_cap;
+};
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *p)
+{
+    struct scratch *b = p;
+    free(b->ids);
+    free(b->v);
+    free(b);
+}
+
+static void scratch_init(void)
+{
+    pthread_key_create(&scratch_key, scratch_free);
+}
+
+static void *grown(void *p, size_t *cap, size_t n, size_t size)
+{
+    if (n <= *cap)
+        return p;
+    free(p);
+    *cap = n + n / 2;
+    return ss_xmalloc(*cap * size);
+}
+
+static struct scratch *scratch(void)
+{
+    pthread_once(&scratch_once, scratch_init);
+    struct scratch *b = pthread_getspecific(scratch_key);
+    if (!b) {
+        b = ss_xcalloc(1, sizeof *b);
+        pthread_setspecific(scratch_key, b);
+    }
+    return b;
+}
+
+static float *scratch_floats(size_t n)
+{
+    struct scratch *b = scratch();
+    return b->v = grown(b->v, &b->v_cap, n + 1, sizeof(float));
+}
+
+/* Checks bags against this PS; on success fills the batch view over it
+ * (its ids widened into the thread's scratch where they came as uint32). */
 static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct batch *view,
                            ssRpcError **err)
 {
+    int idb = bags->__isset_id_bytes ? bags->id_bytes : 8;
+    if (idb != 4 && idb != 8)
+        return refuse(s, err, SS_EINVAL, "bad request: id_bytes = %d (4 or 8)", idb);
+    if (bags->__isset_wire && (bags->wire < WIRE_FP32 || bags->wire > WIRE_BF16))
+        return refuse(s, err, SS_EINVAL, "bad request: wire = %d (0 fp32, 1 fp16, 2 bf16)",
+                      bags->wire);
     if (!rpc_token_ok(bags->token, s->token))
         return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
     int n = bags->n, k = s->k;
@@ -69,10 +126,18 @@ static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct b
             return refuse(s, err, SS_EINVAL, "bad request: offsets[%zu] = %d out of order or range",
                           i, off[i]);
     size_t n_ids = (size_t)off[n_off - 1];
-    if (!bags->ids || bags->ids->len != n_ids * 8)
+    if (!bags->ids || bags->ids->len != n_ids * idb)
         return refuse(s, err, SS_EINVAL, "bad request: ids hold %u bytes, %zu expected",
-                      bags->ids ? bags->ids->len : 0, n_ids * 8);
+                      bags->ids ? bags->ids->len : 0, n_ids * idb);
     const uint64_t *ids = (const uint64_t *)bags->ids->data;
+    if (idb == 4) {
+        const uint32_t *narrow = (const uint32_t *)bags->ids->data;
+        struct scratch *b = scratch();
+        uint64_t *wide = b->ids = grown(b->ids, &b->ids_cap, n_ids + 1, sizeof(uint64_t));
+        for (size_t q = 0; q < n_ids; q++)
+            wide[q] = narrow[q];
+        ids = wide;
+    }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < k; j++)
             for (int32_t q = off[i * k + j]; q < off[i * k + j + 1]; q++)
@@ -82,16 +147,17 @@ static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct b
                                   "[%lld, %lld)", (unsigned long long)ids[q], i, s->shard_ids[j],
                                   (long long)s->lo[j], (long long)s->hi[j]);
     *view = (struct batch){.n = n, .cap = n, .n_tables = k, .id_cap = n_ids,
-                           .off = (int32_t *)off, .ids = (uint64_t *)bags->ids->data};
+                           .off = (int32_t *)off, .ids = (uint64_t *)ids};
     if (bags->__isset_weights && bags->weights) { /* libsvm values: a weighted bag */
         if (bags->weights->len != n_ids * 4)
-            return refuse(s, err, SS_EINVAL, "bad request: weights hold %u bytes, %zu expected",
-                          bags->weights->len, n_ids * 4);
+            return refuse(s, err, SS_EINVAL, "bad request: weights hold %u bytes, "
+                               "%zu expected", bags->weights->len, n_ids * 4);
         view->wts = (float *)bags->weights->data;
         view->weighted = 1;
         for (size_t q = 0; q < n_ids; q++)
             if (!isfinite(view->wts[q]))
-                return refuse(s, err, SS_EINVAL, "bad request: weight %zu is not finite", q);
+                return refuse(s, err, SS_EINVAL, "bad request: weight %zu is not "
+                                   "finite", q);
     }
     return TRUE;
 }
@@ -126,14 +192,23 @@ static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags
     struct batch view;
     if (!check_bags(s, bags, &view, err))
         return FALSE;
-    size_t want = (size_t)embps_bags(&view) * (size_t)s->dim * 4; /* the non-empty bags only */
+    int form = bags->__isset_wire ? bags->wire : WIRE_FP32;
+    size_t n = (size_t)embps_bags(&view) * (size_t)s->dim; /* the non-empty bags only */
+    size_t want = wire_bytes(form, n);
     if (want > SS_MAX_FIELD_BYTES)
-        return refuse(s, err, SS_EINVAL, "bad request: its answer would be %zu bytes, more than "
-                      "the %u a message field holds (fewer examples a batch)", want,
-                      SS_MAX_FIELD_BYTES);
+        return refuse(s, err, SS_EINVAL, "bad request: its answer would be %zu "
+                           "bytes, more than the %u a message field holds (fewer examples a "
+                           "batch)", want, SS_MAX_FIELD_BYTES);
     guint bytes = (guint)want;
     double t0 = cpu_now();
-    embps_pool_bags(s->t, &view, (float *)rpc_answer(ret, bytes)->data);
+    GByteArray *a = rpc_answer(ret, bytes);
+    if (form == WIRE_FP32) {
+        embps_pool_bags(s->t, &view, (float *)a->data);
+    } else {
+        float *v = scratch_floats(n);
+        embps_pool_bags(s->t, &view, v);
+        wire_encode(form, v, n, a->data);
+    }
     count_work(s, &view, t0, 1);
     __atomic_add_fetch(&s->st.lookups, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_in, bags->ids->len + bags->offsets->len, __ATOMIC_RELAXED);
@@ -150,14 +225,25 @@ static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteA
     if (!check_bags(s, bags, &view, err))
         return FALSE;
     if (!(lr_scale >= 0 && lr_scale <= 1)) /* NaN too */
-        return refuse(s, err, SS_EINVAL, "bad request: lr_scale %g is not in [0, 1]", lr_scale);
+        return refuse(s, err, SS_EINVAL, "bad request: lr_scale %g is not in [0, 1]",
+                           lr_scale);
     view.lr_scale = (float)lr_scale;
-    size_t want = (size_t)embps_bags(&view) * (size_t)s->dim * 4;
+    int form = bags->__isset_wire ? bags->wire : WIRE_FP32;
+    size_t n = (size_t)embps_bags(&view) * (size_t)s->dim, want = wire_bytes(form, n);
     if (!grads || grads->len != want)
-        return refuse(s, err, SS_EINVAL, "bad request: grads hold %u bytes, %zu expected (the "
-                      "non-empty bags')", grads ? grads->len : 0, want);
+        return refuse(s, err, SS_EINVAL, "bad request: grads hold %u bytes, %zu "
+                           "expected (the non-empty bags' in the request's wire form)",
+                           grads ? grads->len : 0, want);
     double t0 = cpu_now();
-    embps_push_bags(s->t, &view, (const float *)grads->data);
+    if (form == WIRE_FP32) {
+        embps_push_bags(s->t, &view, (const float *)grads->data);
+    } else {
+        float *v = scratch_floats(n);
+        if (wire_decode(form, grads->data, grads->len, v, n) < 0)
+            return refuse(s, err, SS_EINVAL, "bad request: the grads' fp16 scale is no "
+                          "positive finite number");
+        embps_push_bags(s->t, &view, v);
+    }
     count_work(s, &view, t0, 0);
     __atomic_add_fetch(&s->st.pushes, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->st.bytes_in, want + bags->ids->len + bags->offsets->len,

@@ -14,14 +14,19 @@ exception RpcError {
  * (example-major: example i, shard j at i*k+j), ids is uint64 [offsets[n*k]],
  * each a row (id mod the table's rows) inside its shard's range; weights,
  * when set, float32 [offsets[n*k]]: each id's weight in its bag (libsvm
- * values; unset: every id weighs 1). */
+ * values; unset: every id weighs 1). id_bytes: 8, or 4 where every row
+ * fits (ids then uint32). wire: the form of this request's vectors both
+ * ways, the lookup's answer and the push's grads (embedding.wire: 0 fp32,
+ * 1 fp16 led by its float32 scale, 2 bf16; wire.c). */
 struct Bags {
   1: binary token,
   2: i32 n,
   3: binary shards,     /* int32 [k]: the plan's shard ids, the PS's shards in order */
   4: binary offsets,
   5: binary ids,
-  6: optional binary weights
+  6: optional binary weights,
+  7: i32 id_bytes = 8,
+  8: i32 wire = 0
 }
 
 /* A trainer's embedding cache (DESIGN §9 "HET", embps.h row_req): rows
@@ -51,10 +56,11 @@ struct RowAnswer {
 }
 
 service EmbeddingPS {
-  /* Pooled bags: float32 [m*dim], m the non-empty bags (offsets[q+1] >
-   * offsets[q]), in order: an empty bag is neither answered nor pushed. */
+  /* Pooled bags: [m*dim] in bags.wire's form, m the non-empty bags
+   * (offsets[q+1] > offsets[q]), in order: an empty bag is neither
+   * answered nor pushed. */
   binary lookup(1: Bags bags) throws (1: RpcError err),
-  /* grads: float32 [m*dim], the gradient of each non-empty pooled bag;
+  /* grads: [m*dim] in bags.wire's form, the gradient of each non-empty pooled bag;
    * lr_scale: the factor in [0, 1] on the rows' learning rate for this push
    * (the trainer's rates' schedule; 1 when not sent). */
   void push(1: Bags bags, 2: binary grads, 3: double lr_scale = 1.0) throws (1: RpcError err),

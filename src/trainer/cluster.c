@@ -20,7 +20,7 @@
 
 struct wiring {
     struct job_plan *p;
-    int dim, n_ps, timeout_ms;
+    int dim, n_ps, timeout_ms, wire;
     struct emb_endpoint *ps;
     char (*names)[128];         /* [size]: every rank, by role, rank and host */
     struct endpoint *all;       /* [size]: where every rank serves */
@@ -369,7 +369,8 @@ static int save_tables(void *arg, const char *dir, struct ss_err *e)
 static int make_emb(void *arg, struct emb_client **out, struct ss_err *e)
 {
     struct wiring *w = arg;
-    return emb_client_thrift(out, w->p->placement, w->dim, w->ps, w->p->token, w->timeout_ms, e);
+    return emb_client_thrift(out, w->p->placement, w->dim, w->wire, w->ps, w->p->token,
+                             w->timeout_ms, e);
 }
 
 static int make_exchange(void *arg, struct exchange **out, struct ss_err *e)
@@ -626,7 +627,7 @@ int trainer_role_run(const struct ss_config *c, struct job_plan *p, struct ss_er
     int rc = model_layout_init(&l, c, e), alike = 0;
     struct wiring w = {.p = p, .n_ps = p->count[ROLE_EMBEDDING_PS],
                        .timeout_ms = (int)ceil(c->job.rpc_timeout_s * 1000), .all = all,
-                       .ctrl = MPI_COMM_NULL};
+                       .ctrl = MPI_COMM_NULL, .wire = c->embedding.wire};
     MPI_Comm_dup(p->trainers, &w.ctrl);
     w.beats = beats_new(p->trainers, c);
     wire_names(&w, c);

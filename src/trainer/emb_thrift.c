@@ -39,6 +39,9 @@ struct route {
 
 struct thrift_emb {
     int n_tables, dim, n_ps, timeout_ms;
+    int wire, id_bytes;         /* enum wire_form; 4 where every table's rows fit uint32 */
+    float *vec;                 /* [vec_cap] a request's vectors in fp32, each way */
+    size_t vec_cap;
     struct ss_err broken;       /* why a reconnection after a failed call failed (code 0: none) */
     const struct batch *looked_up; /* the batch whose requests the PSs hold, for its push */
     int64_t *table_rows;
@@ -61,7 +64,13 @@ static void gather(const struct thrift_emb *te, struct ps_conn *p, const struct 
     size_t at = shard_gather(&p->s, te->table_rows, b, (int32_t *)p->bags->offsets->data,
                              (uint64_t *)p->bags->ids->data,
                              b->weighted ? (float *)p->bags->weights->data : NULL, &p->m);
-    g_byte_array_set_size(p->bags->ids, (guint)(at * 8));
+    if (te->id_bytes == 4) { /* in place, front to back */
+        const uint64_t *wide = (const uint64_t *)p->bags->ids->data;
+        uint32_t *narrow = (uint32_t *)p->bags->ids->data;
+        for (size_t q = 0; q < at; q++)
+            narrow[q] = (uint32_t)wide[q];
+    }
+    g_byte_array_set_size(p->bags->ids, (guint)(at * (size_t)te->id_bytes));
     if (b->weighted)
         g_byte_array_set_size(p->bags->weights, (guint)(at * 4));
     p->bags->n = b->n;
@@ -71,6 +80,17 @@ static int call_failed(const struct ps_conn *p, const char *what, ssRpcError *re
                        struct ss_err *e)
 {
     return rpc_call_failed(e, p->name, p->host, p->port, what, rerr, gerr);
+}
+
+/* The request's vectors in fp32, n floats (kept between batches). */
+static float *vectors(struct thrift_emb *te, size_t n)
+{
+    if (n > te->vec_cap) {
+        free(te->vec);
+        te->vec_cap = n + n / 2;
+        te->vec = ss_xmalloc(te->vec_cap * sizeof(float));
+    }
+    return te->vec;
 }
 
 static int lookup_once(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
@@ -101,13 +121,13 @@ static int lookup_once(struct emb_client *c, const struct batch *b, float *out, 
                 g_byte_array_unref(ret);
             return call_failed(p, "lookup", rerr, gerr, e);
         }
-        if (!ret || ret->len != (guint)(p->m * d * 4)) {
+        float *v = vectors(te, p->m * d);
+        if (!ret || wire_decode(te->wire, ret->data, ret->len, v, p->m * d) < 0) {
             if (ret)
                 g_byte_array_unref(ret);
-            return call_failed(p, "lookup (answer of the wrong size)", NULL, NULL, e);
+            return call_failed(p, "lookup (answer of the wrong size or form)", NULL, NULL, e);
         }
-        shard_add_answer(&p->s, b->n, (const int32_t *)p->bags->offsets->data,
-                         (const float *)ret->data, T, d, out);
+        shard_add_answer(&p->s, b->n, (const int32_t *)p->bags->offsets->data, v, T, d, out);
         g_byte_array_unref(ret);
     }
     return 0;
@@ -124,9 +144,10 @@ static int push_once(struct emb_client *c, const struct batch *b, const float *g
             continue;
         if (te->looked_up != b)
             gather(te, p, b);
-        g_byte_array_set_size(p->grads, (guint)(p->m * d * 4));
-        shard_pick(&p->s, b->n, (const int32_t *)p->bags->offsets->data, g, T, d,
-                   (float *)p->grads->data);
+        float *v = vectors(te, p->m * d);
+        shard_pick(&p->s, b->n, (const int32_t *)p->bags->offsets->data, g, T, d, v);
+        g_byte_array_set_size(p->grads, (guint)wire_bytes(te->wire, p->m * d));
+        wire_encode(te->wire, v, p->m * d, p->grads->data);
         GError *gerr = NULL;
         if (!ss_embedding_p_s_client_send_push(p->client, p->bags, p->grads, b->lr_scale,
                                                &gerr))
@@ -288,6 +309,7 @@ static void thrift_free(struct emb_client *c)
     free(te->route);
     free(te->n_route);
     free(te->pos);
+    free(te->vec);
     free(te->table_rows);
     free(te);
     free(c);
@@ -351,13 +373,18 @@ static int thrift_rows(struct emb_client *c, const struct row_req *r, struct ss_
 static const struct emb_client_ops thrift_ops = {"thrift", thrift_lookup, thrift_push, thrift_free,
                                                    thrift_rows, NULL};
 
-int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim,
+int emb_client_thrift(struct emb_client **out, const struct placement *pl, int dim, int wire,
                       const struct emb_endpoint *ps, const char *token, int timeout_ms,
                       struct ss_err *e)
 {
     struct thrift_emb *te = ss_xcalloc(1, sizeof *te);
     te->n_tables = pl->n_tables;
     te->dim = dim;
+    te->wire = wire;
+    te->id_bytes = 4;
+    for (int t = 0; t < pl->n_tables; t++)
+        if (pl->table_rows[t] > (int64_t)UINT32_MAX + 1)
+            te->id_bytes = 8;
     te->n_ps = pl->n_ps;
     te->timeout_ms = timeout_ms;
     te->table_rows = ss_xmalloc((size_t)pl->n_tables * sizeof(int64_t));
@@ -400,6 +427,9 @@ int emb_client_thrift(struct emb_client **out, const struct placement *pl, int d
         p->bags->weights = g_byte_array_new(); /* sent when a batch is weighted */
         p->bags->__isset_token = p->bags->__isset_n = p->bags->__isset_shards = TRUE;
         p->bags->__isset_offsets = p->bags->__isset_ids = TRUE;
+        p->bags->id_bytes = te->id_bytes;
+        p->bags->wire = wire;
+        p->bags->__isset_id_bytes = p->bags->__isset_wire = TRUE;
         p->grads = g_byte_array_new();
         p->rs = g_object_new(SS_TYPE_ROW_SYNC, NULL);
         ssRowSync *q = p->rs;
