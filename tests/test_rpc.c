@@ -72,13 +72,15 @@ static int bags_on(struct rpc_conn *conn, const char *tok, const int32_t *shards
     b->shards = g_byte_array_new();
     g_byte_array_append(b->shards, (const guint8 *)shards, (guint)k * 4);
     b->offsets = g_byte_array_new();
-    g_byte_array_append(b->offsets, (const guint8 *)off, (guint)n_off * 4);
+    if (push != 2) /* (a reusing push sends no bags: its grads are sized by off still) */
+        g_byte_array_append(b->offsets, (const guint8 *)off, (guint)n_off * 4);
     b->ids = g_byte_array_new();
-    if (n_off > 0 && off[n_off - 1] > 0)
+    if (push != 2 && n_off > 0 && off[n_off - 1] > 0)
         g_byte_array_append(b->ids, (const guint8 *)ids, (guint)off[n_off - 1] * 8);
     b->n = n;
     b->__isset_token = b->__isset_n = b->__isset_shards = b->__isset_offsets = TRUE;
     b->__isset_ids = TRUE;
+    b->reuse = b->__isset_reuse = push == 2; /* (push 2: reusing the connection's lookup) */
     GByteArray *ret = NULL, *grads = g_byte_array_new();
     ssRpcError *rerr = NULL;
     GError *gerr = NULL;
@@ -711,6 +713,21 @@ int main(void)
           "refusals, calls and busy time are counted",
           "refused %lld lookups %lld pushes %lld", (long long)st.refused, (long long)st.lookups,
           (long long)st.pushes);
+    /* a push may reuse its connection's last lookup's bags (sending none again): only right
+     * after that lookup, once */
+    rc = raw_bags(ep[0].port, token, ids0, 3, 1, off_one, 4, row_in, 2, 1, why);
+    CHECK(rc == 1 && strstr(why, "has not just made"),
+          "a push reusing a lookup its connection never made is refused", "%d: %s", rc, why);
+    struct rpc_conn *rconn;
+    rc = rpc_connect("127.0.0.1", ep[0].port, 2000, &rconn, &e);
+    int r1 = rc < 0 ? -1 : bags_on(rconn, token, ids0, 3, 1, off_one, 4, row_in, 0, 0, why);
+    int r2 = rc < 0 ? -1 : bags_on(rconn, token, ids0, 3, 1, off_one, 4, row_in, 2, 1, why);
+    int r3 = rc < 0 ? -1 : bags_on(rconn, token, ids0, 3, 1, off_one, 4, row_in, 2, 1, why);
+    if (rc == 0)
+        rpc_conn_close(rconn);
+    CHECK(r1 == 0 && r2 == 0 && r3 == 1 && strstr(why, "has not just made"),
+          "a push right after its lookup may reuse its bags, a second one may not",
+          "%d %d %d: %s", r1, r2, r3, why);
 
     /* save: each PS writes its shards; both files load into whole tables
      * (another split of the same tables) equal to the in-process ones */

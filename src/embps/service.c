@@ -51,6 +51,12 @@ struct scratch {
     uint64_t *ids;
     float *v;
     size_t ids_cap, v_cap;
+    /* the connection's last lookup, checked, for a push that reuses it */
+    int kept_n, kept_weighted;
+    int32_t *kept_off;
+    uint64_t *kept_ids;
+    float *kept_wts;
+    size_t kept_off_cap, kept_ids_cap, kept_wts_cap;
 };
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
@@ -60,6 +66,9 @@ static void scratch_free(void *p)
     struct scratch *b = p;
     free(b->ids);
     free(b->v);
+    free(b->kept_off);
+    free(b->kept_ids);
+    free(b->kept_wts);
     free(b);
 }
 
@@ -86,6 +95,38 @@ static struct scratch *scratch(void)
         pthread_setspecific(scratch_key, b);
     }
     return b;
+}
+
+/* A lookup's checked bags, kept for the push that reuses them. */
+static void keep_lookup(int k, const struct batch *v)
+{
+    struct scratch *b = scratch();
+    size_t n_off = (size_t)v->n * k + 1, n_ids = (size_t)v->off[n_off - 1];
+    b->kept_off = grown(b->kept_off, &b->kept_off_cap, n_off, sizeof(int32_t));
+    b->kept_ids = grown(b->kept_ids, &b->kept_ids_cap, n_ids + 1, sizeof(uint64_t));
+    memcpy(b->kept_off, v->off, n_off * sizeof(int32_t));
+    memcpy(b->kept_ids, v->ids, n_ids * sizeof(uint64_t));
+    if (v->weighted) {
+        b->kept_wts = grown(b->kept_wts, &b->kept_wts_cap, n_ids + 1, sizeof(float));
+        memcpy(b->kept_wts, v->wts, n_ids * sizeof(float));
+    }
+    b->kept_weighted = v->weighted;
+    b->kept_n = v->n;
+}
+
+/* The view of the kept lookup (0: this connection has none). */
+static int kept_lookup(int k, struct batch *view)
+{
+    struct scratch *b = scratch();
+    if (!b->kept_n)
+        return 0;
+    size_t n_ids = (size_t)b->kept_off[(size_t)b->kept_n * k];
+    *view = (struct batch){.n = b->kept_n, .cap = b->kept_n, .n_tables = k, .id_cap = n_ids,
+                           .off = b->kept_off, .ids = b->kept_ids,
+                           .wts = b->kept_weighted ? b->kept_wts : NULL,
+                           .weighted = b->kept_weighted};
+    b->kept_n = 0; /* one push a lookup */
+    return 1;
 }
 
 static float *scratch_floats(size_t n)
@@ -190,8 +231,10 @@ static gboolean ps_lookup(ssEmbeddingPSIf *iface, GByteArray **ret, const ssBags
     (void)error;
     struct embps_service *s = ((PsHandler *)iface)->svc;
     struct batch view;
+    scratch()->kept_n = 0;
     if (!check_bags(s, bags, &view, err))
         return FALSE;
+    keep_lookup(s->k, &view);
     int form = bags->__isset_wire ? bags->wire : WIRE_FP32;
     size_t n = (size_t)embps_bags(&view) * (size_t)s->dim; /* the non-empty bags only */
     size_t want = wire_bytes(form, n);
@@ -222,8 +265,15 @@ static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteA
     (void)error;
     struct embps_service *s = ((PsHandler *)iface)->svc;
     struct batch view;
-    if (!check_bags(s, bags, &view, err))
+    if (bags->__isset_reuse && bags->reuse) {
+        if (!rpc_token_ok(bags->token, s->token))
+            return refuse(s, err, SS_EINVAL, "request refused: missing or wrong job token");
+        if (!kept_lookup(s->k, &view))
+            return refuse(s, err, SS_EINVAL, "bad request: a push reusing the bags of a lookup "
+                          "this connection has not just made");
+    } else if (!check_bags(s, bags, &view, err)) {
         return FALSE;
+    }
     if (!(lr_scale >= 0 && lr_scale <= 1)) /* NaN too */
         return refuse(s, err, SS_EINVAL, "bad request: lr_scale %g is not in [0, 1]",
                            lr_scale);
@@ -246,7 +296,8 @@ static gboolean ps_push(ssEmbeddingPSIf *iface, const ssBags *bags, const GByteA
     }
     count_work(s, &view, t0, 0);
     __atomic_add_fetch(&s->st.pushes, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&s->st.bytes_in, want + bags->ids->len + bags->offsets->len,
+    __atomic_add_fetch(&s->st.bytes_in, want + (bags->ids ? bags->ids->len : 0) +
+                           (bags->offsets ? bags->offsets->len : 0),
                        __ATOMIC_RELAXED);
     return TRUE;
 }

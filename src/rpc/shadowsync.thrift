@@ -26,7 +26,9 @@ struct Bags {
   5: binary ids,
   6: optional binary weights,
   7: i32 id_bytes = 8,
-  8: i32 wire = 0
+  8: i32 wire = 0,
+  9: bool reuse = false /* a push only: its bags are this connection's last lookup's, and
+                         * shards, offsets, ids and weights go empty */
 }
 
 /* A trainer's embedding cache (DESIGN §9 "HET", embps.h row_req): rows

@@ -142,15 +142,29 @@ static int push_once(struct emb_client *c, const struct batch *b, const float *g
         struct ps_conn *p = &te->ps[s];
         if (!p->k)
             continue;
-        if (te->looked_up != b)
+        int reuse = te->looked_up == b; /* the PS holds its lookup's bags: none sent again */
+        if (!reuse)
             gather(te, p, b);
         float *v = vectors(te, p->m * d);
         shard_pick(&p->s, b->n, (const int32_t *)p->bags->offsets->data, g, T, d, v);
         g_byte_array_set_size(p->grads, (guint)wire_bytes(te->wire, p->m * d));
         wire_encode(te->wire, v, p->m * d, p->grads->data);
         GError *gerr = NULL;
-        if (!ss_embedding_p_s_client_send_push(p->client, p->bags, p->grads, b->lr_scale,
-                                               &gerr))
+        ssBags *q = p->bags;
+        guint kept[3] = {q->shards->len, q->offsets->len, q->ids->len};
+        gboolean weighted = q->__isset_weights;
+        if (reuse) {
+            q->shards->len = q->offsets->len = q->ids->len = 0; /* (the bytes stay) */
+            q->__isset_weights = FALSE;
+        }
+        q->reuse = reuse;
+        q->__isset_reuse = TRUE;
+        gboolean sent = ss_embedding_p_s_client_send_push(p->client, q, p->grads, b->lr_scale,
+                                                          &gerr);
+        q->shards->len = kept[0], q->offsets->len = kept[1], q->ids->len = kept[2];
+        q->__isset_weights = weighted;
+        q->reuse = FALSE;
+        if (!sent)
             return call_failed(p, "push", NULL, gerr, e);
     }
     te->looked_up = NULL;
