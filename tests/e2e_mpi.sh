@@ -8,7 +8,8 @@
 # split table, the cluster model saved and evaluated, `plan`; a wrong token
 # sent to a live job's PS is refused while the job goes on; killing an
 # embedding PS ends the job with a message naming it; the MPI all-reduce
-# (mpi_collective.c); a rank stalled before MPI_Finalize (mpi_finalize.c).
+# (mpi_collective.c); a rank stalled before MPI_Finalize (mpi_finalize.c); embedding.wire
+# bf16 and fp16 against fp32.
 BUILD=${BUILD:-build}
 BIN=$BUILD/shadowsync
 T=$(mktemp -d)
@@ -69,6 +70,18 @@ done
 check "through a reader service: decayed to 0 after the job's first batch, the PSs' rows are its alone" \
     sh -c "[ '$(json examples $T/rs0/metrics.json)' = $N ] && grep -q 'counted over the examples the reader services have handed out' $T/rs0.log && cmp -s $T/rs0/model/tables-ps0.bin $T/rs1/model/tables-ps0.bin && cmp -s $T/rs0/model/tables-ps1.bin $T/rs1/model/tables-ps1.bin"
 
+# embedding.wire: the pooled vectors and gradients in bf16 and fp16 train as well as fp32 in
+# about half the embedding PSs' bytes (each way); metrics.json counts every role's
+cluster wire32 sync.algo=ma embedding.wire=fp32
+for w in bf16 fp16; do
+    cluster wire$w sync.algo=ma embedding.wire=$w
+    M32=$T/wire32/metrics.json; MW=$T/wire$w/metrics.json
+    ok=0
+    held $MW $M32 && [ "$(json examples $MW)" = $N ] && awk -v w="$(json tcp_bytes_sent_embedding_ps $MW)" \
+        -v f="$(json tcp_bytes_sent_embedding_ps $M32)" 'BEGIN { exit !(w > 0.45 * f && w < 0.55 * f) }' && ok=1
+    check "embedding.wire = $w: $(held_is $MW $M32), the embedding PSs' bytes sent $(json tcp_bytes_sent_embedding_ps $MW) of fp32's $(json tcp_bytes_sent_embedding_ps $M32)" \
+        test $ok = 1
+done
 cluster easgd sync.algo=easgd
 rc=$?
 check "cluster easgd/shadow: exits 0" test $rc = 0

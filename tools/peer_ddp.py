@@ -21,27 +21,17 @@ NE, logloss, AUC, and the settings.
 import argparse, json, os, shlex, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import peer_dlrm  # noqa: E402  (the model, its flags, the reader, NE and AUC)
 
 
 def args():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("train")
-    ap.add_argument("eval")
+    ap = peer_dlrm.arguments(argparse.ArgumentParser())
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--master", default="127.0.0.1:29500")
     ap.add_argument("--iface", default="")
     ap.add_argument("--lab", default=None)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--bf16", action="store_true")
-    ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--rows", type=int, default=200000)
-    ap.add_argument("--dim", type=int, default=16)
-    ap.add_argument("--bottom", default="13-512-256-64-16")
-    ap.add_argument("--top", default="367-512-256-1")
-    ap.add_argument("--lr", type=float, default=0.1)
-    ap.add_argument("--opt", choices=("sgd", "adagrad"), default="sgd")
-    ap.add_argument("--max", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
     return ap.parse_args()
 
@@ -76,8 +66,6 @@ def main():
     import torch
     import torch.distributed as dist
     import torch.nn as nn
-    sys.path.insert(0, HERE)
-    import peer_dlrm  # noqa: E402  (the model, the reader, NE and AUC)
 
     host, _, port = a.master.rpartition(":")
     os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": port})

@@ -85,8 +85,8 @@ def area_under_curve(y, p):
     return float((rank[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def arguments(ap):
+    """The files, the model's and the training's flags (tools/peer_ddp.py's too)."""
     ap.add_argument("train")
     ap.add_argument("eval")
     ap.add_argument("--threads", type=int, default=1)
@@ -99,7 +99,11 @@ def main():
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--opt", choices=("sgd", "adagrad"), default="sgd")
     ap.add_argument("--max", type=int, default=0)
-    a = ap.parse_args()
+    return ap
+
+
+def main():
+    a = arguments(argparse.ArgumentParser()).parse_args()
     torch.manual_seed(1)
     torch.set_num_threads(a.threads)
     y, x, c = read_tsv(a.train, a.rows, a.max)
