@@ -213,9 +213,9 @@ static const struct key_desc keys[] = {
          "where the tables live: ps = the embedding PSs (embedded default: one copy shared by "
          "the process's trainers); trainers = sharded over the trainers, which exchange pooled "
          "partial sums all-to-all every step (DES, synchronous)"),
-    ENUM(embedding, wire, "fp32", wires,
-         "the pooled vectors and their gradients between trainers and embedding PSs: fp32, fp16 "
-         "(scaled by a power of two per message) or bf16, half the bytes; rows are kept and "
+    ENUM(embedding, wire, "bf16", wires,
+         "the pooled vectors and their gradients between trainers and embedding PSs: bf16 or fp16 "
+         "(scaled by a power of two per message) in half the bytes, or fp32; rows are kept and "
          "updated in fp32"),
 
     I64(embedding_ps, memory_mb, "16384", 1, P40, "memory of each embedding parameter server, MiB"),
