@@ -619,6 +619,14 @@ for bad in "model.rows=2000000000:the embedding tables here need" \
 done
 $BIN check $CFG > $T/memcheck.log 2>&1
 check "check of tiny.ini passes ($?)" grep -q '^trainers 1 embedding_ps 0' $T/memcheck.log
+# the services' address keys, checked before any launch (the job itself: tests/e2e_lab.sh)
+for bad in "job.interface=10.0.0/40:is neither an interface name" "job.bind=nowhere:is not an IPv4 address" \
+           "job.interface=eth0 --set job.bind=10.0.0.1:set one"; do
+    $BIN check $CFG --set ${bad%%:*} > $T/addrcheck.log 2>&1
+    rc=$?
+    check "check --set ${bad%%:*}: refused ($rc), naming the key" \
+        sh -c "[ $rc = 1 ] && grep -q '${bad#*:}' $T/addrcheck.log"
+done
 
 # when it holds an AVX-512 CPU to AVX2 (never when the kernel has AVX-512)
 blas_run() { OPENBLAS_CORETYPE=$1 $BIN train $CFG --set data.train=$T/d/train.tsv --set data.eval=$T/d/eval.tsv \

@@ -78,6 +78,9 @@ int rpc_multi_host(const struct job_plan *p);
  * loopback address or 0.0.0.0 on several hosts), both keys set, or a
  * rank with no address on job.interface (naming it and its addresses). */
 int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+/* Its checks of the keys alone (job.bind an IPv4 address, job.interface a
+ * name or a CIDR, not both), for `shadowsync check`. */
+int rpc_address_keys_ok(const struct ss_config *c, struct ss_err *e);
 /* This process's bytes sent (acknowledged) and received over TCP so far,
  * every socket's, the closed rpc_conns' included (tcp_bytes.c). */
 void rpc_tcp_bytes(int64_t *sent, int64_t *received);

@@ -336,7 +336,7 @@ static int resolve_addresses(const struct ss_config *c, struct job_plan *p, stru
     return rc;
 }
 
-int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+int rpc_address_keys_ok(const struct ss_config *c, struct ss_err *e)
 {
     struct in_addr a;
     const char *iface = c->job.interface;
@@ -352,7 +352,14 @@ int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err 
         return ss_fail(e, SS_EINVAL, "job.interface = %s is neither an interface name (as `ip "
                        "addr` lists them, e.g. eth0) nor an IPv4 network (e.g. 10.1.0.0/16)",
                        iface);
-    int rc = resolve_addresses(c, p, e);
+    return 0;
+}
+
+int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err *e)
+{
+    int rc = rpc_address_keys_ok(c, e);
+    if (rc == 0)
+        rc = resolve_addresses(c, p, e);
     if (rc < 0 || !c->job.bind || !*c->job.bind || !unreachable(c->job.bind) ||
         !rpc_multi_host(p))
         return rc;

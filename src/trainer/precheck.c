@@ -258,6 +258,8 @@ int trainer_check(const struct ss_config *c, FILE *out, struct ss_err *e)
     if (rc == 0 && !sized)
         rc = trainer_check_memory(c, &l, e);
     if (rc == 0)
+        rc = rpc_address_keys_ok(c, e);
+    if (rc == 0)
         fprintf(out, "trainers %d embedding_ps %d sync_ps %d readers %d\n", c->job.trainers,
                 c->job.embedding_ps, c->job.sync_ps, c->job.readers);
     model_layout_free(&l);
