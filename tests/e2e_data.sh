@@ -100,11 +100,11 @@ check "with hot rows too, a weight of 2 trains as the id twice (eval NE $w2, $du
     sh -c "awk -v a='$w2' -v b='$dup' -v s='$share' 'BEGIN { d = a - b; exit !(a != \"\" && d < 0.0001 && d > -0.0001 && s > 0.3) }'"
 
 # a cluster job's wires carry the weights: a reader service sends them, the
-# embedding PSs pool and step with them (1 trainer, 1 worker: the embedded
-# run's steps)
+# embedding PSs pool and step with them (1 trainer, 1 worker, fp32 on the
+# wire: the embedded run's steps)
 timeout -k 10 300 $MPIRUN -np 4 $BIN train $CFG $FM $ONE $SGD --set job.trainers=1 \
     --set job.embedding_ps=2 --set job.sync_ps=0 --set job.readers=1 --set job.bind=127.0.0.1 \
-    --set data.train=$T/w2.fm --set output.dir=$T/cw2 > $T/cw2.log 2>&1
+    --set embedding.wire=fp32 --set data.train=$T/w2.fm --set output.dir=$T/cw2 > $T/cw2.log 2>&1
 rc=$?
 cw=$(json eval_ne $T/cw2/metrics.json)
 check "a cluster job (a reader service, 2 embedding PSs) trains weighted bags as the embedded run does (eval NE $cw, $w; rc $rc)" \
