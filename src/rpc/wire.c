@@ -28,21 +28,64 @@ static float fp16_scale(const float *v, size_t n)
     float lane[8];
     _mm256_storeu_ps(lane, m);
     for (int k = 0; k < 8; k++)
-        amax = fmaxf(amax, lane[k]);
+        amax = lane[k] > amax ? lane[k] : amax;
 #endif
-    for (; i < n; i++)
-        amax = fmaxf(amax, fabsf(v[i])); /* (a NaN is passed over) */
+    for (; i < n; i++) { /* (a NaN compares false: passed over) */
+        float a = fabsf(v[i]);
+        amax = a > amax ? a : amax;
+    }
     if (isinf(amax)) { /* the largest finite one: an infinity stays one */
         amax = 0;
-        for (size_t i = 0; i < n; i++)
-            if (isfinite(v[i]))
-                amax = fmaxf(amax, fabsf(v[i]));
+        for (size_t k = 0; k < n; k++) {
+            float a = fabsf(v[k]);
+            amax = isfinite(a) && a > amax ? a : amax;
+        }
     }
     if (amax == 0)
         return 1;
     int e;
     frexpf(amax, &e); /* amax = f * 2^e, f in [0.5, 1) */
     return ldexpf(1, 15 - e); /* amax * scale < 2^15: below fp16's 65504 */
+}
+
+/* IEEE half precision by hand, rounding to nearest even (where the CPU has
+ * no F16C, and for the tail past its 8-wide steps; clang has no _Float16
+ * on every x86 target). */
+static uint16_t half_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000, m = u & 0x7fffff;
+    int32_t e = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+    if (((u >> 23) & 0xff) == 0xff) /* an infinity, or a NaN (kept quiet) */
+        return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0));
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) { /* below half's normal range: a subnormal, or 0 */
+        if (e < -10)
+            return (uint16_t)sign;
+        m |= 0x800000;
+        int shift = 14 - e;
+        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        h += rem > mid || (rem == mid && (h & 1));
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)e << 10) | (m >> 13), rem = m & 0x1fff;
+    h += rem > 0x1000 || (rem == 0x1000 && (h & 1)); /* (a carry makes the next power) */
+    return (uint16_t)(sign | h);
+}
+
+static float float_of(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+    if (e == 0) { /* 0 or a subnormal: m x 2^-24 */
+        float f = ldexpf((float)m, -24);
+        return sign ? -f : f;
+    }
+    u = e == 31 ? sign | 0x7f800000 | (m << 13) : sign | ((e + 112) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 static void to_fp16(const float *v, size_t n, float s, uint16_t *h)
@@ -55,10 +98,8 @@ static void to_fp16(const float *v, size_t n, float s, uint16_t *h)
                          _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(v + i), k),
                                          _MM_FROUND_TO_NEAREST_INT));
 #endif
-    for (; i < n; i++) {
-        _Float16 x = (_Float16)(v[i] * s);
-        memcpy(h + i, &x, 2);
-    }
+    for (; i < n; i++)
+        h[i] = half_of(v[i] * s);
 }
 
 static void from_fp16(const uint16_t *h, size_t n, float inv, float *v)
@@ -70,11 +111,8 @@ static void from_fp16(const uint16_t *h, size_t n, float inv, float *v)
         _mm256_storeu_ps(v + i, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(
                                                   (const __m128i *)(h + i))), k));
 #endif
-    for (; i < n; i++) {
-        _Float16 x;
-        memcpy(&x, h + i, 2);
-        v[i] = (float)x * inv;
-    }
+    for (; i < n; i++)
+        v[i] = float_of(h[i]) * inv;
 }
 
 void wire_encode(int form, const float *v, size_t n, void *out)
