@@ -244,9 +244,11 @@ done
 # token, opened to embedding PS 0 and reopened as it closes them (any local
 # process may), while the job checkpoints every 0.5 s: the service holds its
 # most, closes strangers' connections to serve the job's, and every
-# checkpoint is written, the final one included; exit 0
+# checkpoint is written, the final one included; exit 0 (4 passes: the
+# flood takes ~7 s to open its 1,100 connections, and the job must outlast it)
+FLOOD_EPOCHS=4
 (job flood 3 job.embedding_ps=2 job.rpc_timeout_s=10 trainer.batch_size=32 \
-    checkpoint.dir=$T/ck-flood checkpoint.interval_s=0.5 data.epochs=2; echo $? > $T/flood.rc) &
+    checkpoint.dir=$T/ck-flood checkpoint.interval_s=0.5 data.epochs=$FLOOD_EPOCHS; echo $? > $T/flood.rc) &
 for i in $(seq 1 300); do grep -q 'embedding_ps 0 .* listens on' $T/flood.log 2>/dev/null && break; sleep 0.05; done
 EP=$(sed -n 's/^# embedding_ps 0 .* listens on \(.*\)$/\1/p' $T/flood.log)
 python3 tests/flood_conns.py "${EP%:*}" "${EP#*:}" 1100 > $T/flood.out 2>&1 &
@@ -260,7 +262,7 @@ nf=$(sed -n 's/^open \([0-9]*\).*/\1/p' $T/flood.out | tail -1)
 check "a flood of 1,100 tokenless connections to an embedding PS: it filled the service ($(cat $T/flood.out))" \
     sh -c "[ \"${nf:-0}\" -gt 1024 ] && grep -q 'embedding_ps 0 (rank 1 on [^)]*): its connections are full: closed the newest one that never sent the job.s token' $T/flood.log"
 check "a flood: the job exits 0, every checkpoint written ($(json checkpoints $M 2>/dev/null) of them), the final one with every example" \
-    sh -c "[ \"\$(cat $T/flood.rc)\" = 0 ] && ! grep -q 'checkpoint failed' $T/flood.log && [ \"$(json checkpoint_failures $M)\" = 0 ] && grep -q 'meta examples $((2 * N))\$' \$(ls -d $T/ck-flood/ckpt-* | tail -1)/MANIFEST"
+    sh -c "[ \"\$(cat $T/flood.rc)\" = 0 ] && ! grep -q 'checkpoint failed' $T/flood.log && [ \"$(json checkpoint_failures $M)\" = 0 ] && grep -q 'meta examples $((FLOOD_EPOCHS * N))\$' \$(ls -d $T/ck-flood/ckpt-* | tail -1)/MANIFEST"
 
 # a service that stalls (SIGSTOP) when a checkpoint next saves it (issue 30,
 # D2): the sync PS of an EASGD job that syncs in the foreground only at its

@@ -236,8 +236,10 @@ struct trainer_env {
     struct collective *coll;    /* ma, bmuf, allreduce: the trainers' all-reduce */
     struct center *center;      /* easgd: the center on the sync PSs */
     struct batch_feed *feed;    /* the reader services; NULL: read a share of data.train */
-    /* A new emb_client to the embedding PSs (one per worker, one for eval). */
-    int (*make_emb)(void *arg, struct emb_client **out, struct ss_err *e);
+    /* A new emb_client to the embedding PSs (one per worker; the job's own
+     * and the eval's with exact: fp32 on the wire whatever embedding.wire
+     * says, so an eval and the hot rows' first values are the tables'). */
+    int (*make_emb)(void *arg, int exact, struct emb_client **out, struct ss_err *e);
     /* embedding.placement = trainers: the plan over the trainers, and a new
      * member of DES group g (collective over the trainers: every trainer
      * makes the same groups in the same order). */

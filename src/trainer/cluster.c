@@ -366,11 +366,11 @@ static int save_tables(void *arg, const char *dir, struct ss_err *e)
     return save_parts(arg, dir, ROLE_EMBEDDING_PS, ROLE_EMBEDDING_PS, e);
 }
 
-static int make_emb(void *arg, struct emb_client **out, struct ss_err *e)
+static int make_emb(void *arg, int exact, struct emb_client **out, struct ss_err *e)
 {
     struct wiring *w = arg;
-    return emb_client_thrift(out, w->p->placement, w->dim, w->wire, w->ps, w->p->token,
-                             w->timeout_ms, e);
+    return emb_client_thrift(out, w->p->placement, w->dim, exact ? WIRE_FP32 : w->wire, w->ps,
+                             w->p->token, w->timeout_ms, e);
 }
 
 static int make_exchange(void *arg, struct exchange **out, struct ss_err *e)

@@ -103,7 +103,7 @@ static int eval_with(const struct eval_src *s, const struct ss_config *c, const 
     for (int t = 0; t < n; t++) {
         emb[t] = s->emb;
         struct ss_err me;
-        if (t > 0 && s->env && s->env->make_emb(s->env->arg, &own[t], &me) < 0) {
+        if (t > 0 && s->env && s->env->make_emb(s->env->arg, 1, &own[t], &me) < 0) {
             fprintf(stderr, "shadowsync: the eval runs on %d thread(s), not %d: another client "
                     "to the embedding PSs could not be made: %s\n", t, n, me.msg);
             n = t; /* (a limit on open files, say) */

@@ -156,7 +156,7 @@ int job_setup_model(struct job *j, struct ss_err *e)
     if (c->embedding.placement == EMB_ON_TRAINERS)
         return setup_des(j, e);
     if (j->env) /* the tables live on the embedding PSs */
-        return j->env->make_emb(j->env->arg, &j->emb, e);
+        return j->env->make_emb(j->env->arg, 1, &j->emb, e); /* (eval, hot rows: exact) */
     if ((rc = job_local_tables(c, &j->l, stdout, &j->tables, e)) < 0)
         return rc;
     j->emb = emb_client_local(j->tables);
@@ -525,7 +525,7 @@ static int worker_client(struct job *j, struct worker *wk, int t, struct exchang
         struct des_hooks pz = {&j->pause, job_des_wait, wk, gap ? job_des_sync : NULL, gap};
         wk->emb = emb_client_des(*x, j->des, j->l.dim, j->shards[t], &pz, &wk->des);
         *x = NULL;
-    } else if (j->env && (rc = j->env->make_emb(j->env->arg, &wk->emb, e)) < 0) {
+    } else if (j->env && (rc = j->env->make_emb(j->env->arg, 0, &wk->emb, e)) < 0) {
         return rc; /* before any worker thread of this trainer runs */
     }
     int own = j->env != NULL || j->des; /* whether wk->emb is this worker's own */
