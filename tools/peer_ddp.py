@@ -87,13 +87,7 @@ def main():
     dist.barrier()
     t0 = time.time()
     for k in range(steps):
-        s = k * a.batch
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-            z = model(x[s:s + a.batch], c[s:s + a.batch]).float()
-        loss = bce(z, y[s:s + a.batch])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        peer_dlrm.train_step(a, model, opt, bce, x, c, y, k * a.batch)
     dist.barrier()
     seconds = time.time() - t0
     trained = torch.tensor([min(steps * a.batch, int(counts))])

@@ -85,6 +85,16 @@ def area_under_curve(y, p):
     return float((rank[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
+def train_step(a, model, opt, bce, x, c, y, s):
+    """One batch from example s (tools/peer_ddp.py's too: DDP's model syncs in backward)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        z = model(x[s:s + a.batch], c[s:s + a.batch]).float()
+    loss = bce(z, y[s:s + a.batch])
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
 def arguments(ap):
     """The files, the model's and the training's flags (tools/peer_ddp.py's too)."""
     ap.add_argument("train")
@@ -114,12 +124,7 @@ def main():
     n = len(y)
     t0 = time.time()
     for s in range(0, n, a.batch):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-            z = model(x[s:s + a.batch], c[s:s + a.batch]).float()
-        loss = bce(z, y[s:s + a.batch])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(a, model, opt, bce, x, c, y, s)
     seconds = time.time() - t0
     with torch.no_grad():
         p = torch.sigmoid(model(xe, ce)).numpy()
