@@ -62,6 +62,9 @@ static inline int ss_vfail(struct ss_err *e, int code, const char *fmt, va_list 
 void *ss_xmalloc(size_t n);            /* aborts on OOM: memory for sizes we chose */
 void *ss_xcalloc(size_t n, size_t sz);
 void *ss_xrealloc(void *p, size_t n);
+/* A buffer kept between calls: p itself while it holds n items of size
+ * bytes, else a new one of 1.5 n (p freed, its contents dropped; *cap set). */
+void *ss_grown(void *p, size_t *cap, size_t n, size_t size);
 /* The CLOCK_REALTIME time `seconds` from now, for pthread_cond_timedwait
  * on a condition variable of default attributes. */
 struct timespec ss_deadline(double seconds);

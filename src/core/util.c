@@ -55,6 +55,15 @@ void *ss_xrealloc(void *p, size_t n)
     return q;
 }
 
+void *ss_grown(void *p, size_t *cap, size_t n, size_t size)
+{
+    if (n <= *cap)
+        return p;
+    free(p);
+    *cap = n + n / 2;
+    return ss_xmalloc(*cap * size);
+}
+
 static void *aligned_to(size_t align, size_t n)
 {
     size_t sz = n ? (n + align - 1) / align * align : align;

@@ -77,15 +77,6 @@ static void scratch_init(void)
     pthread_key_create(&scratch_key, scratch_free);
 }
 
-static void *grown(void *p, size_t *cap, size_t n, size_t size)
-{
-    if (n <= *cap)
-        return p;
-    free(p);
-    *cap = n + n / 2;
-    return ss_xmalloc(*cap * size);
-}
-
 static struct scratch *scratch(void)
 {
     pthread_once(&scratch_once, scratch_init);
@@ -102,12 +93,12 @@ static void keep_lookup(int k, const struct batch *v)
 {
     struct scratch *b = scratch();
     size_t n_off = (size_t)v->n * k + 1, n_ids = (size_t)v->off[n_off - 1];
-    b->kept_off = grown(b->kept_off, &b->kept_off_cap, n_off, sizeof(int32_t));
-    b->kept_ids = grown(b->kept_ids, &b->kept_ids_cap, n_ids + 1, sizeof(uint64_t));
+    b->kept_off = ss_grown(b->kept_off, &b->kept_off_cap, n_off, sizeof(int32_t));
+    b->kept_ids = ss_grown(b->kept_ids, &b->kept_ids_cap, n_ids + 1, sizeof(uint64_t));
     memcpy(b->kept_off, v->off, n_off * sizeof(int32_t));
     memcpy(b->kept_ids, v->ids, n_ids * sizeof(uint64_t));
     if (v->weighted) {
-        b->kept_wts = grown(b->kept_wts, &b->kept_wts_cap, n_ids + 1, sizeof(float));
+        b->kept_wts = ss_grown(b->kept_wts, &b->kept_wts_cap, n_ids + 1, sizeof(float));
         memcpy(b->kept_wts, v->wts, n_ids * sizeof(float));
     }
     b->kept_weighted = v->weighted;
@@ -132,7 +123,7 @@ static int kept_lookup(int k, struct batch *view)
 static float *scratch_floats(size_t n)
 {
     struct scratch *b = scratch();
-    return b->v = grown(b->v, &b->v_cap, n + 1, sizeof(float));
+    return b->v = ss_grown(b->v, &b->v_cap, n + 1, sizeof(float));
 }
 
 /* Checks bags against this PS; on success fills the batch view over it
@@ -174,7 +165,7 @@ static gboolean check_bags(struct embps_service *s, const ssBags *bags, struct b
     if (idb == 4) {
         const uint32_t *narrow = (const uint32_t *)bags->ids->data;
         struct scratch *b = scratch();
-        uint64_t *wide = b->ids = grown(b->ids, &b->ids_cap, n_ids + 1, sizeof(uint64_t));
+        uint64_t *wide = b->ids = ss_grown(b->ids, &b->ids_cap, n_ids + 1, sizeof(uint64_t));
         for (size_t q = 0; q < n_ids; q++)
             wide[q] = narrow[q];
         ids = wide;

@@ -85,12 +85,7 @@ static int call_failed(const struct ps_conn *p, const char *what, ssRpcError *re
 /* The request's vectors in fp32, n floats (kept between batches). */
 static float *vectors(struct thrift_emb *te, size_t n)
 {
-    if (n > te->vec_cap) {
-        free(te->vec);
-        te->vec_cap = n + n / 2;
-        te->vec = ss_xmalloc(te->vec_cap * sizeof(float));
-    }
-    return te->vec;
+    return te->vec = ss_grown(te->vec, &te->vec_cap, n, sizeof(float));
 }
 
 static int lookup_once(struct emb_client *c, const struct batch *b, float *out, struct ss_err *e)
@@ -121,8 +116,10 @@ static int lookup_once(struct emb_client *c, const struct batch *b, float *out, 
                 g_byte_array_unref(ret);
             return call_failed(p, "lookup", rerr, gerr, e);
         }
-        float *v = vectors(te, p->m * d);
-        if (!ret || wire_decode(te->wire, ret->data, ret->len, v, p->m * d) < 0) {
+        size_t n = p->m * d;
+        float *v = te->wire == WIRE_FP32 && ret ? (float *)ret->data : vectors(te, n);
+        if (!ret || (te->wire == WIRE_FP32 ? ret->len != n * 4
+                                           : wire_decode(te->wire, ret->data, ret->len, v, n) < 0)) {
             if (ret)
                 g_byte_array_unref(ret);
             return call_failed(p, "lookup (answer of the wrong size or form)", NULL, NULL, e);
@@ -145,10 +142,12 @@ static int push_once(struct emb_client *c, const struct batch *b, const float *g
         int reuse = te->looked_up == b; /* the PS holds its lookup's bags: none sent again */
         if (!reuse)
             gather(te, p, b);
-        float *v = vectors(te, p->m * d);
+        size_t n = p->m * d;
+        g_byte_array_set_size(p->grads, (guint)wire_bytes(te->wire, n));
+        float *v = te->wire == WIRE_FP32 ? (float *)p->grads->data : vectors(te, n);
         shard_pick(&p->s, b->n, (const int32_t *)p->bags->offsets->data, g, T, d, v);
-        g_byte_array_set_size(p->grads, (guint)wire_bytes(te->wire, p->m * d));
-        wire_encode(te->wire, v, p->m * d, p->grads->data);
+        if (te->wire != WIRE_FP32)
+            wire_encode(te->wire, v, n, p->grads->data);
         GError *gerr = NULL;
         ssBags *q = p->bags;
         guint kept[3] = {q->shards->len, q->offsets->len, q->ids->len};
