@@ -66,6 +66,12 @@ static const char usage[] =
     "                                               job.embedding_ps PSs (the trainers with\n"
     "                                               embedding.placement = trainers), for every\n"
     "                                               strategy\n"
+    "  plan CONFIG --trainers LIST [--from RUN_DIR | --trainer-eps E] [--link RATE]\n"
+    "       [--sync-link RATE] [--out FILE.png] [--set ...]\n"
+    "                                               the sync side for LIST trainers (1,2,4,8\n"
+    "                                               or 5-64): each sync PS's load, the shadow's\n"
+    "                                               sync gap, foreground sync's EPS and the\n"
+    "                                               sync PSs it needs (docs/cluster.md)\n"
     "  export CONFIG --model DIR --out FILE.onnx [--set ...]\n"
     "                                               the saved model as an ONNX graph (FILE.onnx),\n"
     "                                               its tables (FILE.onnx.data) and the\n"
@@ -460,7 +466,7 @@ static int verb_config(int argc, char **argv, const char *verb, struct ss_config
     return load_config(c, &a);
 }
 
-/* `shadowsync check` and `shadowsync plan` (trainer_check, trainer_plan). */
+/* `shadowsync check` (trainer_check). */
 static int cmd_config_verb(int argc, char **argv, const char *verb,
                            int (*run)(const struct ss_config *, FILE *, struct ss_err *))
 {
@@ -470,6 +476,37 @@ static int cmd_config_verb(int argc, char **argv, const char *verb,
         return rc;
     struct ss_err e = {0};
     rc = run(&c, stdout, &e);
+    ss_config_free(&c);
+    return rc < 0 ? die(&e) : 0;
+}
+
+/* `shadowsync plan CONFIG [--trainers LIST [--from RUN_DIR] [--trainer-eps E]
+ * [--link RATE] [--sync-link RATE] [--out FILE.png]] [--set ...]`. */
+static int cmd_plan(int argc, char **argv)
+{
+    static const char *const allowed[] = {"trainers", "from", "trainer-eps", "link",
+                                          "sync-link", "out", NULL};
+    struct args a;
+    int rc = parse_args(argc, argv, &a, allowed);
+    if (rc)
+        return rc;
+    if (!a.config)
+        return bad_usage("plan needs a CONFIG file");
+    struct plan_sync_opts o = {.trainers = opt(&a, "trainers"), .from = opt(&a, "from"),
+                               .link = opt(&a, "link"), .sync_link = opt(&a, "sync-link"),
+                               .png = opt(&a, "out")};
+    const char *te = opt(&a, "trainer-eps");
+    char *end = NULL;
+    if (te && (o.trainer_eps = strtod(te, &end), end == te || *end || !(o.trainer_eps > 0)))
+        return bad_usage("plan: --trainer-eps needs examples a second (> 0)");
+    if (!o.trainers && (o.from || te || o.link || o.sync_link || o.png))
+        return bad_usage("plan: --from, --trainer-eps, --link, --sync-link and --out plan the "
+                         "sync side, which needs --trainers LIST (1,2,4,8 or 5-64)");
+    struct ss_config c;
+    if ((rc = load_config(&c, &a)))
+        return rc;
+    struct ss_err e = {0};
+    rc = trainer_plan(&c, &o, stdout, &e);
     ss_config_free(&c);
     return rc < 0 ? die(&e) : 0;
 }
@@ -592,7 +629,7 @@ int main(int argc, char **argv)
     if (!strcmp(verb, "inspect"))
         return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(verb, "plan"))
-        return cmd_config_verb(argc - 2, argv + 2, "plan", trainer_plan);
+        return cmd_plan(argc - 2, argv + 2);
     if (!strcmp(verb, "check"))
         return cmd_config_verb(argc - 2, argv + 2, "check", trainer_check);
     if (!strcmp(verb, "plot"))

@@ -46,15 +46,20 @@ check "a host has its own name, address and eth0" \
 recv() { tools/lab exec $1 -- python3 -c "
 import socket, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('$NET.$1', 5555)); s.listen(); c, _ = s.accept(); n = 0; t = time.time()
+s.bind(('$NET.$1', 5555)); s.listen(); s.settimeout(30); c, _ = s.accept(); n = 0; t = time.time()
 while True:
     b = c.recv(1 << 20)
     if not b: break
     n += len(b)
 print('%.1f' % (n / (time.time() - t) / 1e6))" > $T/rate$1 2>&1 & }
-send() { sleep 0.5; tools/lab exec 1 -- python3 -c "
-import socket
-s = socket.create_connection(('$NET.$1', 5555), timeout=10); b = b'x' * (1 << 20)
+send() { tools/lab exec 1 -- python3 -c "
+import socket, time
+for i in range(100): # until the receiver listens (its python may start slowly)
+    try:
+        s = socket.create_connection(('$NET.$1', 5555), timeout=10); break
+    except ConnectionRefusedError:
+        time.sleep(0.1)
+b = b'x' * (1 << 20)
 for i in range(20): s.sendall(b)
 s.close()"; wait; }
 recv 2; send 2

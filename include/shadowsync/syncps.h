@@ -24,6 +24,9 @@ struct syncps_service *syncps_service_create(const float *init, size_t n, size_t
 int syncps_save(struct syncps_service *s, size_t n, const char *path, struct ss_err *e);
 int syncps_load(float *slice, size_t n, size_t lo, size_t hi, char *const *paths, int k,
                 struct ss_err *e);
+/* One request's exchange on n floats: center <- (1-a) center + a w, the
+ * new center also into out (what `plan` times as a sync PS's cost). */
+void syncps_elastic_apply(float *center, const float *w, float *out, size_t n, float a);
 ThriftProcessor *syncps_service_processor(struct syncps_service *s);
 /* Where save requests may write: below dir (the job's checkpoint.dir). */
 void syncps_service_save_root(struct syncps_service *s, const char *dir);

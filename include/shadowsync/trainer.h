@@ -375,7 +375,46 @@ int trainer_check(const struct ss_config *c, FILE *out, struct ss_err *e);
 /* `shadowsync plan`: the tables' plan of the config's strategy and the
  * figures of all three, the hot rows, the sync PSs' slices, to out (and the
  * plan to output.dir's placement.txt and placement.json). */
-int trainer_plan(const struct ss_config *c, FILE *out, struct ss_err *e);
+struct plan_sync_opts {
+    const char *trainers;       /* --trainers "1,2,4,8" or "5-64" (NULL: no sync side) */
+    const char *from;           /* --from RUN_DIR: a trainer's EPS and a round's latency */
+    const char *link;           /* --link: every host's rate as tc writes it (NULL: unshaped) */
+    const char *sync_link;      /* --sync-link: the sync PSs' hosts' (NULL: as --link) */
+    double trainer_eps;         /* --trainer-eps (> 0: given, over --from's) */
+    const char *png;            /* --out FILE.png: drawn by gnuplot */
+};
+int trainer_plan(const struct ss_config *c, const struct plan_sync_opts *o, FILE *out,
+                 struct ss_err *e);
+/* The sync side (plan_sync.c): for o->trainers, each sync PS's load, the
+ * shadow's sync gap, foreground sync's EPS and the sync PSs it needs,
+ * from the costs of a center of n_center floats. */
+int trainer_plan_sync(const struct ss_config *c, const struct plan_sync_opts *o, size_t n_center,
+                      FILE *out, struct ss_err *e);
+/* Its model, for N trainers and S sync PSs (tests/test_plan.c). */
+struct sync_costs {
+    int easgd;                  /* else an all-reduce among the trainers (ma, bmuf) */
+    int foreground, gap;        /* foreground: a round every gap iterations of each worker */
+    int sync_ps, workers;
+    double bytes;               /* a round's center bytes each way, all sync PSs together */
+    double svc_s_per_byte;      /* a sync PS's CPU per byte of its slice */
+    double local_s;             /* the trainer's own CPU in a round */
+    double fixed_s;             /* a round's latency past its bytes and CPU */
+    double trainer_eps, batch;  /* one trainer alone */
+    double sleep_s;             /* sync.shadow_sleep_ms */
+    double link_t, link_s;      /* bytes/s of a trainer's and a sync PS's link (INFINITY: unshaped) */
+};
+struct sync_point {
+    int trainers, sync_ps;
+    double round_s, job_syncs_s; /* a round's time, the job's rounds a second */
+    double ps_bytes_s;          /* each sync PS's bytes a second, each way */
+    double gap, eps, linear;    /* iterations a sync, the job's EPS, N x one trainer's */
+};
+void plan_sync_point(const struct sync_costs *k, int N, int S, struct sync_point *p);
+/* The fewest sync PSs (<= 64) at which N trainers reach share x linear;
+ * 0: none does. */
+int plan_sync_needs(const struct sync_costs *k, int N, double share);
+/* "1gbit", "100mbit", ... or "off" into bytes/s (INFINITY); -1: not a rate. */
+int plan_parse_rate(const char *s, double *bytes_s);
 
 /* ---- pictures and tuning sweeps (plot.c, sweep.c) --------------------- */
 

@@ -34,6 +34,15 @@ G_DEFINE_TYPE(SyncHandler, sync_handler, SS_TYPE_SYNC_P_S_HANDLER)
 
 #define refuse(s, err, code, ...) rpc_refuse(&(s)->st.refused, err, code, __VA_ARGS__)
 
+void syncps_elastic_apply(float *center, const float *w, float *out, size_t n, float a)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = (1.0f - a) * center[i] + a * w[i];
+        center[i] = v;
+        out[i] = v;
+    }
+}
+
 static gboolean sync_elastic(ssSyncPSIf *iface, GByteArray **ret, const GByteArray *token,
                              const gint64 offset, const GByteArray *w, const gdouble alpha,
                              ssRpcError **err, GError **error)
@@ -54,11 +63,7 @@ static gboolean sync_elastic(ssSyncPSIf *iface, GByteArray **ret, const GByteArr
     const float *wi = (const float *)w->data;
     float *out = (float *)rpc_answer(ret, len * 4)->data, a = (float)alpha;
     pthread_mutex_lock(&s->mu);
-    for (size_t i = 0; i < len; i++) {
-        float v = (1.0f - a) * s->center[i] + a * wi[i];
-        s->center[i] = v;
-        out[i] = v;
-    }
+    syncps_elastic_apply(s->center, wi, out, len, a);
     pthread_mutex_unlock(&s->mu);
     __atomic_add_fetch(a > 0 ? &s->st.syncs : &s->st.reads, 1, __ATOMIC_RELAXED);
     return TRUE;

@@ -1,19 +1,24 @@
 /* `shadowsync plan` (DESIGN §4): the job's layout as its start would make
  * it, without launching it: the embedding tables' placement on the
  * embedding PSs (or the trainers, DES) for every strategy, profiling
- * data.train, the hot rows, and each sync PS's slice of the EASGD center. */
+ * data.train, the hot rows, and each sync PS's slice of the EASGD center;
+ * with --trainers, the sync side too (plan_sync.c). */
 #include "shadowsync/trainer.h"
 
 #include <glib.h>
 
-int trainer_plan(const struct ss_config *cfg, FILE *out, struct ss_err *e)
+int trainer_plan(const struct ss_config *cfg, const struct plan_sync_opts *o, FILE *out,
+                 struct ss_err *e)
 {
     struct model_layout l = {0};
     struct placement pl = {0};
     struct ss_config k = *cfg, *c = &k; /* model.rows = auto: sized as the job would */
     char *rows = NULL;
     int rc = 0, bins = placement_bins(c, c->job.embedding_ps, c->job.trainers);
-    if (bins < 1)
+    int place = bins >= 1 || !o->trainers; /* the sync side alone needs no tables placed */
+    if (!place)
+        fprintf(out, "# placement: none to plan (job.embedding_ps = 0)\n");
+    if (bins < 1 && place)
         rc = ss_config_fail(e, c, "job.embedding_ps embedding.placement", "job.embedding_ps "
                             "= 0 leaves plan nothing to place (the embedded default keeps its "
                             "tables in-process): set job.embedding_ps, or embedding.placement = "
@@ -23,7 +28,7 @@ int trainer_plan(const struct ss_config *cfg, FILE *out, struct ss_err *e)
     if (rc == 0)
         rc = model_layout_init(&l, c, e);
     double t0 = ss_now();
-    if (rc == 0)
+    if (rc == 0 && place)
         rc = placement_for_config(c, &l, bins, 1, &pl, out, e);
     size_t n_center = l.n_params; /* the EASGD center: the dense floats, then the hot rows */
     struct hot_set *hot = NULL;
@@ -40,9 +45,11 @@ int trainer_plan(const struct ss_config *cfg, FILE *out, struct ss_err *e)
         fprintf(out, "sync_ps %d: %s floats [%zu, %zu), %.2f MiB\n", q,
                 n_center > l.n_params ? "center" : "dense", lo, hi, (hi - lo) * 4.0 / 1048576);
     }
-    if (rc == 0 && c->output.dir[0])
+    if (rc == 0 && c->output.dir[0] && place)
         fprintf(out, "# plan written to %s/placement.txt and placement.json (%.2f s)\n",
                 c->output.dir, ss_now() - t0);
+    if (rc == 0 && o->trainers)
+        rc = trainer_plan_sync(c, o, n_center, out, e);
     placement_free(&pl);
     model_layout_free(&l);
     g_free(rows);
