@@ -66,8 +66,8 @@ static const char usage[] =
     "                                               job.embedding_ps PSs (the trainers with\n"
     "                                               embedding.placement = trainers), for every\n"
     "                                               strategy\n"
-    "  plan CONFIG --trainers LIST [--from RUN_DIR | --trainer-eps E] [--link RATE]\n"
-    "       [--sync-link RATE] [--out FILE.png] [--set ...]\n"
+    "  plan CONFIG --trainers LIST [--from RUN_DIR] [--trainer-eps E] [--trainer-cpu C]\n"
+    "       [--link RATE] [--sync-link RATE] [--out FILE.png] [--set ...]\n"
     "                                               the sync side for LIST trainers (1,2,4,8\n"
     "                                               or 5-64): each sync PS's load, the shadow's\n"
     "                                               sync gap, foreground sync's EPS and the\n"
@@ -484,8 +484,8 @@ static int cmd_config_verb(int argc, char **argv, const char *verb,
  * [--link RATE] [--sync-link RATE] [--out FILE.png]] [--set ...]`. */
 static int cmd_plan(int argc, char **argv)
 {
-    static const char *const allowed[] = {"trainers", "from", "trainer-eps", "link",
-                                          "sync-link", "out", NULL};
+    static const char *const allowed[] = {"trainers", "from", "trainer-eps", "trainer-cpu",
+                                          "link", "sync-link", "out", NULL};
     struct args a;
     int rc = parse_args(argc, argv, &a, allowed);
     if (rc)
@@ -495,13 +495,16 @@ static int cmd_plan(int argc, char **argv)
     struct plan_sync_opts o = {.trainers = opt(&a, "trainers"), .from = opt(&a, "from"),
                                .link = opt(&a, "link"), .sync_link = opt(&a, "sync-link"),
                                .png = opt(&a, "out")};
-    const char *te = opt(&a, "trainer-eps");
+    const char *te = opt(&a, "trainer-eps"), *tc = opt(&a, "trainer-cpu");
     char *end = NULL;
     if (te && (o.trainer_eps = strtod(te, &end), end == te || *end || !(o.trainer_eps > 0)))
         return bad_usage("plan: --trainer-eps needs examples a second (> 0)");
-    if (!o.trainers && (o.from || te || o.link || o.sync_link || o.png))
-        return bad_usage("plan: --from, --trainer-eps, --link, --sync-link and --out plan the "
-                         "sync side, which needs --trainers LIST (1,2,4,8 or 5-64)");
+    if (tc && (o.trainer_cpu = strtod(tc, &end), end == tc || *end || !(o.trainer_cpu > 0)))
+        return bad_usage("plan: --trainer-cpu needs the cores of a trainer host (> 0)");
+    if (!o.trainers && (o.from || te || tc || o.link || o.sync_link || o.png))
+        return bad_usage("plan: --from, --trainer-eps, --trainer-cpu, --link, --sync-link and "
+                         "--out plan the sync side, which needs --trainers LIST (1,2,4,8 or "
+                         "5-64)");
     struct ss_config c;
     if ((rc = load_config(&c, &a)))
         return rc;

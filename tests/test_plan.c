@@ -37,14 +37,27 @@ int main(void)
 
     /* one trainer: nothing queues, a round is its parts */
     plan_sync_point(&k, 1, 1, &p);
-    double parts = k.fixed_s + 2 * k.bytes / k.link_s + k.bytes * k.svc_s_per_byte;
-    CHECK(near(p.round_s, parts, 1e-9) && near(p.job_syncs_s, 1 / (k.sleep_s + k.local_s + parts), 1e-9),
-          "plan: one shadow trainer's round is its bytes both ways, the PS's update and the latency",
+    double parts = k.fixed_s + 2 * k.bytes / k.link_s + k.bytes * k.svc_s_per_byte + k.local_s;
+    CHECK(near(p.round_s, parts, 1e-9) && near(p.job_syncs_s, 1 / (k.sleep_s + parts), 1e-9),
+          "plan: one shadow trainer's round is its bytes both ways, the PS's update, its own CPU "
+          "and the latency",
           "round %g s (expected %g), %g rounds/s", p.round_s, parts, p.job_syncs_s);
     CHECK(p.eps == p.linear && p.linear == k.trainer_eps,
           "plan: the shadow thread holds no worker: its EPS is linear", "%g vs %g", p.eps, p.linear);
     CHECK(near(p.gap, k.trainer_eps / k.batch / p.job_syncs_s, 1e-9),
           "plan: the sync gap is the iterations a second over the rounds a second", "%g", p.gap);
+
+    /* a host of half a core: the shadow thread's CPU comes out of the worker's,
+     * and its own part of a round takes 4x as long (a quarter of a core) */
+    struct sync_costs h = k;
+    h.cpu = 0.5;
+    h.local_s = 2e-3;
+    plan_sync_point(&h, 1, 1, &p);
+    double keep = 1 - p.job_syncs_s * h.local_s / 0.5;
+    CHECK(near(p.eps, h.trainer_eps * keep, 1e-9) && keep < 0.99 &&
+              near(p.round_s, parts - k.local_s + 4 * h.local_s, 1e-9),
+          "plan: on half a core the shadow's CPU slows the worker and its round",
+          "eps %g (expected %g), round %g s", p.eps, h.trainer_eps * keep, p.round_s);
 
     /* more trainers: the gap grows, the sync PS's link fills but never past its rate */
     double last_gap = 0, last_share = 2;

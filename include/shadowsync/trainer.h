@@ -381,6 +381,7 @@ struct plan_sync_opts {
     const char *link;           /* --link: every host's rate as tc writes it (NULL: unshaped) */
     const char *sync_link;      /* --sync-link: the sync PSs' hosts' (NULL: as --link) */
     double trainer_eps;         /* --trainer-eps (> 0: given, over --from's) */
+    double trainer_cpu;         /* --trainer-cpu: cores of a trainer host (0: a core a thread) */
     const char *png;            /* --out FILE.png: drawn by gnuplot */
 };
 int trainer_plan(const struct ss_config *c, const struct plan_sync_opts *o, FILE *out,
@@ -397,7 +398,10 @@ struct sync_costs {
     int sync_ps, workers;
     double bytes;               /* a round's center bytes each way, all sync PSs together */
     double svc_s_per_byte;      /* a sync PS's CPU per byte of its slice */
-    double local_s;             /* the trainer's own CPU in a round */
+    double local_s;             /* the trainer's own CPU in a round, on a core of its own */
+    double cpu;                 /* cores of a trainer host (0: workers + 1) */
+    double stretch;             /* shadow: how much longer local_s takes beside the workers
+                                 * (0: (workers + 1) / cpu, at least 1) */
     double fixed_s;             /* a round's latency past its bytes and CPU */
     double trainer_eps, batch;  /* one trainer alone */
     double sleep_s;             /* sync.shadow_sleep_ms */

@@ -29,6 +29,33 @@
 
 enum { MAX_SYNC_PS = 64, MAX_TRAINERS = 4096 };
 
+/* The cores a trainer host gives its workers and shadow thread. */
+static double host_cpu(const struct sync_costs *k)
+{
+    return k->cpu > 0 ? k->cpu : k->workers + 1;
+}
+
+/* How much longer the trainer's CPU part of a round takes than on a core
+ * of its own: the shadow thread shares the host with the working workers;
+ * a foreground round runs alone (its worker waits). */
+static double cpu_stretch(const struct sync_costs *k)
+{
+    double C = host_cpu(k), want = k->foreground ? 1 : k->workers + 1;
+    if (!k->foreground && k->stretch > 0)
+        return k->stretch; /* as a run measured it */
+    return C >= want ? 1 : (k->foreground ? 1 / C : want / C);
+}
+
+/* The share of its EPS alone that a trainer keeps while its shadow thread
+ * takes cpu_s of CPU a second: what the workers' cores lend it comes out
+ * of them, a spare core's does not. */
+static double shadow_keeps(const struct sync_costs *k, double cpu_s)
+{
+    double C = host_cpu(k), used = C < k->workers ? C : k->workers;
+    double spare = C > k->workers ? C - k->workers : 0, lost = cpu_s - spare;
+    return lost <= 0 ? 1 : lost >= used ? 0 : 1 - lost / used;
+}
+
 /* A round's response time and the job's rounds per second, N customers. */
 static void mva(const struct sync_costs *k, int customers, int S, double think, double *round_s,
                 double *x)
@@ -36,7 +63,7 @@ static void mva(const struct sync_costs *k, int customers, int S, double think, 
     double slice = k->bytes / S, link_s = slice / k->link_s;
     double D[3] = {link_s, slice * k->svc_s_per_byte, link_s}, Q[3] = {0, 0, 0};
     double own = k->bytes / k->link_t - link_s; /* the trainer's link beyond the PS's */
-    double delay = k->fixed_s + (own > 0 ? 2 * own : 0) + (k->foreground ? k->local_s : 0);
+    double delay = k->fixed_s + (own > 0 ? 2 * own : 0) + k->local_s * cpu_stretch(k);
     double R = delay, X = 0;
     for (int n = 1; n <= customers; n++) {
         double r[3];
@@ -58,11 +85,11 @@ void plan_sync_point(const struct sync_costs *k, int N, int S, struct sync_point
     p->sync_ps = S;
     p->linear = N * k->trainer_eps;
     double it_s = k->trainer_eps / k->batch; /* a trainer's iterations a second */
-    double think = k->foreground ? k->gap * k->workers / it_s : k->sleep_s + k->local_s;
+    double think = k->foreground ? k->gap * k->workers / it_s : k->sleep_s;
     int customers = k->foreground ? N * k->workers : N;
     if (!k->easgd) { /* an all-reduce: no sync PS, every trainer's link carries the ring */
         p->sync_ps = 0;
-        p->round_s = N < 2 ? 0 : k->fixed_s + k->local_s +
+        p->round_s = N < 2 ? 0 : k->fixed_s + k->local_s * cpu_stretch(k) +
                                      2.0 * (N - 1) / N * k->bytes / k->link_t;
         p->job_syncs_s = N < 2 ? 0 : N / (think + p->round_s);
         if (k->foreground && N > 1)
@@ -73,8 +100,8 @@ void plan_sync_point(const struct sync_costs *k, int N, int S, struct sync_point
     }
     if (k->foreground)
         p->eps = N < 2 && !k->easgd ? p->linear : p->job_syncs_s * k->gap * k->batch;
-    else
-        p->eps = p->linear; /* the shadow thread never holds a worker */
+    else /* the shadow thread holds no worker, but takes its CPU where the host has no spare */
+        p->eps = p->linear * shadow_keeps(k, p->job_syncs_s / N * k->local_s);
     if (p->eps > p->linear)
         p->eps = p->linear;
     p->gap = p->job_syncs_s > 0 ? p->eps / k->batch / p->job_syncs_s : NAN;
@@ -170,10 +197,13 @@ static void time_round_work(size_t n, double *svc_s, double *local_s)
     *local_s = best_local;
 }
 
-/* The run's figures the plan takes: a trainer's EPS, and where it ran one
- * trainer in shadow mode, its round's fixed latency (the measured round
- * less the modelled parts). */
-static int costs_from_run(const char *dir, struct sync_costs *k, FILE *out, struct ss_err *e)
+/* The run's figures the plan takes: a trainer's EPS (unless given), and
+ * where it ran one trainer in shadow mode, what its shadow thread cost:
+ * the CPU of a round (from the EPS it kept against the trainer alone,
+ * given) and its fixed latency (the measured round less the modelled
+ * parts). */
+static int costs_from_run(const char *dir, struct sync_costs *k, int eps_given, FILE *out,
+                          struct ss_err *e)
 {
     char *path = g_build_filename(dir, "metrics.json", NULL), *m = plot_read_text(path);
     int rc = 0;
@@ -186,19 +216,33 @@ static int costs_from_run(const char *dir, struct sync_costs *k, FILE *out, stru
         rc = ss_fail(e, SS_EINVAL, "plan --from %s: its metrics.json has no eps or trainers",
                      path);
     if (rc == 0) {
-        k->trainer_eps = eps / tr;
+        if (!eps_given)
+            k->trainer_eps = eps / tr;
         fprintf(out, "# from %s: %.0f examples/s over %.0f trainer(s), %.0f a trainer", path, eps,
-                tr, k->trainer_eps);
+                tr, eps / tr);
         char *mode = strstr(m, "\"sync_mode\": \"shadow\"");
         if (tr == 1 && mode && syncs > 0 && secs > 0 && k->easgd) {
-            double round = secs / syncs - k->sleep_s - k->local_s, rest;
-            struct sync_costs z = *k;
-            z.fixed_s = 0;
-            double x;
+            double r1 = syncs / secs, kept = eps / k->trainer_eps;
+            double round = 1 / r1 - k->sleep_s, x, rest;
+            struct sync_costs z = *k; /* the round's parts but its CPU */
+            z.local_s = 0;
+            z.foreground = 0;
             mva(&z, 1, k->sync_ps, 0, &rest, &x);
-            k->fixed_s = round > rest ? round - rest : 0;
-            fprintf(out, "; its rounds took %.2f ms, %.2f ms of it fixed latency",
-                    (secs / syncs - k->sleep_s) * 1e3, k->fixed_s * 1e3);
+            if (kept < 1) { /* the CPU its shadow thread took from the worker, and how long
+                             * that CPU took it on the shared host: the rest of the round */
+                double C = host_cpu(k), used = C < k->workers ? C : k->workers;
+                double spare = C > k->workers ? C - k->workers : 0;
+                double c = ((1 - kept) * used + spare) / r1, most = (k->workers + 1) / C;
+                if (c > k->local_s)
+                    k->local_s = c;
+                k->stretch = (round - rest) / k->local_s;
+                k->stretch = k->stretch < 1 ? 1 : k->stretch > most && most > 1 ? most : k->stretch;
+            } else { /* the CPU as timed here: the latency is what is left */
+                double fx = round - rest - k->local_s * cpu_stretch(k);
+                k->fixed_s += fx > 0 ? fx : 0;
+            }
+            fprintf(out, "; its rounds took %.2f ms; it kept %.2f of the trainer's EPS alone",
+                    round * 1e3, kept);
         }
         fprintf(out, "\n");
     }
@@ -268,27 +312,32 @@ int trainer_plan_sync(const struct ss_config *c, const struct plan_sync_opts *o,
     k.bytes = 4.0 * (double)n_center + 64; /* the floats and a request's framing */
     double svc;
     time_round_work(n_center, &svc, &k.local_s);
+    double local_timed = k.local_s;
     k.svc_s_per_byte = svc / k.bytes;
     k.fixed_s = 3e-4; /* two Thrift calls' round trips on a LAN, unless a run says */
-    int rc = o->from ? costs_from_run(o->from, &k, out, e) : 0;
-    if (rc < 0)
-        return rc;
+    k.cpu = o->trainer_cpu;
     if (o->trainer_eps > 0)
         k.trainer_eps = o->trainer_eps;
+    int rc = o->from ? costs_from_run(o->from, &k, o->trainer_eps > 0, out, e) : 0;
+    if (rc < 0)
+        return rc;
     fprintf(out, "# sync plan: %s, %s; a round moves %.2f MiB each way (%zu floats); a trainer "
             "alone trains %.0f examples/s (%s), batch %d x %d worker(s); links: trainers %s, "
             "sync PSs %s\n", algo, k.foreground ? "foreground" : "shadow", k.bytes / 1048576,
             n_center, k.trainer_eps, o->trainer_eps > 0 ? "given" : "from the run", (int)k.batch,
             k.workers, o->link ? o->link : "off",
             o->sync_link ? o->sync_link : o->link ? o->link : "off");
-    fprintf(out, "# costs: a sync PS's update of the whole center %.2f ms and the trainer's own "
-            "part %.2f ms (timed here), a round's fixed latency %.2f ms, shadow sleep %.0f ms\n",
-            svc * 1e3, k.local_s * 1e3, k.fixed_s * 1e3, k.sleep_s * 1e3);
-    struct sync_point *pt = ss_xmalloc(sizeof *pt * (size_t)n);
-    int *needs = ss_xmalloc(sizeof *needs * (size_t)n);
     struct sync_costs sh = k, fg = k;
     sh.foreground = 0;
     fg.foreground = 1;
+    fprintf(out, "# costs: a sync PS's update of the whole center %.2f ms (timed here), the "
+            "trainer's CPU in a round %.2f ms on a core (%s; x%.2f as long beside the workers), "
+            "a round's fixed latency %.2f ms, shadow sleep %.0f ms; a trainer host of %g "
+            "cores\n", svc * 1e3, k.local_s * 1e3,
+            k.local_s > local_timed ? "from the run" : "timed here", cpu_stretch(&sh),
+            k.fixed_s * 1e3, k.sleep_s * 1e3, host_cpu(&k));
+    struct sync_point *pt = ss_xmalloc(sizeof *pt * (size_t)n);
+    int *needs = ss_xmalloc(sizeof *needs * (size_t)n);
     fprintf(out, "%8s %7s %9s %9s %10s %10s %11s %10s %8s %s\n", "trainers", "sync_ps",
             "round_ms", "syncs/s", "ps_MB/s", "shadow_gap", "shadow_eps", "fg_eps", "fg_lin",
             "fg_sync_ps_for_90%");
