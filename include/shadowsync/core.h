@@ -72,6 +72,7 @@ void *ss_aligned(size_t n);            /* 64-byte aligned, zeroed; free() it */
 void *ss_pages(size_t n);              /* whole pages of their own, zeroed (to page-lock) */
 void *ss_alloc_big(size_t n);          /* NULL on failure; not zeroed; huge pages; free() it */
 int64_t ss_mem_available(void);        /* bytes free for this process (cgroup too); -1: unknown */
+double ss_host_cores(void);            /* cores this process may use: affinity, cgroup CPU quotas */
 double ss_now(void);                   /* monotonic seconds */
 int ss_cpu_has_avx512(void);           /* F, BW, DQ and VL: what OpenBLAS's SkylakeX kernel needs */
 /* A graceful stop: after ss_halt_on_signals(all), SIGUSR1 (and with all,
@@ -338,6 +339,7 @@ struct ss_config {
         int bmuf_nesterov;
         int output;                  /* enum sync_output */
         double shadow_sleep_ms;
+        double shadow_cpu_share;
         double timeout_s;            /* a cluster job's wait on the other trainers; 0: none */
     } sync;
     struct { char *strategy; int profile_batches; char *pin; } placement;

@@ -181,6 +181,10 @@ struct shadow_opts {
      * ended follows the center (pulls only) until shadow_wait, so the
      * others' later work reaches its replica too. */
     int trainers;
+    /* The CPU seconds a second the thread may take (sync.shadow_cpu_share
+     * of a host with no core to spare for it), its pause between rounds
+     * stretched to keep within them; 0: sync.shadow_sleep_ms alone. */
+    double cpu_allowance;
     struct {
         float *const *arrays;   /* the algorithm's state arrays to start from (NULL: fresh) */
         int n;

@@ -198,6 +198,10 @@ static const struct key_desc keys[] = {
          "the final model: trainer 0's parameters or the average over trainers"),
     DBL(sync, shadow_sleep_ms, "10", 0, 60000, 0,
         "pause of the shadow thread between syncs, so it leaves the workers their cores (0: sync back to back)"),
+    DBL(sync, shadow_cpu_share, "0.1", 0, 1, 0,
+        "where a trainer's host has no core to spare for its shadow thread (its CPU quota or "
+        "affinity gives fewer than the workers + 1), the thread pauses longer so that it takes at "
+        "most this share of the host's cores (0: never)"),
     DBL(sync, timeout_s, "600", 0, 1e6, 0,
         "cluster job: seconds a trainer waits on the others (a sync round's all-reduce, a DES "
         "exchange, a checkpoint, their progress reports) before it ends the job naming the one "

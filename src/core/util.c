@@ -1,6 +1,7 @@
 /* Small shared helpers: error filling, allocation, time, a deterministic
  * PRNG (splitmix64) and logging. Everything here is thread-safe. */
 #include "shadowsync/core.h"
+#include <sched.h>
 
 #include <math.h>
 #include <pthread.h>
@@ -121,6 +122,69 @@ static int64_t read_number(const char *path, const char *key)
     return v;
 }
 
+/* This process's cgroup paths: v2's ("0::PATH"), and v1's of controller
+ * (a line "N:...,controller,...:PATH"); "" for the root or none. */
+static void cgroup_paths(const char *controller, char v1[1024], char v2[1024])
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return;
+    char line[1024];
+    size_t cl = strlen(controller);
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *a = strchr(line, ':'), *b = a ? strchr(a + 1, ':') : NULL;
+        if (!b)
+            continue;
+        const char *path = strcmp(b + 1, "/") ? b + 1 : "";
+        if (!strncmp(line, "0::", 3)) {
+            snprintf(v2, 1024, "%s", path);
+            continue;
+        }
+        for (char *c = a + 1; c < b; c += strcspn(c, ",:") + 1) /* the controllers listed */
+            if (!strncmp(c, controller, cl) && (c[cl] == ',' || c[cl] == ':'))
+                snprintf(v1, 1024, "%s", path);
+    }
+    fclose(f);
+}
+
+double ss_host_cores(void)
+{
+    cpu_set_t set;
+    double cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    char v1[1024] = "", v2[1024] = "", path[1400];
+    cgroup_paths("cpu", v1, v2);
+    for (int v = 0; v < 2; v++) { /* the group and every group above it */
+        char *g = v ? v1 : v2;
+        for (;;) {
+            double q = NAN;
+            if (v) {
+                snprintf(path, sizeof path, "/sys/fs/cgroup/cpu%s/cpu.cfs_quota_us", g);
+                int64_t quota = read_number(path, NULL);
+                snprintf(path, sizeof path, "/sys/fs/cgroup/cpu%s/cpu.cfs_period_us", g);
+                int64_t period = read_number(path, NULL);
+                if (quota > 0 && period > 0)
+                    q = (double)quota / (double)period;
+            } else {
+                snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", g);
+                FILE *f = fopen(path, "r");
+                long long quota, period;
+                if (f && fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0)
+                    q = (double)quota / (double)period;
+                if (f)
+                    fclose(f);
+            }
+            if (q < cores)
+                cores = q;
+            char *slash = strrchr(g, '/');
+            if (!slash || !*g)
+                break;
+            *slash = 0;
+        }
+    }
+    return cores;
+}
+
 int64_t ss_mem_available(void)
 {
     /* what the kernel could give without killing: free memory and swap */
@@ -131,19 +195,7 @@ int64_t ss_mem_available(void)
      * file cache (reclaimed first): v2 (memory.max, "max" reads as none)
      * or v1's memory controller */
     char v2[1024] = "", v1[1024] = "", path[1300];
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    if (f) {
-        char line[1024];
-        while (fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\n")] = 0;
-            char *p = strstr(line, ":memory:");
-            if (!strncmp(line, "0::", 3))
-                snprintf(v2, sizeof v2, "%s", strcmp(line + 3, "/") ? line + 3 : "");
-            else if (p)
-                snprintf(v1, sizeof v1, "%s", strcmp(p + 8, "/") ? p + 8 : "");
-        }
-        fclose(f);
-    }
+    cgroup_paths("memory", v1, v2);
     static const char *const files[2][5] = {
         {"/sys/fs/cgroup", "memory.max", "memory.current", "memory.stat", "file "},
         {"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes",

@@ -74,6 +74,19 @@ static int wait_for_request(struct shadow *s)
     return unasked;
 }
 
+/* The pause after a round of cpu CPU seconds and wall seconds: the
+ * configured sleep, or longer where the thread's CPU is paced, so that a
+ * round and its pause take cpu / allowance. */
+static double paced_ms(const struct shadow *s, double cpu, double wall)
+{
+    double ms = s->o.cfg->sync.shadow_sleep_ms;
+    if (s->o.cpu_allowance > 0) {
+        double need = (cpu / s->o.cpu_allowance - wall) * 1e3;
+        ms = need > ms ? need : ms;
+    }
+    return ms > 60000 ? 60000 : ms;
+}
+
 static void *shadow_main(void *arg)
 {
     struct shadow *s = arg;
@@ -93,6 +106,9 @@ static void *shadow_main(void *arg)
         int joined = !active && s->final_done; /* after its final round (its first without data) */
         s->ctx.others_on = s->o.trainers > 1 && !s->all_done;
         pthread_mutex_unlock(&s->mu);
+        struct timespec c0, c1;
+        double t0 = ss_now();
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         int rc = s->o.stage.pull ? s->o.stage.pull(s->o.stage.arg, &s->err) : 0;
         if (rc >= 0)
             rc = s->algo->sync(&s->ctx, active, &s->err);
@@ -100,6 +116,9 @@ static void *shadow_main(void *arg)
             int prc = s->o.stage.push(s->o.stage.arg, &s->err);
             rc = prc < 0 ? prc : rc;
         }
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        double wall = ss_now() - t0, cpu = (double)(c1.tv_sec - c0.tv_sec) +
+                                          (c1.tv_nsec - c0.tv_nsec) * 1e-9;
         pthread_mutex_lock(&s->mu);
         s->done++;
         s->unasked += unasked && !joined; /* with done: syncs never count a round under way */
@@ -117,7 +136,7 @@ static void *shadow_main(void *arg)
             pause_until(s, s->o.cfg->sync.shadow_sleep_ms > 1 ? s->o.cfg->sync.shadow_sleep_ms : 1,
                         &s->all_done);
         else if (!foreground)
-            pause_until(s, s->o.cfg->sync.shadow_sleep_ms, &s->data_done);
+            pause_until(s, paced_ms(s, cpu, wall), &s->data_done);
         else if (__atomic_load_n(&s->held, __ATOMIC_RELAXED))
             pause_ms(1);
     }

@@ -146,6 +146,7 @@ struct job {
     int halt_noted;      /* a stop (ss_halt_signal) was seen and said */
     int64_t seen;        /* the job's examples at the last progress report */
     struct mid_eval mid; /* the master's evals while the job trains */
+    double shadow_cpu;   /* each shadow thread's CPU seconds a second (0: unpaced) */
     double eval_s;       /* the end-of-run eval's seconds, and its threads */
     int eval_threads;
     char dense_desc[200];       /* what ran the MLPs' matmuls (a CPU worker's, under mu) */

@@ -465,6 +465,7 @@ static int start_shadow(struct job *j, int t, float **saved, int k, struct ss_er
         .coll = j->env ? j->env->coll : j->coll ? j->coll[t] : NULL,
         .center = j->env ? j->env->center : j->center,
         .trainers = j->env ? j->env->count : j->n_tr,
+        .cpu_allowance = j->shadow_cpu,
         .restore = {.arrays = saved, .n = k},
         .stage = {.pull = tr->gpu ? stage_pull : NULL, .push = tr->gpu ? stage_push : NULL,
                   .arg = tr},
@@ -487,6 +488,18 @@ static int start_shadows(struct job *j, struct ss_err *e)
         j->center = center_local_create(j->tr[0].w, j->n_sync);
         if (j->resumed_from[0] && (rc = load_saved(j, "center.bin", saved, 1, e)) > 0)
             j->center->ops->set(j->center, saved[0]);
+    }
+    /* no core to spare for the shadow threads: each may take its share */
+    double cores = ss_host_cores(), want = j->n_tr * (j->n_wk + 1.0);
+    j->shadow_cpu = 0;
+    if (j->c->sync.mode == SYNC_SHADOW && strcmp(algo, "none") && j->c->sync.shadow_cpu_share > 0 &&
+        cores < want) {
+        j->shadow_cpu = j->c->sync.shadow_cpu_share * cores / j->n_tr;
+        if (!j->env || j->env->index == 0)
+            printf("# shadow thread%s: paced to take at most %.0f %% of the host's %.3g cores, "
+                   "which have none to spare beside %d worker(s) (sync.shadow_cpu_share)\n",
+                   j->n_tr > 1 ? "s" : "", 100 * j->c->sync.shadow_cpu_share, cores,
+                   j->n_tr * j->n_wk);
     }
     for (int t = 0; rc >= 0 && t < j->n_tr; t++) {
         char name[64];
