@@ -97,6 +97,22 @@ check "lab run, signalled while a host runs a command: torn down ($(left))" sh -
 
 N=60000
 $BIN gen --out $T/d --examples $N --eval-examples 5000 --seed 3 --config configs/tiny.ini > /dev/null 2>&1
+# a trainer on a host of a quarter of a core: it reads its quota, and its
+# shadow thread paces itself (sync.shadow_cpu_share; 0: not)
+if [ -n "$QUOTA" ]; then
+    for share in 0.1 0; do
+        tools/lab run 1,cpu=0.25 -- sh -c "exec \$LAB_EXEC 1 -- $BIN train configs/tiny.ini \
+            --set data.train=$T/d/train.tsv --set data.eval= --set data.max_examples=20000 \
+            --set sync.algo=easgd --set output.dir=$T/paced$share --set sync.shadow_cpu_share=$share" \
+            > $T/paced$share.log 2>&1
+        echo $? > $T/paced$share.rc
+    done
+    check "a trainer on a host of 0.25 cores: its shadow thread paced to 10 % of them, said ($(cat $T/paced0.1.rc))" \
+        sh -c "[ \$(cat $T/paced0.1.rc) = 0 ] && grep -q '^# shadow thread: paced to take at most 10 % of the host.s 0.25 cores, which have none to spare beside 2 worker(s)' $T/paced0.1.log && [ \"\$(json syncs $T/paced0.1/metrics.json)\" -gt 0 ]"
+    check "...and with sync.shadow_cpu_share = 0, not ($(cat $T/paced0.rc))" \
+        sh -c "[ \$(cat $T/paced0.rc) = 0 ] && ! grep -q 'paced' $T/paced0.log"
+fi
+
 job() { # job NAME [--set ...]: 2 trainers + 1 embedding PS, a rank a host, every host named alike
     _n=$1; shift
     timeout -k 10 180 tools/submit configs/tiny.ini --set job.trainers=2 --set job.embedding_ps=1 \

@@ -59,6 +59,15 @@ int main(void)
           "plan: on half a core the shadow's CPU slows the worker and its round",
           "eps %g (expected %g), round %g s", p.eps, h.trainer_eps * keep, p.round_s);
 
+    /* ...and paced to sync.shadow_cpu_share = 0.1 of it: a round and its
+     * pause take its CPU over its allowance, and the worker keeps 0.9 */
+    h.share = 0.1;
+    h.local_s = 5e-3;
+    plan_sync_point(&h, 1, 1, &p);
+    CHECK(near(p.job_syncs_s, 0.1 * 0.5 / 5e-3, 1e-6) && near(p.eps, 0.9 * h.trainer_eps, 1e-6),
+          "plan: a paced shadow thread on half a core: 10 rounds a second, 0.9 of linear",
+          "%g rounds/s, eps %g", p.job_syncs_s, p.eps);
+
     /* more trainers: the gap grows, the sync PS's link fills but never past its rate */
     double last_gap = 0, last_share = 2;
     int grows = 1, under = 1, falls = 1;

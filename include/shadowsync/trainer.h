@@ -400,6 +400,7 @@ struct sync_costs {
     double svc_s_per_byte;      /* a sync PS's CPU per byte of its slice */
     double local_s;             /* the trainer's own CPU in a round, on a core of its own */
     double cpu;                 /* cores of a trainer host (0: workers + 1) */
+    double share;               /* sync.shadow_cpu_share: the shadow's CPU where it is paced */
     double stretch;             /* shadow: how much longer local_s takes beside the workers
                                  * (0: (workers + 1) / cpu, at least 1) */
     double fixed_s;             /* a round's latency past its bytes and CPU */

@@ -78,6 +78,16 @@ static void mva(const struct sync_costs *k, int customers, int S, double think, 
     *x = X;
 }
 
+/* The shadow thread's shortest round-and-pause where sync.shadow_cpu_share
+ * paces it (a host with no core to spare): its CPU a round over its
+ * allowance; 0: not paced. */
+static double paced_cycle(const struct sync_costs *k)
+{
+    if (k->foreground || !(k->share > 0) || host_cpu(k) >= k->workers + 1)
+        return 0;
+    return k->local_s / (k->share * host_cpu(k));
+}
+
 void plan_sync_point(const struct sync_costs *k, int N, int S, struct sync_point *p)
 {
     memset(p, 0, sizeof *p);
@@ -94,8 +104,19 @@ void plan_sync_point(const struct sync_costs *k, int N, int S, struct sync_point
         p->job_syncs_s = N < 2 ? 0 : N / (think + p->round_s);
         if (k->foreground && N > 1)
             p->job_syncs_s = N / (k->gap / it_s + p->round_s); /* the workers wait */
+        double cyc = paced_cycle(k);
+        if (N > 1 && cyc > think + p->round_s)
+            p->job_syncs_s = N / cyc;
     } else {
         mva(k, customers, S, think, &p->round_s, &p->job_syncs_s);
+        /* paced: the pause fills each cycle up to its least (a fixed point:
+         * a longer pause queues less, so the round is shorter) */
+        for (int i = 0, more = 1; i < 50 && more; i++) {
+            double cyc = paced_cycle(k), z = cyc - p->round_s;
+            more = z > think * 1.0001;
+            if (more)
+                mva(k, customers, S, think = z, &p->round_s, &p->job_syncs_s);
+        }
         p->ps_bytes_s = p->job_syncs_s * k->bytes / S;
     }
     if (k->foreground)
@@ -228,8 +249,12 @@ static int costs_from_run(const char *dir, struct sync_costs *k, int eps_given, 
             z.local_s = 0;
             z.foreground = 0;
             mva(&z, 1, k->sync_ps, 0, &rest, &x);
-            if (kept < 1) { /* the CPU its shadow thread took from the worker, and how long
-                             * that CPU took it on the shared host: the rest of the round */
+            if (paced_cycle(k) > 0) { /* paced: its CPU a round is its allowance's */
+                double c = k->share * host_cpu(k) / r1;
+                k->local_s = c > k->local_s ? c : k->local_s;
+            } else if (kept < 1) { /* the CPU its shadow thread took from the worker, and how
+                                    * long that CPU took it on the shared host: the rest of
+                                    * the round */
                 double C = host_cpu(k), used = C < k->workers ? C : k->workers;
                 double spare = C > k->workers ? C - k->workers : 0;
                 double c = ((1 - kept) * used + spare) / r1, most = (k->workers + 1) / C;
@@ -316,6 +341,7 @@ int trainer_plan_sync(const struct ss_config *c, const struct plan_sync_opts *o,
     k.svc_s_per_byte = svc / k.bytes;
     k.fixed_s = 3e-4; /* two Thrift calls' round trips on a LAN, unless a run says */
     k.cpu = o->trainer_cpu;
+    k.share = c->sync.shadow_cpu_share;
     if (o->trainer_eps > 0)
         k.trainer_eps = o->trainer_eps;
     int rc = o->from ? costs_from_run(o->from, &k, o->trainer_eps > 0, out, e) : 0;
