@@ -107,10 +107,11 @@ if [ -n "$QUOTA" ]; then
             > $T/paced$share.log 2>&1
         echo $? > $T/paced$share.rc
     done
-    check "a trainer on a host of 0.25 cores: its shadow thread paced to 10 % of them, said ($(cat $T/paced0.1.rc))" \
-        sh -c "[ \$(cat $T/paced0.1.rc) = 0 ] && grep -q '^# shadow thread: paced to take at most 10 % of the host.s 0.25 cores, which have none to spare beside 2 worker(s)' $T/paced0.1.log && [ \"\$(json syncs $T/paced0.1/metrics.json)\" -gt 0 ]"
+    ps=$(json syncs $T/paced0.1/metrics.json)
+    check "a trainer on a host of 0.25 cores: its shadow thread paced to 10 % of them, said ($(cat $T/paced0.1.rc), $ps syncs)" \
+        sh -c "[ \$(cat $T/paced0.1.rc) = 0 ] && grep -q '^# shadow thread: paced to take at most 10 % of the host.s 0.25 cores, which have none to spare beside 2 worker(s)' $T/paced0.1.log && [ \"${ps:-0}\" -gt 0 ]"
     check "...and with sync.shadow_cpu_share = 0, not ($(cat $T/paced0.rc))" \
-        sh -c "[ \$(cat $T/paced0.rc) = 0 ] && ! grep -q 'paced' $T/paced0.log"
+        sh -c "[ \$(cat $T/paced0.rc) = 0 ] && ! grep -q 'shadow thread: paced' $T/paced0.log"
 fi
 
 job() { # job NAME [--set ...]: 2 trainers + 1 embedding PS, a rank a host, every host named alike
