@@ -615,6 +615,10 @@ int rpc_connect(const char *host, int port, int timeout_ms, struct rpc_conn **ou
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
         int err = errno;
         close(fd);
+        if (err == EINPROGRESS || err == EAGAIN) /* SO_SNDTIMEO ran out on the handshake */
+            return ss_fail(e, SS_EIO, "cannot connect to %s:%d: no answer to the connection "
+                           "within %.1f s (the host overloaded, or its link down)", host, port,
+                           timeout_ms / 1e3);
         return ss_fail(e, SS_EIO, "cannot connect to %s:%d: %s", host, port, strerror(err));
     }
     *out = rpc_conn_on_fd(fd);
