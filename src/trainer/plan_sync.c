@@ -8,17 +8,24 @@
  * analysis (Reiser & Lavenberg 1980): each trainer's sync loop is one
  * customer that thinks (the shadow thread's sleep, or a foreground
  * worker's gap iterations) and then makes a round; a round queues at its
- * sync PS's link (the request and the answer in turn) and its CPU (every sync PS
- * takes its slice of every round, so one stands for all), plus a delay of
+ * sync PS's link (the request and the answer in turn) and its CPU
+ * (every sync PS takes its slice of every round, so one stands for all),
+ * plus a delay of
  * its own: the part of the trainer's link beyond the PS's, the trainer's
  * own work and a fixed latency. All-reduce algorithms (ma, bmuf) have no
  * queue: a ring moves 2(N-1)/N of the center over every trainer's link.
  *
+ * A trainer host of fewer cores than its threads (--trainer-cpu) lends
+ * the shadow thread's CPU out of the workers' and stretches it; where
+ * sync.shadow_cpu_share paces the thread, its pause fills each round up to
+ * its CPU over its allowance.
+ *
  * Costs come from this machine and from a run: the bytes from the model
  * layout, a sync PS's service time and the trainer's own part timed here
- * on the real update loop, a trainer's EPS and the fixed latency from a
- * 1-trainer run's metrics.json (--from; its round time minus the modelled
- * parts), or given (--trainer-eps). */
+ * on the real update loop; a trainer's EPS alone given (--trainer-eps) or
+ * a run's; and from a 1-trainer shadow run's metrics.json (--from), the
+ * CPU its shadow thread took from the worker, the stretch, or the fixed
+ * latency (its round time less the modelled parts). */
 #include "plot.h"
 #include "shadowsync/syncps.h"
 #include "shadowsync/trainer.h"
