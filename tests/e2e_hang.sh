@@ -160,9 +160,10 @@ d5_resumed d6p --set data.epochs=8
 E=$(json examples $T/d6p-r/metrics.json 2>/dev/null)
 check "D6: --resume trains every example once (${E:-none} of $((8 * N)))" sh -c "[ $rc = 0 ] && [ '$E' = $((8 * N)) ]"
 step "D6: checkpoint.dir's file system dies in the final checkpoint, after the stop"
+# (the write is given up past 1.0 s without progress: a loaded machine says 1.1 or 1.2)
 d6 d6f $T/d6f-ck 500000 "examples .*eps" --set checkpoint.interval_s=0 --set data.epochs=8 $SLOW
 check "D6: one SIGTERM ends the run in ${took} ms (bound 2000): the final checkpoint's hung write given up, nothing kept, status 1 ($rc)" \
-    sh -c "[ -f $T/d6f.dead ] && grep -q 'the final checkpoint failed, the run ends without it (none has been written yet): .*stopped (SIGTERM) while a write to it had made no progress for 1.0 s' $T/d6f.log && grep -q 'neither a checkpoint nor the model could be written (above): nothing of this run is kept' $T/d6f.log && [ $took -le 2000 ] && [ $rc = 1 ]"
+    sh -c "[ -f $T/d6f.dead ] && grep -q 'the final checkpoint failed, the run ends without it (none has been written yet): .*stopped (SIGTERM) while a write to it had made no progress for 1\.[0-9] s' $T/d6f.log && grep -q 'neither a checkpoint nor the model could be written (above): nothing of this run is kept' $T/d6f.log && [ $took -le 2000 ] && [ $rc = 1 ]"
 
 step "D6: output.dir's file system dies in a progress line after the first checkpoint"
 CK=${O:-$T/d6o}-ck # (on another mount where there is one: the final checkpoint is written)
