@@ -30,6 +30,7 @@
 #include "shadowsync/syncps.h"
 #include "shadowsync/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,17 +73,17 @@ static void mva(const struct sync_costs *k, int customers, int S, double think, 
      * trainers' requests share the inbound link and end together, then
      * their answers the outbound (measured on the lab: a sync PS at 100
      * Mbit/s served 8 trainers what the two directions in turn allow) */
-    double D[3] = {2 * link_s, slice * k->svc_s_per_byte, 0}, Q[3] = {0, 0, 0};
+    double D[2] = {2 * link_s, slice * k->svc_s_per_byte}, Q[2] = {0, 0};
     double own = k->bytes / k->link_t - link_s; /* the trainer's link beyond the PS's */
     double delay = k->fixed_s + (own > 0 ? 2 * own : 0) + k->local_s * cpu_stretch(k);
     double R = delay, X = 0;
     for (int n = 1; n <= customers; n++) {
-        double r[3];
+        double r[2];
         R = delay;
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 2; i++)
             R += r[i] = D[i] * (1 + Q[i]);
         X = n / (think + R);
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 2; i++)
             Q[i] = X * r[i];
     }
     *round_s = R;
@@ -112,12 +113,10 @@ void plan_sync_point(const struct sync_costs *k, int N, int S, struct sync_point
         p->sync_ps = 0;
         p->round_s = N < 2 ? 0 : k->fixed_s + k->local_s * cpu_stretch(k) +
                                      2.0 * (N - 1) / N * k->bytes / k->link_t;
-        p->job_syncs_s = N < 2 ? 0 : N / (think + p->round_s);
-        if (k->foreground && N > 1)
-            p->job_syncs_s = N / (k->gap / it_s + p->round_s); /* the workers wait */
-        double cyc = paced_cycle(k);
-        if (N > 1 && cyc > think + p->round_s)
-            p->job_syncs_s = N / cyc;
+        /* a trainer's rounds: every gap of its iterations while its workers wait
+         * (foreground), else the sleep or the paced cycle, whichever is longer */
+        double cycle = (k->foreground ? k->gap / it_s : think) + p->round_s, cyc = paced_cycle(k);
+        p->job_syncs_s = N < 2 ? 0 : N / (cyc > cycle ? cyc : cycle);
     } else {
         mva(k, customers, S, think, &p->round_s, &p->job_syncs_s);
         /* paced: the pause fills each cycle up to its least (a fixed point:
@@ -403,9 +402,14 @@ int trainer_plan_sync(const struct ss_config *c, const struct plan_sync_opts *o,
             "own links bound it)\n", k.gap);
     if (c->output.dir[0]) {
         char *p = g_build_filename(c->output.dir, "sync_plan.csv", NULL);
+        GError *err = NULL;
         if (g_mkdir_with_parents(c->output.dir, 0755) == 0 &&
-            g_file_set_contents(p, csv->str, (gssize)csv->len, NULL))
+            g_file_set_contents(p, csv->str, (gssize)csv->len, &err))
             fprintf(out, "# sync plan written to %s\n", p);
+        else
+            fprintf(stderr, "shadowsync: warning: the sync plan is not written to %s: %s\n", p,
+                    err ? err->message : strerror(errno));
+        g_clear_error(&err);
         g_free(p);
     }
     g_string_free(csv, TRUE);
