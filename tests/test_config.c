@@ -87,7 +87,8 @@ static void test_defaults(void)
     CHECK(c.trainer.device == DEV_CPU && c.trainer.batch_size == 128, "defaults trainer", "%d",
           c.trainer.batch_size);
     CHECK(!strcmp(c.sync.algo, "none") && c.sync.mode == SYNC_SHADOW && c.sync.alpha == 0.5 &&
-          c.sync.bmuf_lr == 1.0 && !c.sync.bmuf_nesterov && c.sync.output == OUT_TRAINER0,
+          c.sync.bmuf_lr == 1.0 && c.sync.bmuf_momentum == 0.5 && !c.sync.bmuf_nesterov &&
+              c.sync.output == OUT_TRAINER0,
           "defaults sync", "algo %s", c.sync.algo);
     CHECK(!strcmp(c.placement.strategy, "profile") && c.embedding_ps.memory_mb == 16384 &&
           !strcmp(c.output.dir, "runs/latest") && c.output.save_model && !c.output.quiet &&

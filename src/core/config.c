@@ -191,7 +191,7 @@ static const struct key_desc keys[] = {
          "shadow = a background thread syncs; foreground = the workers sync"),
     INT(sync, gap, "10", 1, 1000000, "foreground: sync every gap iterations of each worker"),
     DBL(sync, alpha, "0.5", 0, 1, 0, "elastic/averaging weight"),
-    DBL(sync, bmuf_momentum, "0.9", 0, 1, OPEN_MAX, "block momentum"),
+    DBL(sync, bmuf_momentum, "0.5", 0, 1, OPEN_MAX, "block momentum"),
     DBL(sync, bmuf_lr, "1.0", 0, 10, OPEN_MIN, "block learning rate"),
     BOOL(sync, bmuf_nesterov, "false", "Nesterov block momentum"),
     ENUM(sync, output, "trainer0", sync_outputs,
