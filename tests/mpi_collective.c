@@ -17,7 +17,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     struct collective *c = collective_mpi(MPI_COMM_WORLD, NULL);
     struct ss_err e = {0};
-    static float buf[LEN + 1], w[LEN];
+    static float buf[LEN + 1], w[LEN], snap[LEN];
     for (int i = 0; i < LEN; i++)
         buf[i] = (float)(rank + i);
     int rc = c->ops->allreduce_sum(c, buf, LEN, &e);
@@ -28,7 +28,7 @@ int main(int argc, char **argv)
     cfg.sync.alpha = 1.0;
     for (int i = 0; i < LEN; i++)
         w[i] = (float)rank;
-    struct sync_ctx ctx = {&cfg, w, LEN, c, NULL, buf, NULL, 0, NULL, NULL, 1, 0, 0};
+    struct sync_ctx ctx = {&cfg, w, LEN, c, NULL, buf, NULL, 0, NULL, NULL, 1, 0, 0, snap};
     const struct sync_algo_ops *ma = sync_algo_find("ma");
     int rounds = 0;
     for (;;) {

@@ -18,7 +18,7 @@ static struct ss_config cfg;
 struct member {
     struct sync_ctx ctx;
     const struct sync_algo_ops *algo;
-    float w[LEN], buf[LEN + 1];
+    float w[LEN], buf[LEN + 1], snap[LEN];
     int rounds_active;          /* rounds this member reports data left */
     int rounds, rc;
 };
@@ -50,7 +50,7 @@ static void run_group(const char *algo, struct member *m, const float init[N][LE
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, init[i], sizeof m[i].w);
         m[i].algo = sync_algo_find(algo);
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], ctr, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], ctr, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0, m[i].snap};
         if (m[i].algo->init)
             m[i].algo->init(&m[i].ctx, NULL);
     }
@@ -105,7 +105,7 @@ static void bmuf_two_rounds(int nesterov, float *after1, float *after2)
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, same[i], sizeof m[i].w);
         m[i].algo = sync_algo_find("bmuf");
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], NULL, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, coll[i], NULL, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0, m[i].snap};
         m[i].algo->init(&m[i].ctx, NULL);
         memcpy(m[i].w, init[i], sizeof m[i].w); /* local steps moved them */
     }
@@ -123,7 +123,8 @@ static void bmuf_two_rounds(int nesterov, float *after1, float *after2)
         pthread_join(th[i], NULL);
     *after2 = m[0].w[0];
     for (int i = 0; i < N; i++) {
-        m[i].algo->free(&m[i].ctx);
+        if (m[i].algo->free)
+            m[i].algo->free(&m[i].ctx);
         coll[i]->ops->free(coll[i]);
     }
 }
@@ -179,7 +180,7 @@ static void test_summed_tail(void)
             base[i][0] = base[i][1] = 10;
             m[i].algo = sync_algo_find(names[a]);
             m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf,
-                                         NULL, 2, base[i], snap[i], !resumed, 0, 0};
+                                         NULL, 2, base[i], snap[i], !resumed, 0, 0, m[i].snap};
             m[i].algo->init(&m[i].ctx, NULL);
             m[i].w[2] += (float)(i + 1), m[i].w[3] -= (float)i;
             if (resumed)
@@ -235,7 +236,7 @@ static void test_allreduce(void)
     for (int i = 0; i < N; i++) {
         memcpy(m[i].w, init[i], sizeof m[i].w);
         m[i].rounds = 0;
-        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0};
+        m[i].ctx = (struct sync_ctx){&cfg, m[i].w, LEN, i ? coll[i] : &st.c, NULL, m[i].buf, NULL, 0, NULL, NULL, 1, 0, 0, m[i].snap};
         m[i].algo->init(&m[i].ctx, NULL);
     }
     for (int i = 0; i < N; i++)
@@ -246,7 +247,8 @@ static void test_allreduce(void)
           "allreduce keeps a step taken while its round ran", "%g %g %g", m[0].w[1], m[0].w[0],
           m[1].w[1]);
     for (int i = 0; i < N; i++) {
-        m[i].algo->free(&m[i].ctx);
+        if (m[i].algo->free)
+            m[i].algo->free(&m[i].ctx);
         coll[i]->ops->free(coll[i]);
     }
     CHECK(sync_algo_needs("allreduce") == SYNC_NEEDS_COLLECTIVE &&
@@ -262,8 +264,8 @@ static void test_easgd(void)
     float c0[2] = {0, 10}, w[2] = {4, 2}, out[2];
     struct center *c = center_local_create(c0, 2);
     struct ss_err e;
-    float buf[3];
-    struct sync_ctx ctx = {&cfg, w, 2, NULL, c, buf, NULL, 0, NULL, NULL, 1, 0, 0};
+    float buf[3], snap[2];
+    struct sync_ctx ctx = {&cfg, w, 2, NULL, c, buf, NULL, 0, NULL, NULL, 1, 0, 0, snap};
     const struct sync_algo_ops *a = sync_algo_find("easgd");
     int r = a->sync(&ctx, 1, &e);
     /* center = 0.5*{0,10} + 0.5*{4,2} = {2,6}; w = 0.5*{4,2} + 0.5*{2,6} = {3,4} */
@@ -292,6 +294,38 @@ static void test_easgd(void)
     c->ops->free(c);
     CHECK(sync_algo_find("nope") == NULL && sync_algo_find("bmuf"), "algorithm table lookup",
           "find failed");
+}
+
+/* A center whose exchange takes a worker's step on the live buffer (+1 to
+ * each of its floats) before it answers: a round of a slow link. */
+static float *stepped_w;
+static struct center *stepped_inner;
+
+static int stepped_elastic(struct center *c, const float *w, float *out, size_t n, float alpha,
+                           struct ss_err *e)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++)
+        stepped_w[i] += 1;
+    return stepped_inner->ops->elastic(stepped_inner, w, out, n, alpha, e);
+}
+
+static void test_round_keeps_steps(void)
+{
+    cfg.sync.alpha = 0.5;
+    float c0[2] = {0, 10}, w[2] = {4, 2}, buf[3], snap[2];
+    static const struct center_ops ops = {stepped_elastic, NULL, NULL, NULL};
+    struct center stepped = {&ops, NULL};
+    stepped_w = w;
+    stepped_inner = center_local_create(c0, 2);
+    struct ss_err e;
+    struct sync_ctx ctx = {&cfg, w, 2, NULL, &stepped, buf, NULL, 0, NULL, NULL, 1, 0, 0, snap};
+    int r = sync_algo_find("easgd")->sync(&ctx, 1, &e);
+    /* s = {4,2}, center -> {2,6}; w = s + 0.5 (center - s) + the step = {3,4} + 1 (a blend
+     * of the live buffer would give 0.5 {5,3} + 0.5 {2,6} = {3.5,4.5}, half the step lost) */
+    CHECK(r == 1 && w[0] == 4 && w[1] == 5, "easgd: the steps taken during a round are kept whole",
+          "w %g %g", w[0], w[1]);
+    stepped_inner->ops->free(stepped_inner);
 }
 
 struct fg { struct shadow *s; int rc; };
@@ -514,6 +548,7 @@ int main(void)
     test_summed_tail();
     test_easgd();
     test_easgd_follow();
+    test_round_keeps_steps();
     test_foreground();
     test_held();
     test_failed();

@@ -126,6 +126,7 @@ struct sync_ctx {
     /* EASGD: other trainers may still be training (set by the thread each
      * round); the final push made. */
     int others_on, pushed;
+    float *snap;                /* n floats: w as the round read it */
 };
 
 /* What an algorithm talks through: the trainer sets up that much. */

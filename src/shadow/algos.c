@@ -1,18 +1,20 @@
 /* The dense sync algorithms (DESIGN §3) and their table.
  *   none:  no dense sync.
- *   easgd: w_PS <- (1-a) w_PS + a w_i (at the center), w_i <- (1-a) w_i + a w_PS.
+ * A round reads w_i once (s, its snapshot) and, when its answer is back,
+ * moves the live w_i by a times the answer less s: w_i <- w_i + a (t - s),
+ * which is (1-a) s + a t plus the steps the workers took while the round
+ * ran, kept whole (a round of a slow link spans many of them).
+ *   easgd: w_PS <- (1-a) w_PS + a s (at the center), t = w_PS.
  *          The final round only pushes (a pull there would blend a center
  *          behind the trainer's last steps into its output); then, while
  *          other trainers train on, it follows: w_i <- (1-a) w_i + a w_PS
  *          with the center left as it is (alpha 0 at the center).
- *   ma:    g <- AllReduce(w_i)/n, w_i <- (1-a) w_i + a g.
- *   bmuf:  c <- AllReduce(w_i)/n, d <- c - w_global, v <- mu v + eta d,
- *          w_global <- w_global + v, w_i <- (1-a) w_i + a w_global
- *          (Nesterov: a w_global + mu v target instead).
- *   allreduce: s <- w_i (a snapshot), m <- AllReduce(s)/n, w_i <- m + (w_i - s):
- *          every trainer ends the round at the exact mean, with the steps its
- *          workers took while the round ran kept on top (MA with alpha 1
- *          overwrites them on the live buffer). With sync.mode = foreground,
+ *   ma:    t = AllReduce(s)/n.
+ *   bmuf:  c <- AllReduce(s)/n, d <- c - w_global, v <- mu v + eta d,
+ *          w_global <- w_global + v, t = w_global (Nesterov: w_global + mu v).
+ *   allreduce: t = AllReduce(s)/n with a = 1: every trainer ends the round
+ *          at the exact mean, with its workers' steps of the round on top
+ *          (ma with a = 1, which does not read sync.alpha). With sync.mode = foreground,
  *          sync.gap = 1 and one worker per trainer, each step waits for its
  *          round: fully synchronous dense training beside asynchronous
  *          embeddings (Persia's hybrid, DESIGN §9), the accuracy reference
@@ -25,11 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* w <- (1-a) w + a target, on the live buffer (Hogwild). */
-SS_HOGWILD static void blend(float *w, const float *target, size_t n, float a)
+/* w <- w + a (target - snap), on the live buffer (Hogwild). */
+SS_HOGWILD static void pull(float *w, const float *target, const float *snap, size_t n, float a)
 {
     for (size_t i = 0; i < n; i++)
-        w[i] = (1.0f - a) * w[i] + a * target[i];
+        w[i] += a * (target[i] - snap[i]);
 }
 
 static int none_sync(struct sync_ctx *c, int active, struct ss_err *e)
@@ -49,12 +51,12 @@ static int easgd_sync(struct sync_ctx *c, int active, struct ss_err *e)
 {
     float a = (float)c->cfg->sync.alpha;
     int push = active || !c->pushed;
-    ss_copy(c->buf, c->w, c->n);
-    int rc = c->center->ops->elastic(c->center, c->buf, c->buf, c->n, push ? a : 0.0f, e);
+    ss_copy(c->snap, c->w, c->n);
+    int rc = c->center->ops->elastic(c->center, c->snap, c->buf, c->n, push ? a : 0.0f, e);
     if (rc < 0)
         return rc;
     if (active || c->pushed) /* not the final push */
-        blend(c->w, c->buf, c->n, a);
+        pull(c->w, c->buf, c->snap, c->n, a);
     c->pushed |= !active;
     return active || c->others_on;
 }
@@ -105,19 +107,31 @@ SS_HOGWILD static void sum_tail(struct sync_ctx *c)
     c->tail_agreed = 1;
 }
 
+/* buf <- the mean of the trainers' snapshots (c->snap <- w). */
 static int average(struct sync_ctx *c, int active, struct ss_err *e)
 {
-    return average_of(c, c->w, active, e);
+    ss_copy(c->snap, c->w, c->n);
+    return average_of(c, c->snap, active, e);
+}
+
+static int mean_pulled(struct sync_ctx *c, int active, float a, struct ss_err *e)
+{
+    int act = average(c, active, e);
+    if (act >= 0) {
+        pull(c->w, c->buf, c->snap, c->n - c->n_sum, a);
+        sum_tail(c);
+    }
+    return act;
 }
 
 static int ma_sync(struct sync_ctx *c, int active, struct ss_err *e)
 {
-    int act = average(c, active, e);
-    if (act >= 0) {
-        blend(c->w, c->buf, c->n - c->n_sum, (float)c->cfg->sync.alpha);
-        sum_tail(c);
-    }
-    return act;
+    return mean_pulled(c, active, (float)c->cfg->sync.alpha, e);
+}
+
+static int allreduce_sync(struct sync_ctx *c, int active, struct ss_err *e)
+{
+    return mean_pulled(c, active, 1.0f, e);
 }
 
 struct bmuf { float *global, *v, *target; };
@@ -155,7 +169,7 @@ static int bmuf_sync(struct sync_ctx *c, int active, struct ss_err *e)
         b->global[i] += v;
         b->target[i] = nesterov ? b->global[i] + mu * v : b->global[i];
     }
-    blend(c->w, b->target, nd, (float)c->cfg->sync.alpha);
+    pull(c->w, b->target, c->snap, nd, (float)c->cfg->sync.alpha);
     sum_tail(c);
     return act;
 }
@@ -180,40 +194,6 @@ static int bmuf_state(struct sync_ctx *c, float **arrays)
     return 2;
 }
 
-/* The state is the round's snapshot: nothing to checkpoint. */
-static int allreduce_init(struct sync_ctx *c, struct ss_err *e)
-{
-    int rc = collective_init(c, e);
-    if (rc == 0)
-        c->state = ss_aligned(c->n * sizeof(float));
-    return rc;
-}
-
-/* w <- mean + (w - snap): exactly the mean where no worker stepped meanwhile. */
-SS_HOGWILD static void keep_steps(float *w, const float *mean, const float *snap, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        w[i] = mean[i] + (w[i] - snap[i]);
-}
-
-static int allreduce_sync(struct sync_ctx *c, int active, struct ss_err *e)
-{
-    float *snap = c->state;
-    ss_copy(snap, c->w, c->n);
-    int act = average_of(c, snap, active, e);
-    if (act >= 0) {
-        keep_steps(c->w, c->buf, snap, c->n - c->n_sum);
-        sum_tail(c);
-    }
-    return act;
-}
-
-static void allreduce_free(struct sync_ctx *c)
-{
-    free(c->state);
-    c->state = NULL;
-}
-
 static const struct sync_algo_ops algos[] = {
     {"none", SYNC_NEEDS_NOTHING, 0, NULL, NULL, none_sync, NULL, NULL},
     {"easgd", SYNC_NEEDS_CENTER, SYNC_ROUNDS | SYNC_USES_ALPHA, NULL, easgd_init, easgd_sync,
@@ -224,8 +204,8 @@ static const struct sync_algo_ops algos[] = {
      "lower optim.dense_lr or optim.emb_lr, add an optim.warmup_examples, or lower "
      "sync.bmuf_lr or sync.bmuf_momentum, which the schedule does not scale", bmuf_init,
      bmuf_sync, bmuf_free, bmuf_state},
-    {"allreduce", SYNC_NEEDS_COLLECTIVE, SYNC_ROUNDS | SYNC_MEAN, NULL, allreduce_init,
-     allreduce_sync, allreduce_free, NULL},
+    {"allreduce", SYNC_NEEDS_COLLECTIVE, SYNC_ROUNDS | SYNC_MEAN, NULL, collective_init,
+     allreduce_sync, NULL, NULL},
 };
 
 const struct sync_algo_ops *sync_algo_find(const char *name)

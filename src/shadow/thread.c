@@ -146,6 +146,7 @@ static void *shadow_main(void *arg)
 static void free_ctx(struct sync_ctx *c)
 {
     free(c->buf);
+    free(c->snap);
     free(c->base);
     free(c->tail_snap);
 }
@@ -162,6 +163,7 @@ int shadow_start(struct shadow **out, const struct shadow_opts *o, struct ss_err
                                .center = o->center};
     s->hold_rounds = algo->needs == SYNC_NEEDS_COLLECTIVE;
     s->ctx.buf = ss_aligned((o->n + 1) * sizeof(float));
+    s->ctx.snap = ss_aligned((o->n ? o->n : 1) * sizeof(float));
     if (algo->needs == SYNC_NEEDS_COLLECTIVE && o->tail.n > 0 && o->tail.n <= o->n) {
         s->ctx.n_sum = o->tail.n; /* every trainer starts from the same tail */
         s->ctx.base = ss_aligned(o->tail.n * sizeof(float));
