@@ -27,11 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* w <- w + a (target - snap), on the live buffer (Hogwild). */
+/* w <- (1-a) snap + a target + (w - snap), on the live buffer (Hogwild):
+ * in that order, so that where no step came between (w = snap) it is the
+ * blend exactly, and with a = 1 exactly the target (every replica equal). */
 SS_HOGWILD static void pull(float *w, const float *target, const float *snap, size_t n, float a)
 {
     for (size_t i = 0; i < n; i++)
-        w[i] += a * (target[i] - snap[i]);
+        w[i] = ((1.0f - a) * snap[i] + a * target[i]) + (w[i] - snap[i]);
 }
 
 static int none_sync(struct sync_ctx *c, int active, struct ss_err *e)
