@@ -1,14 +1,14 @@
 /* The dense sync algorithms (DESIGN §3) and their table.
+ * A round reads w_i once (s, its snapshot) and, when its answer t is back,
+ * sets the live w_i <- (1-a) s + a t + (w_i - s): the blend, with the steps
+ * the workers took while the round ran kept whole (a round of a slow link
+ * spans many of them).
  *   none:  no dense sync.
- * A round reads w_i once (s, its snapshot) and, when its answer is back,
- * moves the live w_i by a times the answer less s: w_i <- w_i + a (t - s),
- * which is (1-a) s + a t plus the steps the workers took while the round
- * ran, kept whole (a round of a slow link spans many of them).
  *   easgd: w_PS <- (1-a) w_PS + a s (at the center), t = w_PS.
  *          The final round only pushes (a pull there would blend a center
  *          behind the trainer's last steps into its output); then, while
- *          other trainers train on, it follows: w_i <- (1-a) w_i + a w_PS
- *          with the center left as it is (alpha 0 at the center).
+ *          other trainers train on, it follows, t = w_PS with the center
+ *          left as it is (alpha 0 at the center).
  *   ma:    t = AllReduce(s)/n.
  *   bmuf:  c <- AllReduce(s)/n, d <- c - w_global, v <- mu v + eta d,
  *          w_global <- w_global + v, t = w_global (Nesterov: w_global + mu v).
