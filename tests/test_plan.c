@@ -123,9 +123,9 @@ int main(void)
           "%g", p.job_syncs_s);
 
     double r;
-    CHECK(plan_parse_rate("1gbit", &r) == 0 && r == 125e6 && plan_parse_rate("100mbit", &r) == 0 &&
-              r == 12.5e6 && plan_parse_rate("off", &r) == 0 && isinf(r) &&
-              plan_parse_rate("1gb", &r) < 0 && plan_parse_rate("0mbit", &r) < 0,
+    CHECK(ss_parse_rate("1gbit", &r) == 0 && r == 125e6 && ss_parse_rate("100mbit", &r) == 0 &&
+              r == 12.5e6 && ss_parse_rate("off", &r) == 0 && isinf(r) &&
+              ss_parse_rate("1gb", &r) < 0 && ss_parse_rate("0mbit", &r) < 0,
           "plan: rates as tc writes them, off unshaped, others refused", "%g", r);
     CHECK_DONE();
 }

@@ -1,7 +1,8 @@
 /* The sync PS over Thrift on loopback: the EASGD center split over two
  * sync PSs gives the same exchange as the in-process center; bad requests
  * (token, offset, length, alpha) are refused while the service serves on;
- * the partitions are balanced. */
+ * the partitions are balanced; sync.link_share paces both ends of a
+ * round's transfer. */
 #include "check.h"
 #include "rpc_check.h"
 #include "shadowsync/rpc.h"
@@ -42,6 +43,72 @@ static int raw_elastic(int port, const char *tok, gint64 offset, int n, double a
     return rc;
 }
 
+/* One round of a BIG-float center on one sync PS, its answers paced to
+ * server_pace and the trainer's pushes to client_pace (bytes/s, 0: not):
+ * the round's seconds, or -1 where the round gave other than the
+ * in-process center. */
+#define BIG (1 << 20)
+static double paced_round(double server_pace, double client_pace)
+{
+    static float init[BIG], w[BIG], got[BIG], want[BIG];
+    uint64_t r = 5;
+    for (int i = 0; i < BIG; i++)
+        init[i] = (float)ss_normal(&r), w[i] = (float)ss_normal(&r);
+    struct syncps_service *sv = syncps_service_create(init, BIG, 0, BIG, token);
+    struct rpc_server *srv;
+    struct ss_err e = {0};
+    struct center *remote = NULL, *local = center_local_create(init, BIG);
+    double t = -1;
+    if (rpc_server_start(&srv, "127.0.0.1", 0, syncps_service_processor(sv), &e) == 0) {
+        rpc_server_pace(srv, server_pace);
+        struct sync_endpoint ep = {"sync_ps 0", "127.0.0.1", rpc_server_port(srv)};
+        if (center_thrift(&remote, &ep, 1, BIG, token, 20000, client_pace, &e) == 0) {
+            double t0 = ss_now();
+            int rc = remote->ops->elastic(remote, w, got, BIG, 0.3f, &e);
+            t = ss_now() - t0;
+            local->ops->elastic(local, w, want, BIG, 0.3f, &e);
+            for (int i = 0; i < BIG && rc == 0; i++)
+                rc = fabsf(got[i] - want[i]) > 1e-6f;
+            t = rc ? -1 : t;
+            remote->ops->free(remote);
+        }
+        rpc_server_stop(srv);
+    }
+    local->ops->free(local);
+    syncps_service_free(sv);
+    return t;
+}
+
+/* The round's 4 MiB each way at 8 MB/s takes at least half a second a
+ * paced direction (less TCP's first burst); unpaced, far less. */
+static void test_pacing(void)
+{
+    double none = paced_round(0, 0), answers = paced_round(8e6, 0),
+           pushes = paced_round(0, 8e6);
+    CHECK(none >= 0 && answers >= 0 && pushes >= 0, "paced rounds give the in-process center",
+          "seconds %g %g %g", none, answers, pushes);
+    CHECK(answers > 0.4 && pushes > 0.4 && none < answers && none < pushes,
+          "a sync PS's answers and a trainer's pushes are each paced (4 MiB at 8 MB/s)",
+          "unpaced %.3f s, answers paced %.3f s, pushes paced %.3f s", none, answers, pushes);
+
+    struct ss_config c;
+    struct ss_err e;
+    char *ov[] = {"job.link_rate=1gbit", "sync.link_share=0.5"};
+    char how[200];
+    CHECK(ss_config_load(&c, NULL, ov, 2, &e) == 0 && rpc_link_pace(&c, NULL, how, sizeof how) ==
+          62.5e6 && strstr(how, "500 Mbit/s"), "job.link_rate 1gbit at share 0.5: 62.5 MB/s",
+          "%s", how);
+    ss_config_free(&c);
+    char *lo[] = {"job.link_rate=auto"};
+    CHECK(ss_config_load(&c, NULL, lo, 1, &e) == 0 && rpc_link_pace(&c, NULL, how, sizeof how) == 0
+          && strstr(how, "reports no speed"), "auto on the loopback: unpaced, and said why", "%s",
+          how);
+    ss_config_free(&c);
+    char *bad[] = {"job.link_rate=fast"};
+    CHECK(ss_config_load(&c, NULL, bad, 1, &e) < 0 && strstr(e.msg, "job.link_rate = fast"),
+          "a link rate that is none is refused naming the key", "%s", e.msg);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -74,7 +141,7 @@ int main(void)
     }
     CHECK(rc == 0, "two sync PSs listen", "%s", e.msg);
     struct center *remote, *local = center_local_create(init, LEN);
-    rc = center_thrift(&remote, ep, 2, LEN, token, 2000, &e);
+    rc = center_thrift(&remote, ep, 2, LEN, token, 2000, 0, &e);
     CHECK(rc == 0, "the shadow thread's center client connects", "%s", e.msg);
     double worst = 0;
     for (int round = 0; round < 4; round++) {
@@ -146,5 +213,6 @@ int main(void)
     rpc_server_stop(srv[0]);
     syncps_service_free(sv[0]);
     syncps_service_free(sv[1]);
+    test_pacing();
     CHECK_DONE();
 }

@@ -126,6 +126,8 @@ double ss_normal(uint64_t *state);
  * (the sync PSs' slices of the EASGD center, which the shadow thread's
  * client and the sync PSs both cut). */
 void ss_partition(size_t n, int parts, int p, size_t *lo, size_t *hi);
+/* "1gbit", "100mbit", ... or "off" into bytes/s (INFINITY); -1: not a rate. */
+int ss_parse_rate(const char *s, double *bytes_s);
 int ss_mkdir_p(const char *dir, struct ss_err *e); /* mkdir -p, naming the part that fails */
 /* One run at a time on dir (key names it: "output.dir"): an exclusive lock
  * on dir/name, held until the process ends; taken again by this process,
@@ -293,6 +295,7 @@ struct ss_config {
         int64_t seed;
         char *bind;
         char *interface;
+        char *link_rate;
         double rpc_timeout_s;
     } job;
     struct {
@@ -340,6 +343,7 @@ struct ss_config {
         int output;                  /* enum sync_output */
         double shadow_sleep_ms;
         double shadow_cpu_share;
+        double link_share;
         double timeout_s;            /* a cluster job's wait on the other trainers; 0: none */
     } sync;
     struct { char *strategy; int profile_batches; char *pin; } placement;

@@ -78,6 +78,11 @@ int rpc_multi_host(const struct job_plan *p);
  * loopback address or 0.0.0.0 on several hosts), both keys set, or a
  * rank with no address on job.interface (naming it and its addresses). */
 int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err *e);
+/* The bytes/s this rank's sync connections are paced to: sync.link_share
+ * of job.link_rate (auto: the speed reported for the interface holding
+ * the rank's address); 0 where either is 0 or unknown. how: a line's
+ * worth saying which. */
+double rpc_link_pace(const struct ss_config *c, const struct job_plan *p, char *how, size_t cap);
 /* Its checks of the keys alone (job.bind an IPv4 address, job.interface a
  * name or a CIDR, not both), for `shadowsync check`. */
 int rpc_address_keys_ok(const struct ss_config *c, struct ss_err *e);
@@ -151,6 +156,8 @@ struct rpc_guard {
 int rpc_server_start_guarded(struct rpc_server **out, const char *addr, int port,
                              ThriftProcessor *proc, const struct rpc_guard *g, struct ss_err *e);
 int rpc_server_port(const struct rpc_server *s);
+/* Connections accepted from now on send at most bytes_s (TCP pacing; 0: unpaced). */
+void rpc_server_pace(struct rpc_server *s, double bytes_s);
 /* Stops accepting, closes every connection, waits for their threads. */
 void rpc_server_stop(struct rpc_server *s);
 /* A connection: binary protocol over a buffered socket, TCP_NODELAY. */
@@ -163,6 +170,8 @@ ThriftProtocol *rpc_conn_protocol(const struct rpc_conn *c);
 /* Caps what the connection may still read (Thrift refuses a field longer
  * than that before allocating it); the library's default is 100 MiB. */
 void rpc_conn_limit(struct rpc_conn *c, long bytes);
+/* The connection sends at most bytes_s (TCP pacing; 0: unpaced). */
+void rpc_conn_pace(struct rpc_conn *c, double bytes_s);
 void rpc_conn_close(struct rpc_conn *c);
 
 /* For handlers: answers an RpcError with the formatted message, counts it

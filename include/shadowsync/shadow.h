@@ -100,7 +100,7 @@ struct sync_endpoint {
     int port;
 };
 int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, size_t n,
-                  const char *token, int timeout_ms, struct ss_err *e);
+                  const char *token, int timeout_ms, double pace, struct ss_err *e);
 
 /* What an algorithm sees. */
 struct sync_ctx {

@@ -418,8 +418,6 @@ void plan_sync_point(const struct sync_costs *k, int N, int S, struct sync_point
 /* The fewest sync PSs (<= 64) at which N trainers reach share x linear;
  * 0: none does. */
 int plan_sync_needs(const struct sync_costs *k, int N, double share);
-/* "1gbit", "100mbit", ... or "off" into bytes/s (INFINITY); -1: not a rate. */
-int plan_parse_rate(const char *s, double *bytes_s);
 
 /* ---- pictures and tuning sweeps (plot.c, sweep.c) --------------------- */
 

@@ -97,6 +97,9 @@ static const struct key_desc keys[] = {
     STR(job, bind, "", "address services bind to (empty = job.interface's, else the host's address)"),
     STR(job, interface, "", "where each rank's services bind and announce: an interface (e.g. "
         "eth0) or an IPv4 network (e.g. 10.1.0.0/16); empty = the host's address"),
+    STR(job, link_rate, "auto", "each host's link rate, as tc writes it (100mbit, 1gbit, 10gbit), "
+        "for sync.link_share; auto = the speed the kernel reports for the interface of the rank's "
+        "address (none on a loopback or a virtual interface without one); off = unknown"),
     DBL(job, rpc_timeout_s, "30", 0, 3600, OPEN_MIN,
         "seconds a call to a service may take before the job ends naming the service"),
 
@@ -202,6 +205,10 @@ static const struct key_desc keys[] = {
         "where a trainer's host has no core to spare for its shadow thread (its CPU quota or "
         "affinity gives fewer than the workers + 1), the thread pauses longer so that it takes at "
         "most this share of the host's cores (0: never)"),
+    DBL(sync, link_share, "0.5", 0, 1, 0,
+        "cluster job, shadow mode: the sync PSs' connections (a trainer's pushes, a sync PS's "
+        "answers) are paced to this share of job.link_rate, so that a round's bulk transfer never "
+        "queues the embedding lookups behind it on the link (0 or no known rate: unpaced)"),
     DBL(sync, timeout_s, "600", 0, 1e6, 0,
         "cluster job: seconds a trainer waits on the others (a sync round's all-reduce, a DES "
         "exchange, a checkpoint, their progress reports) before it ends the job naming the one "
@@ -861,6 +868,10 @@ static int check_config(struct ss_config *c, struct ss_err *e)
                               "0 / 0 (NaN); set either above 0");
     if (check_schedule(c, e) < 0 || check_eval_every(c, e) < 0)
         return SS_EINVAL;
+    double rate;
+    if (strcmp(c->job.link_rate, "auto") && ss_parse_rate(c->job.link_rate, &rate) < 0)
+        return ss_config_fail(e, c, "job.link_rate", "job.link_rate = %s: a rate as tc writes it "
+                              "(100mbit, 1gbit, 10gbit), auto or off", c->job.link_rate);
     int backend, precision; /* oneDNN or bf16 asked for where this build or CPU has none */
     if (dense_resolve(c, &backend, &precision, e) < 0)
         return SS_EINVAL;

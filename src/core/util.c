@@ -494,3 +494,21 @@ int ss_halt_raised(void)
 {
     return __atomic_load_n(&halt_sig, __ATOMIC_RELAXED);
 }
+
+/* A rate as tc and tools/lab write it (100mbit, 1gbit, 2.5gbit, 64kbit,
+ * bits a second) into bytes a second; "off" or empty: unshaped. */
+int ss_parse_rate(const char *s, double *bytes_s)
+{
+    if (!s || !*s || !strcmp(s, "off")) {
+        *bytes_s = INFINITY;
+        return 0;
+    }
+    char *end;
+    double v = strtod(s, &end);
+    double unit = !strcmp(end, "bit") ? 1 : !strcmp(end, "kbit") ? 1e3 : !strcmp(end, "mbit") ? 1e6
+                : !strcmp(end, "gbit") ? 1e9 : 0;
+    if (end == s || !(v > 0) || unit == 0)
+        return -1;
+    *bytes_s = v * unit / 8;
+    return 0;
+}

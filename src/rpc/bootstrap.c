@@ -7,9 +7,11 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <math.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -245,6 +247,73 @@ static int interface_address(const char *spec, char out[64], char *why, size_t c
     return -1;
 }
 
+/* This rank's address: p->addrs' (rpc_check_bind), job.bind, or the loopback. */
+static void rank_address(const struct ss_config *c, const struct job_plan *p, char host[64])
+{
+    if (p && p->addrs)
+        snprintf(host, 64, "%s", p->addrs[p->rank]);
+    else if (c->job.bind && *c->job.bind)
+        snprintf(host, 64, "%s", c->job.bind);
+    else
+        snprintf(host, 64, "127.0.0.1");
+}
+
+/* The speed the kernel reports for the interface that holds addr
+ * (/sys/class/net/IF/speed, Mbit/s), in bytes/s; 0 where there is none
+ * (a loopback, an interface that reports -1 or nothing), its name in dev. */
+static double interface_speed(const char *addr, char dev[IF_NAMESIZE + 1])
+{
+    struct in_addr want;
+    struct ifaddrs *ifs = NULL;
+    *dev = 0;
+    if (inet_pton(AF_INET, addr, &want) != 1 || getifaddrs(&ifs) != 0)
+        return 0;
+    int lo = 0;
+    for (struct ifaddrs *i = ifs; i && !*dev; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+            ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == want.s_addr) {
+            snprintf(dev, IF_NAMESIZE + 1, "%s", i->ifa_name);
+            lo = !!(i->ifa_flags & IFF_LOOPBACK);
+        }
+    freeifaddrs(ifs);
+    char path[64], text[32] = "";
+    snprintf(path, sizeof path, "/sys/class/net/%s/speed", dev);
+    FILE *f = *dev && !lo ? fopen(path, "r") : NULL;
+    if (f && !fgets(text, sizeof text, f))
+        *text = 0;
+    if (f)
+        fclose(f);
+    long mbit = atol(text);
+    return mbit > 0 ? mbit * 1e6 / 8 : 0;
+}
+
+double rpc_link_pace(const struct ss_config *c, const struct job_plan *p, char *how, size_t cap)
+{
+    double share = c->sync.link_share, rate = 0;
+    char dev[IF_NAMESIZE + 1] = "", addr[64];
+    const char *r = c->job.link_rate;
+    rank_address(c, p, addr);
+    if (!strcmp(r, "auto"))
+        rate = interface_speed(addr, dev);
+    else if (ss_parse_rate(r, &rate) < 0 || isinf(rate))
+        rate = 0;
+    if (!(share > 0) || !(rate > 0)) {
+        snprintf(how, cap, "unpaced (%s)", !(share > 0) ? "sync.link_share = 0"
+                 : strcmp(r, "auto") ? "job.link_rate = off"
+                 : *dev ? "job.link_rate = auto: its interface reports no speed"
+                        : "job.link_rate = auto: no interface holds its address");
+        return 0;
+    }
+    char src[96];
+    if (*dev)
+        snprintf(src, sizeof src, "%s's %.0f Mbit/s", dev, rate * 8 / 1e6);
+    else
+        snprintf(src, sizeof src, "job.link_rate = %s", r);
+    snprintf(how, cap, "paced to %.0f Mbit/s (sync.link_share %g of %s)", share * rate * 8 / 1e6,
+             share, src);
+    return share * rate;
+}
+
 /* The rule without job.bind or job.interface: the host's name's address;
  * where that is a loopback one (Debian's 127.0.1.1, or no address) and the
  * ranks run on several hosts, the first up interface's that is not a
@@ -379,12 +448,7 @@ int rpc_check_bind(const struct ss_config *c, struct job_plan *p, struct ss_err 
 int rpc_role_server(struct rpc_server **out, const struct ss_config *c, const struct job_plan *p,
                     ThriftProcessor *proc, size_t max_message, char host[64], struct ss_err *e)
 {
-    if (p && p->addrs)
-        snprintf(host, 64, "%s", p->addrs[p->rank]);
-    else if (c->job.bind && *c->job.bind)
-        snprintf(host, 64, "%s", c->job.bind);
-    else
-        snprintf(host, 64, "127.0.0.1");
+    rank_address(c, p, host);
     char name[160];
     rpc_rank_name(p, p->rank, name, sizeof name);
     struct rpc_guard g = {name, p->token, c->job.rpc_timeout_s, max_message, 0};

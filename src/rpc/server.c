@@ -21,6 +21,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ struct rpc_server {
     char name[128];
     char token[64];             /* "": no token to look for */
     int64_t frame_ms;           /* 0: no deadlines, no room made */
+    double pace;                /* bytes/s each connection sends at most (0: unpaced; atomics) */
     size_t max_message;
     int64_t warned_ms[3];       /* the accept thread's last warnings: accept failed, reaped, */
     int unsaid[3];              /* room made; and how many it has not told since */
@@ -105,6 +107,29 @@ struct rpc_conn *rpc_conn_on_fd(int fd)
                         1 << 16, "w_buf_size", 1 << 16, NULL);
     c->p = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", c->t, NULL);
     return c;
+}
+
+/* The kernel's TCP pacing (SO_MAX_PACING_RATE: the fq qdisc's, or TCP's
+ * own since Linux 4.13 under any other) holds the socket to bytes_s. */
+static void pace_fd(int fd, double bytes_s)
+{
+    if (fd < 0 || !(bytes_s > 0))
+        return;
+    uint64_t rate = bytes_s < 1 ? 1 : bytes_s >= (double)UINT64_MAX ? UINT64_MAX : (uint64_t)bytes_s;
+    if (setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) != 0) {
+        unsigned r32 = rate > UINT32_MAX - 1 ? UINT32_MAX - 1 : (unsigned)rate; /* older kernels */
+        setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &r32, sizeof r32);
+    }
+}
+
+void rpc_conn_pace(struct rpc_conn *c, double bytes_s)
+{
+    pace_fd(c->sock->sd, bytes_s);
+}
+
+void rpc_server_pace(struct rpc_server *s, double bytes_s)
+{
+    __atomic_store(&s->pace, &bytes_s, __ATOMIC_RELAXED);
 }
 
 void rpc_conn_limit(struct rpc_conn *c, long bytes)
@@ -508,6 +533,9 @@ static void *accept_loop(void *arg)
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &every, sizeof every);
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+        double pace;
+        __atomic_load(&s->pace, &pace, __ATOMIC_RELAXED);
+        pace_fd(fd, pace);
         s->conn_fd[slot] = fd;
         __atomic_store_n(&s->deadline[slot], 0, __ATOMIC_RELAXED);
         s->n_conn++;

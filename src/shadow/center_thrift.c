@@ -82,7 +82,7 @@ static const struct center_ops thrift_center_ops = {thrift_elastic, thrift_cente
                                                     NULL};
 
 int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, size_t n,
-                  const char *token, int timeout_ms, struct ss_err *e)
+                  const char *token, int timeout_ms, double pace, struct ss_err *e)
 {
     struct thrift_center *tc = ss_xcalloc(1, sizeof *tc);
     tc->P = P;
@@ -104,6 +104,7 @@ int center_thrift(struct center **out, const struct sync_endpoint *ps, int P, si
             thrift_center_free(c);
             return rc;
         }
+        rpc_conn_pace(p->conn, pace);
         ThriftProtocol *proto = rpc_conn_protocol(p->conn);
         p->client = g_object_new(SS_TYPE_SYNC_P_S_CLIENT, "input_protocol", proto,
                                  "output_protocol", proto, NULL);

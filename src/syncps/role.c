@@ -52,6 +52,10 @@ int syncps_role_run(const struct ss_config *c, struct job_plan *p, const struct 
         if (rc == 0) /* a message: its slice, and the rest */
             rc = rpc_role_server(&srv, c, p, syncps_service_processor(svc),
                                  (hi - lo) * 4 + (1u << 20), me.host, e);
+        if (rc == 0 && c->sync.mode == SYNC_SHADOW) { /* its answers: a share of the link */
+            char how[200];
+            rpc_server_pace(srv, rpc_link_pace(c, p, how, sizeof how));
+        }
     }
     rpc_announce(p, &me, rc == 0 ? srv : NULL, all);
     double t0 = ss_now();

@@ -601,7 +601,12 @@ static int connect_env(struct wiring *w, struct trainer_env *env, const struct m
             (*sps)[s] = (struct sync_endpoint){w->names[s0 + s], all[s0 + s].host,
                                                all[s0 + s].port};
         size_t n = l->n_params + (p->hot ? (size_t)p->hot->n * l->dim : 0); /* + hot rows */
-        rc = center_thrift(&env->center, *sps, S, n, p->token, w->timeout_ms, e);
+        char how[200];
+        double pace = c->sync.mode == SYNC_SHADOW ? rpc_link_pace(c, p, how, sizeof how) : 0;
+        if (pace > 0 && p->rank == 0 && !c->output.quiet)
+            printf("sync: the sync PSs' connections %s, the rest of the link left to the "
+                   "embedding traffic\n", how);
+        rc = center_thrift(&env->center, *sps, S, n, p->token, w->timeout_ms, pace, e);
     }
     int R = p->count[ROLE_READER], r0 = first + w->n_ps + p->count[ROLE_SYNC_PS];
     if (rc < 0 || R == 0)

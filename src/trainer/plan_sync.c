@@ -151,24 +151,6 @@ int plan_sync_needs(const struct sync_costs *k, int N, double share)
     return 0;
 }
 
-/* A rate as tc and tools/lab write it (100mbit, 1gbit, 2.5gbit, 64kbit,
- * bits a second) into bytes a second; "off" or empty: unshaped. */
-int plan_parse_rate(const char *s, double *bytes_s)
-{
-    if (!s || !*s || !strcmp(s, "off")) {
-        *bytes_s = INFINITY;
-        return 0;
-    }
-    char *end;
-    double v = strtod(s, &end);
-    double unit = !strcmp(end, "bit") ? 1 : !strcmp(end, "kbit") ? 1e3 : !strcmp(end, "mbit") ? 1e6
-                : !strcmp(end, "gbit") ? 1e9 : 0;
-    if (end == s || !(v > 0) || unit == 0)
-        return -1;
-    *bytes_s = v * unit / 8;
-    return 0;
-}
-
 /* "1,2,4,8" or "5-64" (or both: "1,2,4-8") into out[0..n), ascending. */
 static int parse_trainers(const char *s, int *out, int cap)
 {
@@ -328,11 +310,11 @@ int trainer_plan_sync(const struct ss_config *c, const struct plan_sync_opts *o,
     if ((n = parse_trainers(o->trainers, list, MAX_TRAINERS)) < 1)
         return ss_fail(e, SS_EINVAL, "plan --trainers %s: a list of trainer counts in rising "
                        "order, 1 to %d (1,2,4,8 or 5-64)", o->trainers, MAX_TRAINERS);
-    if (plan_parse_rate(o->link, &k.link_t) < 0)
+    if (ss_parse_rate(o->link, &k.link_t) < 0)
         return ss_fail(e, SS_EINVAL, "plan --link %s: a rate as tc writes it (100mbit, 1gbit, "
                        "10gbit) or off", o->link);
     k.link_s = k.link_t;
-    if (o->sync_link && plan_parse_rate(o->sync_link, &k.link_s) < 0)
+    if (o->sync_link && ss_parse_rate(o->sync_link, &k.link_s) < 0)
         return ss_fail(e, SS_EINVAL, "plan --sync-link %s: a rate as tc writes it (100mbit, "
                        "1gbit, 10gbit) or off", o->sync_link);
     if (!o->from && !(o->trainer_eps > 0))
