@@ -47,6 +47,16 @@ int main(void)
     CHECK(near(p.gap, k.trainer_eps / k.batch / p.job_syncs_s, 1e-9),
           "plan: the sync gap is the iterations a second over the rounds a second", "%g", p.gap);
 
+    /* sync.link_share 0.5: the round's bytes go at half the link each way */
+    struct sync_costs paced = k;
+    paced.pace = 0.5;
+    struct sync_point q;
+    plan_sync_point(&paced, 1, 1, &q);
+    double slow = k.fixed_s + 2 * k.bytes / (0.5 * k.link_t) + k.bytes * k.svc_s_per_byte + k.local_s;
+    CHECK(near(q.round_s, slow, 1e-9) && q.gap > p.gap,
+          "plan: a paced shadow round moves its bytes at sync.link_share of the link",
+          "round %g s (expected %g), gap %g against %g unpaced", q.round_s, slow, q.gap, p.gap);
+
     /* a host of half a core: the shadow thread's CPU comes out of the worker's,
      * and its own part of a round takes 4x as long (a quarter of a core) */
     struct sync_costs h = k;

@@ -407,6 +407,8 @@ struct sync_costs {
     double trainer_eps, batch;  /* one trainer alone */
     double sleep_s;             /* sync.shadow_sleep_ms */
     double link_t, link_s;      /* bytes/s of a trainer's and a sync PS's link (INFINITY: unshaped) */
+    double pace;                /* sync.link_share: a shadow round's connections each send at
+                                 * most pace x link_t (0: unpaced) */
 };
 struct sync_point {
     int trainers, sync_ps;

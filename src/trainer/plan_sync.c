@@ -11,7 +11,8 @@
  * sync PS's link (the request and the answer in turn) and its CPU
  * (every sync PS takes its slice of every round, so one stands for all),
  * plus a delay of
- * its own: the part of the trainer's link beyond the PS's, the trainer's
+ * its own: the part of the trainer's link beyond the PS's (or of the pace
+ * sync.link_share holds a shadow round's connections to), the trainer's
  * own work and a fixed latency. All-reduce algorithms (ma, bmuf) have no
  * queue: a ring moves 2(N-1)/N of the center over every trainer's link.
  *
@@ -74,7 +75,10 @@ static void mva(const struct sync_costs *k, int customers, int S, double think, 
      * their answers the outbound (measured on the lab: a sync PS at 100
      * Mbit/s served 8 trainers what the two directions in turn allow) */
     double D[2] = {2 * link_s, slice * k->svc_s_per_byte}, Q[2] = {0, 0};
-    double own = k->bytes / k->link_t - link_s; /* the trainer's link beyond the PS's */
+    /* the trainer's link beyond the PS's: its whole center, or a slice at
+     * the pace of one paced connection where that is slower */
+    double paced = k->pace > 0 ? slice / (k->pace * k->link_t) : 0;
+    double own = fmax(k->bytes / k->link_t, paced) - link_s;
     double delay = k->fixed_s + (own > 0 ? 2 * own : 0) + k->local_s * cpu_stretch(k);
     double R = delay, X = 0;
     for (int n = 1; n <= customers; n++) {
@@ -335,6 +339,7 @@ int trainer_plan_sync(const struct ss_config *c, const struct plan_sync_opts *o,
     k.fixed_s = 3e-4; /* two Thrift calls' round trips on a LAN, unless a run says */
     k.cpu = o->trainer_cpu;
     k.share = c->sync.shadow_cpu_share;
+    k.pace = k.foreground ? 0 : c->sync.link_share; /* (foreground rounds are never paced) */
     if (o->trainer_eps > 0)
         k.trainer_eps = o->trainer_eps;
     int rc = o->from ? costs_from_run(o->from, &k, o->trainer_eps > 0, out, e) : 0;
